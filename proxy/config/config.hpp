@@ -1,0 +1,142 @@
+// config: the proxy's settings as plain structs, loaded from YAML and validated.
+// Loading is the one place exceptions are used; validation collects every error with its key.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tokenmeter::config {
+
+using std::chrono::milliseconds;
+
+struct endpoint {
+    std::string host;  // IPv4/IPv6 literal or name; "[::1]" brackets stripped
+    std::uint16_t port = 0;
+    bool operator==(const endpoint&) const = default;
+};
+
+struct upstream_target {
+    std::string scheme = "http";  // "https" parses (port 443) but validate() rejects it for now
+    std::string host;
+    std::uint16_t port = 80;
+    std::string base_path;        // "" or e.g. "/prefix" (no trailing slash) prepended to every request path
+    bool operator==(const upstream_target&) const = default;
+};
+
+struct timeouts {
+    milliseconds request_header{30'000};     // time to receive a request's head (and body)
+    milliseconds client_idle{60'000};        // keep-alive idle between requests on a client connection
+    milliseconds upstream_connect{5'000};    // TCP connect to the upstream
+    milliseconds upstream_idle{300'000};     // max gap between two upstream reads (not a whole-stream deadline)
+    milliseconds client_write{60'000};       // max time one write to a (slow) client may take
+    milliseconds drain{30'000};              // on SIGTERM: how long in-flight streams may finish
+    bool operator==(const timeouts&) const = default;
+};
+
+struct limits {
+    std::uint64_t max_request_body_bytes = 32ull * 1024 * 1024;
+    std::uint64_t max_request_header_bytes = 64 * 1024;
+    std::uint64_t max_sse_event_bytes = 4ull * 1024 * 1024;         // larger events are forwarded, not metered
+    std::uint64_t max_buffered_response_bytes = 16ull * 1024 * 1024;  // non-streamed JSON bodies kept for metering
+    bool operator==(const limits&) const = default;
+};
+
+struct upstream_pool {
+    std::uint32_t max_connections = 512;       // total, across worker threads
+    std::uint32_t max_idle_connections = 64;   // kept alive for reuse, across worker threads
+    milliseconds idle_keepalive{60'000};       // drop idle upstream connections after this long
+    milliseconds acquire_timeout{5'000};       // wait for a free slot before answering 503
+    bool operator==(const upstream_pool&) const = default;
+};
+
+struct readiness {
+    milliseconds probe_interval{5'000};  // how often /readyz checks that the upstream accepts connections
+    bool operator==(const readiness&) const = default;
+};
+
+struct histogram_buckets {
+    std::vector<double> time_to_first_token;
+    std::vector<double> inter_token_latency;
+    std::vector<double> time_per_output_token;
+    std::vector<double> output_tokens_per_second;
+    std::vector<double> decode_tokens_per_second;
+    std::vector<double> request_duration;
+    bool operator==(const histogram_buckets&) const = default;
+};
+
+// OpenTelemetry GenAI semantic-convention boundaries, extended as the README documents.
+histogram_buckets default_buckets();
+
+struct metrics {
+    std::vector<std::string> model_allowlist;  // when non-empty: only these names, everything else "other"
+    std::uint32_t max_models = 32;             // without allowlist: first N distinct names, then "other"
+    // Filled here, not left empty, so that a default-constructed settings is usable as it is.
+    histogram_buckets buckets = default_buckets();
+    bool operator==(const metrics&) const = default;
+};
+
+struct logging {
+    std::string level = "info";   // trace|debug|info|warn|error|off
+    std::string format = "text";  // text|json
+    bool access_log = false;      // one line per request
+    bool operator==(const logging&) const = default;
+};
+
+struct settings {
+    endpoint listen{"127.0.0.1", 8080};
+    endpoint admin{"127.0.0.1", 9090};
+    upstream_target upstream{"http", "127.0.0.1", 8000, ""};
+    std::uint32_t threads = 0;  // 0: one per core
+    bool preserve_host = false; // false: Host sent upstream is the upstream's host:port
+    timeouts timeout;
+    limits limit;
+    upstream_pool pool;
+    readiness ready;
+    metrics metric;
+    logging log;
+    bool operator==(const settings&) const = default;
+};
+
+// Every field at its documented default (the same as a default-constructed settings); load_yaml
+// starts from this, so a key the file leaves out keeps its default.
+settings default_settings();
+
+struct config_error {
+    // Dotted YAML path, e.g. "timeouts.upstream_idle" or "metrics.buckets.time_to_first_token[3]".
+    std::string key;
+    std::string message;
+    bool operator==(const config_error&) const = default;
+};
+
+// "key: message", or just the message when the key is empty (file and YAML syntax errors).
+std::string to_string(const config_error& e);
+
+struct load_result {
+    settings value;
+    std::vector<config_error> errors;  // empty when valid
+    [[nodiscard]] bool ok() const { return errors.empty(); }
+};
+
+// Parses YAML text. Unknown keys, wrong types and out-of-range values are errors naming the key.
+load_result load_yaml(const std::string& yaml_text);
+// Reads and parses a file; an unreadable file is one error with key "".
+load_result load_file(const std::string& path);
+// Semantic checks shared by the file loader and command-line overrides.
+std::vector<config_error> validate(const settings& s);
+
+// "host:port", "[v6]:port". Returns nullopt on malformed input.
+std::optional<endpoint> parse_endpoint(const std::string& text);
+// The inverse of parse_endpoint: IPv6 hosts get their brackets back.
+std::string to_string(const endpoint& e);
+// "http://host:port[/base]". Returns nullopt on malformed input.
+std::optional<upstream_target> parse_upstream(const std::string& text);
+// "250ms", "30s", "5m", "1h", or a bare number of seconds (may be fractional).
+std::optional<milliseconds> parse_duration(const std::string& text);
+// A byte count: "65536", "64KiB", "32MiB", "1GiB". Binary units only: "MB" is refused as ambiguous.
+std::optional<std::uint64_t> parse_size(const std::string& text);
+
+}  // namespace tokenmeter::config

@@ -1,0 +1,42 @@
+// http/proxy_context: what every proxy session shares with the rest of the process.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+#include "config/config.hpp"
+#include "core/time.hpp"
+#include "meter/exchange.hpp"
+#include "metrics/registry.hpp"
+
+namespace tokenmeter::http {
+
+class proxy_session;
+
+struct proxy_context {
+    const config::settings& settings;
+    metrics::registry& metrics;
+    const core::clock& clock;
+    std::atomic<bool> draining{false};
+    std::atomic<std::int64_t> requests_in_flight{0};
+    std::atomic<std::int64_t> client_connections{0};
+    meter::exchange_limits exchange_limits{};
+};
+
+// Sessions of one worker thread, so a drain can close the idle ones. Touched only on that thread.
+class session_registry {
+public:
+    void add(const std::shared_ptr<proxy_session>& session);
+    void remove(proxy_session* session);
+    // Closes every session that is between requests; busy ones close after their response.
+    void close_idle();
+
+private:
+    std::unordered_map<proxy_session*, std::weak_ptr<proxy_session>> sessions_;
+};
+
+}  // namespace tokenmeter::http

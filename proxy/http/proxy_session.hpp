@@ -1,0 +1,99 @@
+// http/proxy_session: one client connection. Reads a request, forwards it through the upstream
+// pool, relays the response read by read (each read is written to the client before the next
+// one is started), and shows every forwarded span to the meter after it has been handed to
+// the socket.
+#pragma once
+
+#include <array>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "http/beast.hpp"
+#include "http/proxy_context.hpp"
+#include "http/upstream_pool.hpp"
+#include "meter/exchange.hpp"
+#include "protocol/types.hpp"
+
+namespace tokenmeter::http {
+
+class proxy_session : public std::enable_shared_from_this<proxy_session> {
+public:
+    proxy_session(tcp::socket socket, proxy_context& context, upstream_pool& pool,
+                  session_registry& sessions);
+    ~proxy_session();
+
+    void start();
+    // Called on drain: closes the connection if it is waiting for a request.
+    void close_if_idle();
+
+private:
+    enum class phase : std::uint8_t { reading_request, proxying, writing_local, closed };
+
+    void do_read_header();
+    void on_read_header(error_code ec, std::size_t bytes);
+    void do_read_body();
+    void on_read_body(error_code ec, std::size_t bytes);
+    void handle_request();
+
+    void acquire_upstream(bool allow_reuse);
+    void on_upstream(error_code ec, upstream_ptr connection, bool reused);
+    void do_write_upstream_request();
+    void on_write_upstream_request(error_code ec, std::size_t bytes);
+    void do_read_upstream_header();
+    void on_read_upstream_header(error_code ec, std::size_t bytes);
+    void on_write_client_header(error_code ec, std::size_t bytes);
+    void do_read_upstream_body();
+    void on_read_upstream_body(error_code ec, std::size_t bytes);
+    void on_write_client_body(error_code ec, std::size_t bytes);
+    void on_response_complete();
+
+    // Upstream failed before any response byte reached the client: answer locally.
+    void fail_before_response(error_code ec, std::string_view stage);
+    void respond_local(bhttp::status status, std::string_view code, std::string_view message,
+                       bool close_connection, meter::outcome result);
+    void on_write_local(error_code ec, std::size_t bytes, bool close_connection);
+
+    void watch_client();
+    void stop_watching_client();
+    void finish_exchange(meter::end_reason reason);
+    void abort_upstream();
+    void close_client();
+    void next_request_or_close();
+
+    proxy_context& context_;
+    upstream_pool& pool_;
+    session_registry& sessions_;
+    beast::tcp_stream client_;
+    beast::flat_buffer client_buffer_;
+    phase phase_ = phase::reading_request;
+    bool first_request_ = true;
+
+    std::optional<bhttp::request_parser<bhttp::string_body>> request_parser_;
+    bhttp::request<bhttp::string_body> upstream_request_;
+    core::time_point request_received_{};
+    protocol::api_kind api_ = protocol::api_kind::none;
+    protocol::request_info request_info_;
+    bool client_keep_alive_ = true;
+    bool head_request_ = false;
+    unsigned client_version_ = 11;
+
+    upstream_ptr upstream_;
+    bool upstream_reused_ = false;
+    bool retried_ = false;
+    std::optional<bhttp::response_parser<bhttp::buffer_body>> response_parser_;
+    bhttp::response<bhttp::buffer_body> client_response_;
+    std::optional<bhttp::response_serializer<bhttp::buffer_body>> client_serializer_;
+    bhttp::response<bhttp::string_body> local_response_;
+    std::optional<meter::exchange> exchange_;
+    bool stream_counted_ = false;
+    std::size_t pending_body_bytes_ = 0;
+    bool client_gone_ = false;
+    std::uint64_t watch_generation_ = 0;
+    bool watching_ = false;
+
+    static constexpr std::size_t body_buffer_size = 16 * 1024;
+    std::unique_ptr<std::array<char, body_buffer_size>> body_buffer_;
+};
+
+}  // namespace tokenmeter::http

@@ -1,0 +1,189 @@
+#include "http/upstream_pool.hpp"
+
+#include <utility>
+
+namespace tokenmeter::http {
+namespace {
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wnon-virtual-dtor"
+class pool_category_impl final : public boost::system::error_category {
+public:
+    const char* name() const noexcept override { return "tokenmeter.upstream_pool"; }
+    std::string message(int ev) const override {
+        switch (static_cast<pool_errc>(ev)) {
+            case pool_errc::exhausted:
+                return "no upstream connection became free in time";
+            case pool_errc::shutting_down:
+                return "upstream pool is shutting down";
+        }
+        return "unknown upstream pool error";
+    }
+};
+#pragma GCC diagnostic pop
+
+// An idle keep-alive connection the server has closed reads as EOF (or has unexpected bytes).
+bool looks_alive(upstream_connection& connection) {
+    auto& socket = connection.stream.socket();
+    if (!socket.is_open()) {
+        return false;
+    }
+    error_code ec;
+    socket.non_blocking(true, ec);
+    if (ec) {
+        return false;
+    }
+    char probe = 0;
+    std::size_t n = socket.receive(asio::buffer(&probe, 1), tcp::socket::message_peek, ec);
+    socket.non_blocking(false, ec);
+    if (n == 0 && ec == asio::error::would_block) {
+        return true;
+    }
+    return false;
+}
+
+}  // namespace
+
+const boost::system::error_category& pool_category() noexcept {
+    static const pool_category_impl category;
+    return category;
+}
+
+upstream_pool::upstream_pool(asio::io_context& ioc, upstream_pool_settings settings)
+    : ioc_(ioc), settings_(std::move(settings)), resolver_(ioc) {}
+
+upstream_ptr upstream_pool::take_idle() {
+    auto now = std::chrono::steady_clock::now();
+    while (!idle_.empty()) {
+        upstream_ptr connection = std::move(idle_.back());
+        idle_.pop_back();
+        if (now - connection->idle_since < settings_.idle_keepalive && looks_alive(*connection)) {
+            return connection;
+        }
+        error_code ignored;
+        connection->stream.socket().close(ignored);
+        --open_;
+    }
+    return nullptr;
+}
+
+void upstream_pool::acquire(bool allow_reuse, acquire_handler handler) {
+    if (allow_reuse) {
+        if (upstream_ptr connection = take_idle()) {
+            asio::post(ioc_, [h = std::move(handler), c = std::move(connection)]() mutable {
+                h({}, std::move(c), true);
+            });
+            return;
+        }
+    }
+    if (open_ >= settings_.max_connections && !idle_.empty()) {
+        // Make room by closing an idle connection rather than making the caller wait.
+        error_code ignored;
+        idle_.front()->stream.socket().close(ignored);
+        idle_.erase(idle_.begin());
+        --open_;
+    }
+    if (open_ < settings_.max_connections) {
+        ++open_;
+        connect(std::move(handler));
+        return;
+    }
+    auto w = std::make_shared<waiter>(waiter{allow_reuse, std::move(handler),
+                                             std::make_shared<asio::steady_timer>(ioc_)});
+    w->timer->expires_after(settings_.acquire_timeout);
+    w->timer->async_wait([this, weak = std::weak_ptr<waiter>(w)](error_code ec) {
+        auto self = weak.lock();
+        if (ec || !self || !self->handler) {
+            return;
+        }
+        std::erase(waiters_, self);
+        auto h = std::move(self->handler);
+        h(make_error_code(pool_errc::exhausted), nullptr, false);
+    });
+    waiters_.push_back(std::move(w));
+}
+
+void upstream_pool::connect(acquire_handler handler) {
+    auto connection = std::make_unique<upstream_connection>(ioc_);
+    resolver_.async_resolve(
+        settings_.host, settings_.port,
+        [this, h = std::move(handler), c = std::move(connection)](
+            error_code ec, tcp::resolver::results_type results) mutable {
+            if (ec) {
+                --open_;
+                h(ec, nullptr, false);
+                serve_waiters();
+                return;
+            }
+            auto* raw = c.get();
+            raw->stream.expires_after(settings_.connect_timeout);
+            raw->stream.async_connect(
+                results, [this, h = std::move(h), c = std::move(c)](
+                             error_code connect_ec, const tcp::endpoint&) mutable {
+                    if (connect_ec) {
+                        --open_;
+                        h(connect_ec, nullptr, false);
+                        serve_waiters();
+                        return;
+                    }
+                    c->stream.expires_never();
+                    error_code ignored;
+                    c->stream.socket().set_option(tcp::no_delay(true), ignored);
+                    h({}, std::move(c), false);
+                });
+        });
+}
+
+void upstream_pool::release(upstream_ptr connection, bool reusable) {
+    if (!connection) {
+        return;
+    }
+    if (reusable && connection->stream.socket().is_open() && connection->buffer.size() == 0 &&
+        idle_.size() < settings_.max_idle) {
+        connection->stream.expires_never();
+        connection->idle_since = std::chrono::steady_clock::now();
+        idle_.push_back(std::move(connection));
+    } else {
+        error_code ignored;
+        connection->stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+        connection->stream.socket().close(ignored);
+        --open_;
+    }
+    serve_waiters();
+}
+
+void upstream_pool::serve_waiters() {
+    while (!waiters_.empty()) {
+        auto w = waiters_.front();
+        if (!w->handler) {
+            waiters_.pop_front();
+            continue;
+        }
+        upstream_ptr connection = w->allow_reuse ? take_idle() : nullptr;
+        if (!connection && open_ >= settings_.max_connections) {
+            return;
+        }
+        waiters_.pop_front();
+        w->timer->cancel();
+        auto handler = std::move(w->handler);
+        if (connection) {
+            asio::post(ioc_, [h = std::move(handler), c = std::move(connection)]() mutable {
+                h({}, std::move(c), true);
+            });
+        } else {
+            ++open_;
+            connect(std::move(handler));
+        }
+    }
+}
+
+void upstream_pool::close_idle() {
+    for (auto& connection : idle_) {
+        error_code ignored;
+        connection->stream.socket().close(ignored);
+        --open_;
+    }
+    idle_.clear();
+}
+
+}  // namespace tokenmeter::http

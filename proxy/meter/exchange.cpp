@@ -1,0 +1,103 @@
+#include "meter/exchange.hpp"
+
+#include <algorithm>
+#include <cctype>
+
+namespace tokenmeter::meter {
+namespace {
+
+// Media type without parameters, lower-cased: "Text/Event-Stream; charset=utf-8" → "text/event-stream".
+std::string media_type(std::string_view content_type) {
+    auto end = content_type.find(';');
+    std::string_view type = content_type.substr(0, end);
+    while (!type.empty() && (type.back() == ' ' || type.back() == '\t')) {
+        type.remove_suffix(1);
+    }
+    while (!type.empty() && (type.front() == ' ' || type.front() == '\t')) {
+        type.remove_prefix(1);
+    }
+    std::string out(type);
+    std::transform(out.begin(), out.end(), out.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    return out;
+}
+
+}  // namespace
+
+exchange::exchange(protocol::api_kind api, const protocol::request_info& request,
+                   core::time_point request_received, const std::vector<double>* itl_bounds,
+                   exchange_limits limits)
+    : api_(api),
+      adapter_(api),
+      meter_(api, request.model, request.stream, request_received, itl_bounds),
+      sse_(limits.max_sse_event_bytes),
+      limits_(limits),
+      expect_stream_(request.stream) {}
+
+void exchange::on_response_head(int status, std::string_view content_type, core::time_point at) {
+    meter_.on_response_head(status, at);
+    std::string type = media_type(content_type);
+    if (type == "text/event-stream") {
+        mode_ = body_mode::sse;
+    } else if (type == "application/json" || (type.size() > 5 && type.ends_with("+json"))) {
+        mode_ = body_mode::json;
+    } else {
+        mode_ = body_mode::ignore;
+        if (status < 400 && expect_stream_) {
+            // A streamed request answered with something that is not an event stream.
+            meter_.on_parse_error("response is not text/event-stream");
+        }
+    }
+}
+
+void exchange::on_body(std::string_view bytes, core::time_point at) {
+    last_read_ = at;
+    switch (mode_) {
+        case body_mode::sse:
+            sse_.feed(bytes, [this, at](const sse::event& ev) {
+                adapter_.on_event(ev.type, ev.data, at, meter_);
+            });
+            break;
+        case body_mode::json:
+            if (json_overflow_) {
+                break;
+            }
+            if (json_body_.size() + bytes.size() > limits_.max_buffered_response_bytes) {
+                json_overflow_ = true;
+                json_body_.clear();
+                json_body_.shrink_to_fit();
+                meter_.on_parse_error("JSON response larger than max_buffered_response_bytes");
+                break;
+            }
+            json_body_.append(bytes);
+            break;
+        case body_mode::ignore:
+            break;
+    }
+}
+
+request_summary exchange::finish(end_reason reason, core::time_point at) {
+    if (mode_ == body_mode::sse) {
+        bool clean = sse_.finish();
+        if (!clean && reason == end_reason::upstream_complete) {
+            // The body ended inside an event: forwarded as is, but it is not a well-formed stream.
+            meter_.on_parse_error("event stream ended inside an event");
+        }
+        for (auto n = sse_.stats().oversized_events; n > 0; --n) {
+            meter_.on_parse_error("SSE event larger than max_sse_event_bytes");
+        }
+        if (sse_.stats().events == 0 && sse_.stats().bytes > 0 && meter_.current().status < 400) {
+            meter_.on_parse_error("no SSE events in an event-stream body");
+        }
+    } else if (mode_ == body_mode::json && !json_overflow_ && !json_body_.empty() &&
+               reason == end_reason::upstream_complete) {
+        adapter_.on_body(json_body_, last_read_, meter_);
+    }
+    return meter_.finish(reason, at);
+}
+
+std::size_t exchange::buffered_bytes() const noexcept {
+    return sse_.buffered_bytes() + json_body_.capacity();
+}
+
+}  // namespace tokenmeter::meter

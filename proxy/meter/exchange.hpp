@@ -1,0 +1,52 @@
+// meter/exchange: everything the proxy observes about one metered request, fed from the relay.
+// Chooses SSE or whole-body decoding from the response head, runs the dialect adapter, and
+// drives the stream_meter. Never touches the bytes it is shown; a failure only counts.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "core/time.hpp"
+#include "meter/stream_meter.hpp"
+#include "protocol/openai.hpp"
+#include "protocol/types.hpp"
+#include "sse/parser.hpp"
+
+namespace tokenmeter::meter {
+
+struct exchange_limits {
+    std::size_t max_sse_event_bytes = 4 * 1024 * 1024;
+    std::size_t max_buffered_response_bytes = 16 * 1024 * 1024;
+};
+
+class exchange {
+public:
+    exchange(protocol::api_kind api, const protocol::request_info& request,
+             core::time_point request_received, const std::vector<double>* itl_bounds,
+             exchange_limits limits);
+
+    void on_response_head(int status, std::string_view content_type, core::time_point at);
+    // A span of response body bytes exactly as forwarded to the client, stamped with its read.
+    void on_body(std::string_view bytes, core::time_point at);
+    request_summary finish(end_reason reason, core::time_point at);
+
+    [[nodiscard]] std::size_t buffered_bytes() const noexcept;
+    [[nodiscard]] const request_summary& current() const noexcept { return meter_.current(); }
+
+private:
+    enum class body_mode : std::uint8_t { ignore, sse, json };
+
+    protocol::api_kind api_;
+    protocol::openai_adapter adapter_;
+    stream_meter meter_;
+    sse::parser sse_;
+    exchange_limits limits_;
+    body_mode mode_ = body_mode::ignore;
+    bool expect_stream_ = false;
+    bool json_overflow_ = false;
+    std::string json_body_;
+    core::time_point last_read_{};
+};
+
+}  // namespace tokenmeter::meter

@@ -1,0 +1,107 @@
+// meter/stream_meter: the per-request state machine that turns stamped chunks into the latency
+// and throughput figures users feel (TTFT, ITL, TPOT, TPS). Time comes in as data; memory per
+// request is constant whatever the output length.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/time.hpp"
+#include "protocol/types.hpp"
+
+namespace tokenmeter::meter {
+
+enum class outcome : std::uint8_t {
+    complete,            // the upstream finished its response
+    client_cancel,       // the client went away before the response ended
+    upstream_error,      // the upstream could not be reached, timed out, or answered with an error
+    upstream_truncated,  // the upstream closed the connection before the response was complete
+    rejected,            // the proxy refused the request (malformed, too large) before forwarding
+};
+std::string_view to_string(outcome o) noexcept;
+
+// How the exchange ended, as the transport saw it.
+enum class end_reason : std::uint8_t {
+    upstream_complete,
+    client_cancel,
+    upstream_truncated,
+    upstream_failed,  // connect error, idle timeout, reset before a complete response
+    rejected,
+};
+
+// Observations of one histogram accumulated locally and added to Prometheus once per request,
+// so a long stream costs one registry update instead of one per token.
+class histogram_batch {
+public:
+    explicit histogram_batch(const std::vector<double>* bounds = nullptr);
+    void observe(double value, std::uint64_t times = 1);
+    [[nodiscard]] const std::vector<double>& bucket_increments() const noexcept { return counts_; }
+    [[nodiscard]] double sum() const noexcept { return sum_; }
+    [[nodiscard]] std::uint64_t count() const noexcept { return count_; }
+
+private:
+    const std::vector<double>* bounds_;
+    std::vector<double> counts_;  // one per bound plus +Inf, not cumulative
+    double sum_ = 0.0;
+    std::uint64_t count_ = 0;
+};
+
+struct request_summary {
+    protocol::api_kind api = protocol::api_kind::none;
+    std::string model;
+    int status = 0;
+    outcome result = outcome::complete;
+    bool streamed = false;
+
+    core::time_point request_received{};
+    std::optional<core::time_point> response_head;
+    std::optional<core::time_point> first_token;
+    std::optional<core::time_point> last_token;
+    core::time_point end{};
+
+    std::optional<double> time_to_first_token;      // seconds, streamed responses only
+    std::optional<double> time_per_output_token;    // (t_last - t_first) / (n_out - 1)
+    std::optional<double> output_tokens_per_second; // n_out / (t_end - t_request)
+    std::optional<double> decode_tokens_per_second; // (n_out - 1) / (t_last - t_first)
+    double duration_seconds = 0.0;
+
+    std::uint64_t output_tokens = 0;        // best known: reported usage, else counted
+    std::uint64_t counted_output_tokens = 0;// from the stream (1 per text chunk, or usage deltas)
+    protocol::token_usage reported;         // merged usage reports from the server
+    std::uint64_t text_chunks = 0;
+    std::uint64_t output_chars = 0;
+    std::uint64_t parse_errors = 0;
+    bool done_marker = false;
+    bool stream_error = false;              // the server sent an error object in the stream
+    std::string finish_reason;
+
+    histogram_batch inter_token_latency;
+};
+
+class stream_meter final : public protocol::chunk_sink {
+public:
+    stream_meter(protocol::api_kind api, std::string model, bool streamed,
+                 core::time_point request_received, const std::vector<double>* itl_bounds);
+
+    void on_response_head(int status, core::time_point at) noexcept;
+    void on_chunk(const protocol::response_chunk& chunk, core::time_point at) override;
+    void on_done_marker(core::time_point at) override;
+    void on_parse_error(std::string_view what) override;
+
+    // Closes the request and computes the derived figures. Call once.
+    request_summary finish(end_reason reason, core::time_point at);
+
+    [[nodiscard]] const request_summary& current() const noexcept { return summary_; }
+
+private:
+    void merge_usage(const protocol::token_usage& usage);
+
+    request_summary summary_;
+    std::optional<core::time_point> previous_token_;
+    std::optional<std::uint64_t> last_running_output_;
+};
+
+}  // namespace tokenmeter::meter

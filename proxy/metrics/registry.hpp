@@ -1,0 +1,81 @@
+// metrics/registry: the Prometheus families tokenmeter exports, label bounding, and exposition.
+// Observations arrive once per request (a summary), never once per token.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_set>
+#include <vector>
+
+#include "config/config.hpp"
+#include "meter/stream_meter.hpp"
+
+namespace prometheus {
+class Registry;
+class Counter;
+class Gauge;
+class Histogram;
+template <typename T>
+class Family;
+}  // namespace prometheus
+
+namespace tokenmeter::metrics {
+
+// Keeps the `model` label bounded: an allowlist, or the first N distinct names, then "other".
+class model_labels {
+public:
+    model_labels(std::vector<std::string> allowlist, std::uint32_t max_models);
+    std::string label_for(std::string_view model);
+
+private:
+    std::mutex mutex_;
+    std::unordered_set<std::string> allowed_;
+    bool fixed_;
+    std::uint32_t max_models_;
+};
+
+class registry {
+public:
+    explicit registry(const config::metrics& settings);
+    ~registry();
+    registry(const registry&) = delete;
+    registry& operator=(const registry&) = delete;
+
+    void record(const meter::request_summary& summary);
+    // A request the proxy answered itself (400, 413, 502 before any upstream byte, ...).
+    void record_unforwarded(protocol::api_kind api, std::string_view model, meter::outcome result,
+                            int code, double duration_seconds);
+
+    void stream_opened();
+    void stream_closed();
+    void upstream_error(std::string_view reason);
+    void parse_errors(std::uint64_t count);
+
+    [[nodiscard]] const std::vector<double>& inter_token_latency_bounds() const noexcept {
+        return buckets_.inter_token_latency;
+    }
+    [[nodiscard]] std::string expose() const;
+    [[nodiscard]] std::shared_ptr<prometheus::Registry> prometheus_registry() const { return registry_; }
+
+private:
+    config::histogram_buckets buckets_;
+    model_labels models_;
+    std::shared_ptr<prometheus::Registry> registry_;
+    prometheus::Family<prometheus::Histogram>* ttft_;
+    prometheus::Family<prometheus::Histogram>* itl_;
+    prometheus::Family<prometheus::Histogram>* tpot_;
+    prometheus::Family<prometheus::Histogram>* output_tps_;
+    prometheus::Family<prometheus::Histogram>* decode_tps_;
+    prometheus::Family<prometheus::Histogram>* duration_;
+    prometheus::Family<prometheus::Counter>* requests_;
+    prometheus::Family<prometheus::Counter>* tokens_;
+    prometheus::Family<prometheus::Counter>* parse_errors_;
+    prometheus::Family<prometheus::Counter>* upstream_errors_;
+    prometheus::Gauge* streams_active_;
+    prometheus::Counter* parse_errors_total_;
+};
+
+}  // namespace tokenmeter::metrics

@@ -1,0 +1,69 @@
+// protocol/types: what a dialect adapter tells the meter, independent of the wire format.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "core/time.hpp"
+
+namespace tokenmeter::protocol {
+
+// Which API a request speaks. Chosen by path (later also by config per route).
+enum class api_kind : std::uint8_t {
+    none,                     // not an LLM API: passed through, not metered
+    openai_chat_completions,  // POST /v1/chat/completions
+    openai_completions,       // POST /v1/completions
+};
+
+std::string_view to_string(api_kind kind) noexcept;
+
+// What the request body says about the response to expect.
+struct request_info {
+    std::string model;             // empty when absent or unparsable
+    bool stream = false;
+    bool include_usage = false;    // stream_options.include_usage
+    bool body_parsed = false;      // false: the body was not JSON (still forwarded)
+    std::uint64_t prompt_chars = 0;
+};
+
+// Token counts as a server reports them. Absent fields stay nullopt: an explicit 0 is kept as 0.
+struct token_usage {
+    std::optional<std::uint64_t> input_tokens;
+    std::optional<std::uint64_t> output_tokens;
+    std::optional<std::uint64_t> reasoning_tokens;
+    std::optional<std::uint64_t> cached_input_tokens;
+};
+
+// One decoded unit of a response: a streamed chunk, or the whole of a non-streamed body.
+// Text views are valid only for the duration of the callback.
+struct response_chunk {
+    std::string_view content;
+    std::string_view reasoning;
+    std::string_view tool_arguments;
+    std::optional<token_usage> usage;
+    std::string_view finish_reason;
+    bool role_only = false;  // a chunk with only a role (or empty text): not a token
+    bool error = false;      // the server reported an error object inside the stream
+
+    [[nodiscard]] bool carries_text() const noexcept {
+        return !content.empty() || !reasoning.empty() || !tool_arguments.empty();
+    }
+    [[nodiscard]] std::size_t text_chars() const noexcept {
+        return content.size() + reasoning.size() + tool_arguments.size();
+    }
+};
+
+// Receives decoded chunks with the time of the read that completed them.
+class chunk_sink {
+public:
+    virtual ~chunk_sink() = default;
+    virtual void on_chunk(const response_chunk& chunk, core::time_point at) = 0;
+    // An end-of-stream marker such as OpenAI's `data: [DONE]`.
+    virtual void on_done_marker(core::time_point at) = 0;
+    // Something in the body could not be understood; it was forwarded unchanged.
+    virtual void on_parse_error(std::string_view what) = 0;
+};
+
+}  // namespace tokenmeter::protocol

@@ -1,0 +1,249 @@
+// sse/parser: line splitting, field interpretation and event dispatch for text/event-stream.
+#include "sse/parser.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace tokenmeter::sse {
+
+namespace {
+
+constexpr std::string_view utf8_bom = "\xEF\xBB\xBF";
+constexpr std::string_view default_event_type = "message";
+
+// A stream that once carried a large event should not pin that much memory for its whole life;
+// below this, buffers keep their capacity so steady traffic allocates nothing per event.
+constexpr std::size_t retained_capacity = 64 * 1024;
+
+void clear_buffer(std::string& buffer) noexcept {
+    if (buffer.capacity() > retained_capacity) {
+        std::string{}.swap(buffer);
+    } else {
+        buffer.clear();
+    }
+}
+
+const char* find_or_end(const char* first, const char* last, char wanted) noexcept {
+    const void* found = std::memchr(first, wanted, static_cast<std::size_t>(last - first));
+    return found != nullptr ? static_cast<const char*>(found) : last;
+}
+
+}  // namespace
+
+parser::parser(std::size_t max_event_bytes) : max_event_bytes_(max_event_bytes) {}
+
+void parser::begin_feed(std::string_view bytes) {
+    stats_.bytes += bytes.size();
+    cur_ = bytes.data();
+    end_ = bytes.data() + bytes.size();
+    next_lf_ = nullptr;
+    next_cr_ = nullptr;
+
+    if (!bom_done_) {
+        const std::size_t held = bom_matched_;
+        while (bom_matched_ < utf8_bom.size() && cur_ != end_ && *cur_ == utf8_bom[bom_matched_]) {
+            ++cur_;
+            ++bom_matched_;
+        }
+        if (bom_matched_ == utf8_bom.size()) {
+            bom_done_ = true;
+        } else if (cur_ != end_) {
+            // Not a BOM after all: the bytes matched in this span are scanned where they lie,
+            // those held from earlier feeds become the start of the first line.
+            bom_done_ = true;
+            cur_ -= bom_matched_ - held;
+            bom_matched_ = 0;
+            if (held > 0) {
+                stash_partial(utf8_bom.data(), held);
+            }
+        }
+    }
+
+    if (after_cr_ && cur_ != end_) {
+        after_cr_ = false;
+        if (*cur_ == '\n') {
+            ++cur_;
+        }
+    }
+}
+
+bool parser::next_event() {
+    if (dispatched_) {
+        dispatched_ = false;
+        reset_event();
+    }
+    while (cur_ != end_) {
+        // Each position is searched for at most once per span, whatever the mix of endings.
+        if (next_lf_ == nullptr || next_lf_ < cur_) {
+            next_lf_ = find_or_end(cur_, end_, '\n');
+        }
+        if (next_cr_ == nullptr || next_cr_ < cur_) {
+            next_cr_ = find_or_end(cur_, end_, '\r');
+        }
+        const char* eol = std::min(next_lf_, next_cr_);
+        if (eol == end_) {
+            stash_partial(cur_, static_cast<std::size_t>(end_ - cur_));
+            cur_ = end_;
+            break;
+        }
+
+        const std::string_view piece(cur_, static_cast<std::size_t>(eol - cur_));
+        cur_ = eol + 1;
+        if (*eol == '\r') {
+            if (cur_ == end_) {
+                after_cr_ = true;
+            } else if (*cur_ == '\n') {
+                ++cur_;
+            }
+        }
+
+        bool ready = false;
+        if (partial_ != partial_line::none) {
+            if (partial_ == partial_line::comment) {
+                ++stats_.comments;
+            }
+            partial_ = partial_line::none;
+            continue;
+        }
+        if (!line_buf_.empty()) {
+            if (!fits(line_buf_.size() + piece.size())) {
+                drop_oversized_event();
+                clear_buffer(line_buf_);
+                continue;
+            }
+            line_buf_.append(piece);
+            ready = handle_line(line_buf_);
+            clear_buffer(line_buf_);
+        } else {
+            ready = handle_line(piece);
+        }
+        if (ready) {
+            dispatched_ = true;
+            return true;
+        }
+    }
+    return false;
+}
+
+bool parser::handle_line(std::string_view line) {
+    if (line.empty()) {
+        if (skipping_) {
+            skipping_ = false;
+            reset_event();
+            return false;
+        }
+        if (data_buf_.empty()) {
+            reset_event();
+            return false;
+        }
+        ready_.type = type_buf_.empty() ? default_event_type : std::string_view(type_buf_);
+        ready_.data = std::string_view(data_buf_.data(), data_buf_.size() - 1);
+        ready_.id = id_buf_;
+        ++stats_.events;
+        return true;
+    }
+    if (skipping_) {
+        return false;
+    }
+    if (line.front() == ':') {
+        ++stats_.comments;
+        return false;
+    }
+    // Judged on the whole line, as stash_partial() judges its prefix, so that where the
+    // stream is split never changes which events are dropped.
+    if (!fits(line.size())) {
+        drop_oversized_event();
+        return false;
+    }
+    handle_field(line);
+    return false;
+}
+
+void parser::handle_field(std::string_view line) {
+    event_has_fields_ = true;
+    std::string_view name = line;
+    std::string_view value;
+    if (const auto colon = line.find(':'); colon != std::string_view::npos) {
+        name = line.substr(0, colon);
+        value = line.substr(colon + 1);
+        if (!value.empty() && value.front() == ' ') {
+            value.remove_prefix(1);
+        }
+    }
+    if (name == "data") {
+        data_buf_.append(value);
+        data_buf_.push_back('\n');
+    } else if (name == "event") {
+        type_buf_.assign(value);
+    } else if (name == "id") {
+        if (value.find('\0') == std::string_view::npos) {
+            id_buf_.assign(value);
+        }
+    }
+    // retry and unknown fields are ignored: the proxy never reconnects on a client's behalf.
+}
+
+void parser::stash_partial(const char* first, std::size_t size) {
+    if (size == 0 || partial_ != partial_line::none) {
+        return;
+    }
+    if (skipping_) {
+        partial_ = partial_line::discard;
+        return;
+    }
+    if (line_buf_.empty() && *first == ':') {
+        partial_ = partial_line::comment;
+        return;
+    }
+    if (!fits(line_buf_.size() + size)) {
+        drop_oversized_event();
+        clear_buffer(line_buf_);
+        partial_ = partial_line::discard;
+        return;
+    }
+    line_buf_.append(first, size);
+}
+
+bool parser::fits(std::size_t line_bytes) const noexcept {
+    return line_bytes <= max_event_bytes_ &&
+           data_buf_.size() + type_buf_.size() <= max_event_bytes_ - line_bytes;
+}
+
+void parser::drop_oversized_event() noexcept {
+    ++stats_.oversized_events;
+    skipping_ = true;
+    reset_event();
+}
+
+void parser::reset_event() noexcept {
+    clear_buffer(data_buf_);
+    clear_buffer(type_buf_);
+    event_has_fields_ = false;
+}
+
+bool parser::finish() noexcept {
+    const bool partial_bom = !bom_done_ && bom_matched_ > 0;
+    const bool clean = line_buf_.empty() && partial_ == partial_line::none && !partial_bom &&
+                       !skipping_ && !event_has_fields_;
+
+    clear_buffer(line_buf_);
+    reset_event();
+    partial_ = partial_line::none;
+    bom_matched_ = 0;
+    bom_done_ = false;
+    after_cr_ = false;
+    skipping_ = false;
+    dispatched_ = false;
+    cur_ = nullptr;
+    end_ = nullptr;
+    next_lf_ = nullptr;
+    next_cr_ = nullptr;
+    return clean;
+}
+
+std::size_t parser::buffered_bytes() const noexcept {
+    const std::size_t bom_bytes = bom_done_ ? 0 : bom_matched_;
+    return line_buf_.size() + data_buf_.size() + type_buf_.size() + bom_bytes;
+}
+
+}  // namespace tokenmeter::sse

@@ -1,0 +1,497 @@
+// Loading YAML: every key, defaults, and errors that name the right key.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+
+namespace tokenmeter::config {
+namespace {
+
+using std::chrono::milliseconds;
+
+const std::string config_dir = TOKENMETER_FIXTURES_DIR "/../../config";
+
+// Every key config/README.md documents, in its order.
+const std::vector<std::string> documented_keys{
+    "listen",
+    "admin",
+    "upstream",
+    "threads",
+    "preserve_host",
+    "timeouts.request_header",
+    "timeouts.client_idle",
+    "timeouts.upstream_connect",
+    "timeouts.upstream_idle",
+    "timeouts.client_write",
+    "timeouts.drain",
+    "limits.max_request_body_bytes",
+    "limits.max_request_header_bytes",
+    "limits.max_sse_event_bytes",
+    "limits.max_buffered_response_bytes",
+    "upstream_pool.max_connections",
+    "upstream_pool.max_idle_connections",
+    "upstream_pool.idle_keepalive",
+    "upstream_pool.acquire_timeout",
+    "readiness.probe_interval",
+    "metrics.models.allowlist",
+    "metrics.models.max_models",
+    "metrics.buckets.time_to_first_token",
+    "metrics.buckets.inter_token_latency",
+    "metrics.buckets.time_per_output_token",
+    "metrics.buckets.output_tokens_per_second",
+    "metrics.buckets.decode_tokens_per_second",
+    "metrics.buckets.request_duration",
+    "log.level",
+    "log.format",
+    "log.access_log",
+};
+
+std::vector<std::string> keys_of(const std::vector<config_error>& errors) {
+    std::vector<std::string> keys;
+    for (const config_error& e : errors) {
+        keys.push_back(e.key);
+    }
+    return keys;
+}
+
+std::string dump(const std::vector<config_error>& errors) {
+    std::string out;
+    for (const config_error& e : errors) {
+        out += "\n  " + to_string(e);
+    }
+    return out;
+}
+
+// The single error of a document, or a failure that shows all of them.
+config_error only_error(const std::string& yaml) {
+    const load_result r = load_yaml(yaml);
+    EXPECT_EQ(r.errors.size(), 1u) << yaml << dump(r.errors);
+    return r.errors.empty() ? config_error{} : r.errors.front();
+}
+
+TEST(Defaults, DefaultConstructedSettingsAreUsable) {
+    const settings s;
+    EXPECT_EQ(s.metric.buckets, default_buckets());
+    EXPECT_TRUE(validate(s).empty()) << dump(validate(s));
+    EXPECT_EQ(default_settings(), s);
+}
+
+TEST(Defaults, BucketsFollowTheDocumentedBoundaries) {
+    const histogram_buckets b = default_buckets();
+    EXPECT_EQ(b.time_to_first_token,
+              (std::vector<double>{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,
+                                   1.0,   2.5,   5.0,  7.5,  10.0, 15,   20,   30,  45,   60}));
+    const std::vector<double> per_token{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1,
+                                        0.15,  0.2,    0.3,   0.4,  0.5,   0.75, 1.0,   2.5};
+    EXPECT_EQ(b.inter_token_latency, per_token);
+    EXPECT_EQ(b.time_per_output_token, per_token);
+    const std::vector<double> rates{1,   2,   5,   10,  20,  30,   40,   50,  75,
+                                    100, 150, 200, 300, 500, 1000, 2000, 5000};
+    EXPECT_EQ(b.output_tokens_per_second, rates);
+    EXPECT_EQ(b.decode_tokens_per_second, rates);
+    EXPECT_EQ(b.request_duration,
+              (std::vector<double>{0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12,
+                                   10.24, 20.48, 40.96, 81.92, 163.84, 327.68}));
+}
+
+TEST(Defaults, EmptyOrCommentOnlyDocumentGivesDefaults) {
+    for (const char* text : {"", "\n", "# nothing here\n", "~\n"}) {
+        const load_result r = load_yaml(text);
+        EXPECT_TRUE(r.ok()) << text << dump(r.errors);
+        EXPECT_EQ(r.value, default_settings()) << text;
+    }
+}
+
+TEST(Defaults, EmptySectionsKeepDefaults) {
+    const load_result r = load_yaml("timeouts:\nlimits:\nmetrics:\n  buckets:\n");
+    EXPECT_TRUE(r.ok()) << dump(r.errors);
+    EXPECT_EQ(r.value, default_settings());
+}
+
+TEST(Load, EveryKey) {
+    const load_result r = load_yaml(R"(
+listen: "0.0.0.0:18080"
+admin: "[::1]:19090"
+upstream: "http://vllm.internal:8001/base/"
+threads: 4
+preserve_host: true
+timeouts:
+  request_header: 10s
+  client_idle: 2m
+  upstream_connect: 750ms
+  upstream_idle: 1h
+  client_write: 15
+  drain: 0.5
+limits:
+  max_request_body_bytes: 1MiB
+  max_request_header_bytes: 16KiB
+  max_sse_event_bytes: 1048576
+  max_buffered_response_bytes: 2GiB
+upstream_pool:
+  max_connections: 100
+  max_idle_connections: 10
+  idle_keepalive: 90s
+  acquire_timeout: 2s
+readiness:
+  probe_interval: 1s
+metrics:
+  models:
+    allowlist: [llama-3-8b, "qwen2.5:7b"]
+    max_models: 8
+  buckets:
+    time_to_first_token: [0.1, 1, 10]
+    inter_token_latency: [0.01, 0.1]
+    time_per_output_token: [0.02, 0.2]
+    output_tokens_per_second: [10, 100]
+    decode_tokens_per_second: [20, 200]
+    request_duration: [1, 1e1, 100]
+log:
+  level: DEBUG
+  format: json
+  access_log: yes
+)");
+    ASSERT_TRUE(r.ok()) << dump(r.errors);
+    const settings& s = r.value;
+    EXPECT_EQ(s.listen, (endpoint{"0.0.0.0", 18080}));
+    EXPECT_EQ(s.admin, (endpoint{"::1", 19090}));
+    EXPECT_EQ(s.upstream, (upstream_target{"http", "vllm.internal", 8001, "/base"}));
+    EXPECT_EQ(s.threads, 4u);
+    EXPECT_TRUE(s.preserve_host);
+    EXPECT_EQ(s.timeout.request_header, milliseconds{10'000});
+    EXPECT_EQ(s.timeout.client_idle, milliseconds{120'000});
+    EXPECT_EQ(s.timeout.upstream_connect, milliseconds{750});
+    EXPECT_EQ(s.timeout.upstream_idle, milliseconds{3'600'000});
+    EXPECT_EQ(s.timeout.client_write, milliseconds{15'000});
+    EXPECT_EQ(s.timeout.drain, milliseconds{500});
+    EXPECT_EQ(s.limit.max_request_body_bytes, 1024u * 1024);
+    EXPECT_EQ(s.limit.max_request_header_bytes, 16u * 1024);
+    EXPECT_EQ(s.limit.max_sse_event_bytes, 1048576u);
+    EXPECT_EQ(s.limit.max_buffered_response_bytes, 2ull * 1024 * 1024 * 1024);
+    EXPECT_EQ(s.pool.max_connections, 100u);
+    EXPECT_EQ(s.pool.max_idle_connections, 10u);
+    EXPECT_EQ(s.pool.idle_keepalive, milliseconds{90'000});
+    EXPECT_EQ(s.pool.acquire_timeout, milliseconds{2'000});
+    EXPECT_EQ(s.ready.probe_interval, milliseconds{1'000});
+    EXPECT_EQ(s.metric.model_allowlist, (std::vector<std::string>{"llama-3-8b", "qwen2.5:7b"}));
+    EXPECT_EQ(s.metric.max_models, 8u);
+    EXPECT_EQ(s.metric.buckets.time_to_first_token, (std::vector<double>{0.1, 1, 10}));
+    EXPECT_EQ(s.metric.buckets.inter_token_latency, (std::vector<double>{0.01, 0.1}));
+    EXPECT_EQ(s.metric.buckets.time_per_output_token, (std::vector<double>{0.02, 0.2}));
+    EXPECT_EQ(s.metric.buckets.output_tokens_per_second, (std::vector<double>{10, 100}));
+    EXPECT_EQ(s.metric.buckets.decode_tokens_per_second, (std::vector<double>{20, 200}));
+    EXPECT_EQ(s.metric.buckets.request_duration, (std::vector<double>{1, 10, 100}));
+    EXPECT_EQ(s.log.level, "debug");
+    EXPECT_EQ(s.log.format, "json");
+    EXPECT_TRUE(s.log.access_log);
+}
+
+TEST(Load, OneBucketListReplacesOnlyItself) {
+    const load_result r = load_yaml("metrics:\n  buckets:\n    request_duration: [1, 2, 3]\n");
+    ASSERT_TRUE(r.ok()) << dump(r.errors);
+    histogram_buckets expected = default_buckets();
+    expected.request_duration = {1, 2, 3};
+    EXPECT_EQ(r.value.metric.buckets, expected);
+}
+
+TEST(Load, EmptyAllowlistMeansNone) {
+    const load_result r = load_yaml("metrics:\n  models:\n    allowlist:\n");
+    ASSERT_TRUE(r.ok()) << dump(r.errors);
+    EXPECT_TRUE(r.value.metric.model_allowlist.empty());
+}
+
+TEST(Load, QuotedScalarsAreAcceptedLikePlainOnes) {
+    const load_result r = load_yaml("threads: \"8\"\ntimeouts:\n  drain: \"45s\"\n");
+    ASSERT_TRUE(r.ok()) << dump(r.errors);
+    EXPECT_EQ(r.value.threads, 8u);
+    EXPECT_EQ(r.value.timeout.drain, milliseconds{45'000});
+}
+
+TEST(Load, AnchorsAndAliasesWork) {
+    const load_result r = load_yaml(R"(
+metrics:
+  buckets:
+    inter_token_latency: &fast [0.001, 0.01, 0.1]
+    time_per_output_token: *fast
+)");
+    ASSERT_TRUE(r.ok()) << dump(r.errors);
+    EXPECT_EQ(r.value.metric.buckets.time_per_output_token,
+              (std::vector<double>{0.001, 0.01, 0.1}));
+}
+
+TEST(Files, ExampleLoadsAndEqualsTheDefaults) {
+    const load_result r = load_file(config_dir + "/tokenmeter.example.yaml");
+    ASSERT_TRUE(r.ok()) << dump(r.errors);
+    // The example documents the defaults; this keeps it honest when a default changes.
+    EXPECT_EQ(r.value, default_settings());
+}
+
+TEST(Files, DemoConfigLoads) {
+    const load_result r = load_file(config_dir + "/tokenmeter.yaml");
+    ASSERT_TRUE(r.ok()) << dump(r.errors);
+    EXPECT_EQ(r.value.listen, (endpoint{"127.0.0.1", 8080}));
+    EXPECT_EQ(r.value.admin, (endpoint{"127.0.0.1", 9090}));
+    EXPECT_EQ(r.value.upstream, (upstream_target{"http", "127.0.0.1", 8000, ""}));
+}
+
+TEST(Files, MissingFileIsOneErrorWithoutKey) {
+    const load_result r = load_file(config_dir + "/does-not-exist.yaml");
+    ASSERT_EQ(r.errors.size(), 1u);
+    EXPECT_EQ(r.errors[0].key, "");
+    EXPECT_NE(r.errors[0].message.find("does-not-exist.yaml"), std::string::npos);
+    EXPECT_NE(r.errors[0].message.find("No such file"), std::string::npos) << r.errors[0].message;
+}
+
+TEST(Files, DirectoryIsOneErrorWithoutKey) {
+    const load_result r = load_file(config_dir);
+    ASSERT_EQ(r.errors.size(), 1u);
+    EXPECT_EQ(r.errors[0].key, "");
+    EXPECT_NE(r.errors[0].message.find("directory"), std::string::npos);
+}
+
+TEST(Errors, UnknownTopLevelKeySuggestsTheClosest) {
+    const config_error e = only_error("listen: \"127.0.0.1:8080\"\ntreads: 4\n");
+    EXPECT_EQ(e.key, "treads");
+    EXPECT_EQ(e.message, "unknown key (did you mean \"threads\"?)");
+}
+
+TEST(Errors, SuggestionForgivesSwappedLettersAndCase) {
+    EXPECT_EQ(only_error("tiemouts: {}\n").message, "unknown key (did you mean \"timeouts\"?)");
+    EXPECT_EQ(only_error("Listen: \"127.0.0.1:1\"\n").message,
+              "unknown key (did you mean \"listen\"?)");
+}
+
+TEST(Errors, UnknownNestedKeyNamesTheDottedPath) {
+    const config_error e = only_error("timeouts:\n  upstream_idl: 10s\n");
+    EXPECT_EQ(to_string(e), "timeouts.upstream_idl: unknown key (did you mean \"upstream_idle\"?)");
+}
+
+TEST(Errors, UnknownDeepKey) {
+    const config_error e = only_error("metrics:\n  buckets:\n    time_to_frist_token: [1]\n");
+    EXPECT_EQ(e.key, "metrics.buckets.time_to_frist_token");
+    EXPECT_EQ(e.message, "unknown key (did you mean \"time_to_first_token\"?)");
+}
+
+TEST(Errors, UnknownKeyFarFromAnyListsTheKnownOnes) {
+    const config_error e = only_error("log:\n  colour: true\n");
+    EXPECT_EQ(e.key, "log.colour");
+    EXPECT_EQ(e.message, "unknown key (expected one of: level, format, access_log)");
+}
+
+TEST(Errors, DuplicateKey) {
+    const config_error e = only_error("threads: 2\nthreads: 4\n");
+    EXPECT_EQ(e.key, "threads");
+    EXPECT_EQ(e.message, "duplicate key");
+}
+
+TEST(Errors, WrongTypeNamesKeyAndShowsTheValue) {
+    const config_error e = only_error("timeouts:\n  drain: [1, 2]\n");
+    EXPECT_EQ(to_string(e), "timeouts.drain: expected a duration like 30s, got [1, 2]");
+}
+
+TEST(Errors, SectionThatIsNotAMapping) {
+    const config_error e = only_error("timeouts: 30s\n");
+    EXPECT_EQ(to_string(e), "timeouts: expected a mapping of keys, got \"30s\"");
+}
+
+TEST(Errors, TopLevelThatIsNotAMapping) {
+    const config_error e = only_error("- listen\n- admin\n");
+    EXPECT_EQ(e.key, "");
+    EXPECT_NE(e.message.find("top level"), std::string::npos) << e.message;
+}
+
+TEST(Errors, MissingValue) {
+    const config_error e = only_error("threads:\n");
+    EXPECT_EQ(to_string(e), "threads: expected a whole number, got an empty value");
+}
+
+TEST(Errors, BadDuration) {
+    const config_error e = only_error("upstream_pool:\n  idle_keepalive: 10 minutes\n");
+    EXPECT_EQ(e.key, "upstream_pool.idle_keepalive");
+    EXPECT_EQ(e.message,
+              "expected a duration like 30s, got \"10 minutes\" (unknown unit \"minutes\"; use "
+              "ms, s, m or h)");
+}
+
+TEST(Errors, NegativeDuration) {
+    const config_error e = only_error("readiness:\n  probe_interval: -5s\n");
+    EXPECT_EQ(e.key, "readiness.probe_interval");
+    EXPECT_NE(e.message.find("negative"), std::string::npos) << e.message;
+}
+
+TEST(Errors, BadSize) {
+    const config_error e = only_error("limits:\n  max_request_body_bytes: 500KB\n");
+    EXPECT_EQ(e.key, "limits.max_request_body_bytes");
+    EXPECT_NE(e.message.find("ambiguous"), std::string::npos) << e.message;
+    EXPECT_NE(e.message.find("KiB"), std::string::npos) << e.message;
+}
+
+TEST(Errors, BadCount) {
+    EXPECT_EQ(only_error("threads: -1\n").message,
+              "expected a whole number, got \"-1\" (cannot be negative)");
+    EXPECT_EQ(only_error("threads: 2.5\n").key, "threads");
+    EXPECT_EQ(only_error("upstream_pool:\n  max_connections: 4294967296\n").key,
+              "upstream_pool.max_connections");
+}
+
+TEST(Errors, BadBool) {
+    const config_error e = only_error("preserve_host: maybe\n");
+    EXPECT_EQ(to_string(e), "preserve_host: expected true or false, got \"maybe\" (not a boolean)");
+}
+
+TEST(Errors, BadEndpoint) {
+    const config_error e = only_error("listen: localhost\n");
+    EXPECT_EQ(to_string(e), "listen: expected \"host:port\", got \"localhost\" (missing port)");
+    EXPECT_EQ(only_error("admin: \"127.0.0.1:70000\"\n").key, "admin");
+}
+
+TEST(Errors, BadUpstream) {
+    const config_error e = only_error("upstream: \"ftp://files:21\"\n");
+    EXPECT_EQ(e.key, "upstream");
+    EXPECT_NE(e.message.find("unsupported scheme \"ftp\""), std::string::npos) << e.message;
+    EXPECT_EQ(only_error("upstream: \"http://h:80/v1?debug=1\"\n").key, "upstream");
+}
+
+TEST(Errors, HttpsUpstreamIsALaterFeature) {
+    const config_error e = only_error("upstream: \"https://api.example.com\"\n");
+    EXPECT_EQ(to_string(e), "upstream: only http:// upstreams are supported in this version");
+}
+
+TEST(Errors, NonIncreasingBucketsNameTheIndex) {
+    const config_error e =
+        only_error("metrics:\n  buckets:\n    time_to_first_token: [0.001, 0.01, 0.005]\n");
+    EXPECT_EQ(to_string(e),
+              "metrics.buckets.time_to_first_token[2]: must be greater than the boundary before "
+              "it (0.01), got 0.005");
+}
+
+TEST(Errors, BucketElementOfWrongType) {
+    const config_error e = only_error("metrics:\n  buckets:\n    request_duration: [1, two, 3]\n");
+    EXPECT_EQ(to_string(e), "metrics.buckets.request_duration[1]: expected a number, got \"two\"");
+}
+
+TEST(Errors, BucketListsMustBeLists) {
+    EXPECT_EQ(only_error("metrics:\n  buckets:\n    request_duration: 5\n").key,
+              "metrics.buckets.request_duration");
+    EXPECT_EQ(only_error("metrics:\n  buckets:\n    request_duration: []\n").message,
+              "must list at least one boundary");
+}
+
+TEST(Errors, AllowlistEntriesAreNamedByIndex) {
+    const config_error e = only_error("metrics:\n  models:\n    allowlist: [a, {name: b}]\n");
+    EXPECT_EQ(e.key, "metrics.models.allowlist[1]");
+    EXPECT_EQ(only_error("metrics:\n  models:\n    allowlist: [a, b, a]\n").key,
+              "metrics.models.allowlist[2]");
+}
+
+TEST(Errors, LogLevelOutsideItsSet) {
+    const config_error e = only_error("log:\n  level: verbose\n");
+    EXPECT_EQ(to_string(e),
+              "log.level: must be one of trace, debug, info, warn, error, off, got \"verbose\"");
+}
+
+TEST(Errors, AllAreCollectedInDocumentOrderThenSemantic) {
+    const load_result r = load_yaml(R"(
+listen: "127.0.0.1"
+treads: 4
+timeouts:
+  drain: forever
+  client_idle: 0s
+limits:
+  max_sse_event_bytes: 1.5MiB
+metrics:
+  buckets:
+    inter_token_latency: [0.5, 0.1]
+log:
+  format: xml
+)");
+    EXPECT_EQ(keys_of(r.errors), (std::vector<std::string>{
+                                     "listen",
+                                     "treads",
+                                     "timeouts.drain",
+                                     "limits.max_sse_event_bytes",
+                                     "timeouts.client_idle",
+                                     "metrics.buckets.inter_token_latency[1]",
+                                     "log.format",
+                                 }))
+        << dump(r.errors);
+}
+
+TEST(Errors, ValuesThatLoadedStillApplyWhenOthersFail) {
+    const load_result r = load_yaml("threads: 3\ntimeouts:\n  drain: soon\n");
+    EXPECT_FALSE(r.ok());
+    EXPECT_EQ(r.value.threads, 3u);
+    EXPECT_EQ(r.value.timeout.drain, timeouts{}.drain);
+}
+
+TEST(Errors, MalformedYamlIsOneErrorWithALineNumber) {
+    const load_result r = load_yaml(
+        "listen: \"127.0.0.1:8080\"\ntimeouts:\n  drain: 30s\n"
+        " upstream_idle: 5s\n");
+    ASSERT_EQ(r.errors.size(), 1u) << dump(r.errors);
+    EXPECT_EQ(r.errors[0].key, "");
+    EXPECT_NE(r.errors[0].message.find("line 4"), std::string::npos) << r.errors[0].message;
+    EXPECT_EQ(r.value, default_settings());
+}
+
+TEST(Errors, UnclosedFlowSequenceIsASyntaxError) {
+    const load_result r = load_yaml("metrics:\n  buckets:\n    request_duration: [1, 2\n");
+    ASSERT_EQ(r.errors.size(), 1u) << dump(r.errors);
+    EXPECT_EQ(r.errors[0].key, "");
+    EXPECT_NE(r.errors[0].message.find("line "), std::string::npos) << r.errors[0].message;
+}
+
+TEST(Errors, MoreThanOneDocument) {
+    const config_error e = only_error("threads: 1\n---\nthreads: 2\n");
+    EXPECT_EQ(e.key, "");
+    EXPECT_NE(e.message.find("one YAML document"), std::string::npos) << e.message;
+}
+
+TEST(Errors, ToStringWithoutKeyIsJustTheMessage) {
+    EXPECT_EQ(to_string(config_error{"", "cannot read x"}), "cannot read x");
+    EXPECT_EQ(to_string(config_error{"a.b", "bad"}), "a.b: bad");
+}
+
+// Each documented key, given a value of the wrong kind, must be reported under its own name and
+// never as unknown: the loader and the reference agree on the set of keys.
+TEST(Errors, EveryDocumentedKeyIsKnown) {
+    for (const std::string& key : documented_keys) {
+        // Nest "a.b.c" as a: {b: {c: {x: 1}}}; a mapping is the wrong type for every leaf.
+        std::string yaml;
+        std::string closing;
+        std::size_t start = 0;
+        while (true) {
+            const std::size_t dot = key.find('.', start);
+            yaml += "{" + key.substr(start, dot - start) + ": ";
+            closing += "}";
+            if (dot == std::string::npos) {
+                break;
+            }
+            start = dot + 1;
+        }
+        yaml += "{x: 1}" + closing;
+        const load_result r = load_yaml(yaml);
+        ASSERT_EQ(r.errors.size(), 1u) << yaml << dump(r.errors);
+        EXPECT_EQ(r.errors[0].key, key) << yaml;
+        EXPECT_EQ(r.errors[0].message.find("unknown key"), std::string::npos) << yaml;
+    }
+}
+
+// The reference must mention every key the loader accepts.
+TEST(Files, ReadmeMentionsEveryKey) {
+    std::ifstream in(config_dir + "/README.md");
+    ASSERT_TRUE(in.good());
+    std::ostringstream readme;
+    readme << in.rdbuf();
+    for (const std::string& key : documented_keys) {
+        EXPECT_NE(readme.str().find("`" + key + "`"), std::string::npos) << key;
+    }
+}
+
+}  // namespace
+}  // namespace tokenmeter::config

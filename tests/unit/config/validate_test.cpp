@@ -1,0 +1,182 @@
+// validate(): the semantic rules, as command-line overrides reach them (settings built in code).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+
+namespace tokenmeter::config {
+namespace {
+
+using std::chrono::milliseconds;
+
+std::vector<std::string> keys_of(const std::vector<config_error>& errors) {
+    std::vector<std::string> keys;
+    for (const config_error& e : errors) {
+        keys.push_back(e.key);
+    }
+    return keys;
+}
+
+using keys = std::vector<std::string>;
+
+TEST(Validate, DefaultsAreValid) {
+    EXPECT_TRUE(validate(default_settings()).empty());
+}
+
+TEST(Validate, PortZeroIsAllowedForListenAndAdminEvenBoth) {
+    settings s;
+    s.listen = {"127.0.0.1", 0};
+    s.admin = {"127.0.0.1", 0};
+    EXPECT_TRUE(validate(s).empty());
+}
+
+TEST(Validate, ListenAndAdminMustDiffer) {
+    settings s;
+    s.admin = s.listen;
+    const auto errors = validate(s);
+    ASSERT_EQ(keys_of(errors), keys{"admin"});
+    EXPECT_EQ(errors[0].message,
+              "must not use the same address and port as listen (127.0.0.1:8080)");
+}
+
+TEST(Validate, SamePortOnDifferentHostsIsFine) {
+    settings s;
+    s.listen = {"127.0.0.1", 8080};
+    s.admin = {"127.0.0.2", 8080};
+    EXPECT_TRUE(validate(s).empty());
+}
+
+// A wildcard bind takes the port on every address, so it collides with a specific one.
+TEST(Validate, WildcardCollidesWithAnyHostOnTheSamePort) {
+    settings s;
+    s.listen = {"0.0.0.0", 8080};
+    s.admin = {"127.0.0.1", 8080};
+    EXPECT_EQ(keys_of(validate(s)), keys{"admin"});
+    s.listen = {"10.0.0.1", 9090};
+    s.admin = {"::", 9090};
+    EXPECT_EQ(keys_of(validate(s)), keys{"admin"});
+}
+
+TEST(Validate, EmptyHosts) {
+    settings s;
+    s.listen.host = "";
+    s.admin.host = "";
+    s.upstream.host = "";
+    EXPECT_EQ(keys_of(validate(s)), (keys{"listen", "admin", "upstream"}));
+}
+
+TEST(Validate, UpstreamMustBePlainHttpOnARealPort) {
+    settings s;
+    s.upstream.scheme = "https";
+    auto errors = validate(s);
+    ASSERT_EQ(errors.size(), 1u);
+    EXPECT_EQ(to_string(errors[0]),
+              "upstream: only http:// upstreams are supported in this version");
+    s = settings{};
+    s.upstream.port = 0;
+    EXPECT_EQ(keys_of(validate(s)), keys{"upstream"});
+    s = settings{};
+    s.upstream.base_path = "/v1/";
+    EXPECT_EQ(keys_of(validate(s)), keys{"upstream"});
+}
+
+TEST(Validate, ThreadsAtMost256) {
+    settings s;
+    s.threads = 256;
+    EXPECT_TRUE(validate(s).empty());
+    s.threads = 257;
+    EXPECT_EQ(keys_of(validate(s)), keys{"threads"});
+}
+
+TEST(Validate, EveryTimeoutMustBePositive) {
+    settings s;
+    s.timeout = {milliseconds{0}, milliseconds{0}, milliseconds{0},
+                 milliseconds{0}, milliseconds{0}, milliseconds{-1}};
+    s.pool.idle_keepalive = milliseconds{0};
+    s.pool.acquire_timeout = milliseconds{0};
+    s.ready.probe_interval = milliseconds{0};
+    EXPECT_EQ(keys_of(validate(s)),
+              (keys{"timeouts.request_header", "timeouts.client_idle", "timeouts.upstream_connect",
+                    "timeouts.upstream_idle", "timeouts.client_write", "timeouts.drain",
+                    "upstream_pool.idle_keepalive", "upstream_pool.acquire_timeout",
+                    "readiness.probe_interval"}));
+}
+
+TEST(Validate, LimitsMustBePositive) {
+    settings s;
+    s.limit = {0, 0, 0, 0};
+    EXPECT_EQ(keys_of(validate(s)),
+              (keys{"limits.max_request_body_bytes", "limits.max_request_header_bytes",
+                    "limits.max_sse_event_bytes", "limits.max_buffered_response_bytes"}));
+}
+
+TEST(Validate, PoolSizes) {
+    settings s;
+    s.pool.max_connections = 0;
+    s.pool.max_idle_connections = 0;
+    EXPECT_EQ(keys_of(validate(s)), keys{"upstream_pool.max_connections"});
+    s.pool.max_connections = 8;
+    s.pool.max_idle_connections = 8;
+    EXPECT_TRUE(validate(s).empty());
+    s.pool.max_idle_connections = 9;
+    const auto errors = validate(s);
+    ASSERT_EQ(keys_of(errors), keys{"upstream_pool.max_idle_connections"});
+    EXPECT_EQ(errors[0].message, "must not exceed upstream_pool.max_connections (8), got 9");
+}
+
+TEST(Validate, Models) {
+    settings s;
+    s.metric.max_models = 0;
+    s.metric.model_allowlist = {"a", "", "b", "a"};
+    EXPECT_EQ(keys_of(validate(s)),
+              (keys{"metrics.models.max_models", "metrics.models.allowlist[1]",
+                    "metrics.models.allowlist[3]"}));
+}
+
+TEST(Validate, BucketRules) {
+    const double inf = std::numeric_limits<double>::infinity();
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    settings s;
+    s.metric.buckets.time_to_first_token = {};
+    s.metric.buckets.inter_token_latency = {0, 1};
+    s.metric.buckets.time_per_output_token = {-1, 1};
+    s.metric.buckets.output_tokens_per_second = {1, 1};
+    s.metric.buckets.decode_tokens_per_second = {1, inf};
+    s.metric.buckets.request_duration = {1, nan, 2, 1.5};
+    EXPECT_EQ(keys_of(validate(s)), (keys{
+                                        "metrics.buckets.time_to_first_token",
+                                        "metrics.buckets.inter_token_latency[0]",
+                                        "metrics.buckets.time_per_output_token[0]",
+                                        "metrics.buckets.output_tokens_per_second[1]",
+                                        "metrics.buckets.decode_tokens_per_second[1]",
+                                        "metrics.buckets.request_duration[1]",
+                                        "metrics.buckets.request_duration[3]",
+                                    }));
+}
+
+TEST(Validate, LogSets) {
+    settings s;
+    for (const char* level : {"trace", "debug", "info", "warn", "error", "off"}) {
+        s.log.level = level;
+        EXPECT_TRUE(validate(s).empty()) << level;
+    }
+    s.log.level = "warning";
+    s.log.format = "logfmt";
+    EXPECT_EQ(keys_of(validate(s)), (keys{"log.level", "log.format"}));
+}
+
+TEST(Validate, CollectsEveryError) {
+    settings s;
+    s.threads = 1000;
+    s.timeout.drain = milliseconds{0};
+    s.pool.max_connections = 0;
+    s.log.format = "xml";
+    EXPECT_EQ(validate(s).size(), 5u);  // max_idle (64) now also exceeds max_connections (0)
+}
+
+}  // namespace
+}  // namespace tokenmeter::config
