@@ -97,7 +97,7 @@ request_summary exchange::finish(end_reason reason, core::time_point at) {
 }
 
 std::size_t exchange::buffered_bytes() const noexcept {
-    return sse_.buffered_bytes() + json_body_.capacity();
+    return sse_.buffered_bytes() + json_body_.size();
 }
 
 }  // namespace tokenmeter::meter

@@ -24,7 +24,7 @@ struct parser_stats {
 };
 
 class parser {
-public:
+  public:
     static constexpr std::size_t default_max_event_bytes = 4 * 1024 * 1024;
 
     // An event's size is the bytes of its pending data and type plus the line being read.
@@ -52,7 +52,7 @@ public:
     // most two bytes of a possible BOM). The persistent last event id is not included.
     [[nodiscard]] std::size_t buffered_bytes() const noexcept;
 
-private:
+  private:
     // What to do with the rest of a line whose start came in an earlier feed().
     enum class partial_line : std::uint8_t {
         none,     // no partial line, or its bytes are in line_buf_
@@ -78,8 +78,8 @@ private:
     std::string line_buf_;  // only a line that spans two feeds is copied here
     std::string data_buf_;  // each data value followed by '\n'
     std::string type_buf_;
-    std::string id_buf_;    // persists across events and streams
-    event ready_;           // views into the buffers above, valid until next_event()
+    std::string id_buf_;  // persists across events and streams
+    event ready_;         // views into the buffers above, valid until next_event()
 
     // The current feed's span, scanned in place; cached line-end positions keep a stream
     // that uses only CR (or only LF) from rescanning the rest of the span on every line.
@@ -90,10 +90,10 @@ private:
 
     std::uint8_t bom_matched_ = 0;  // BOM bytes seen so far at the start of the stream
     bool bom_done_ = false;
-    bool after_cr_ = false;         // the last feed ended in CR: a leading LF belongs to it
-    bool skipping_ = false;         // inside an oversized event, until the next blank line
+    bool after_cr_ = false;  // the last feed ended in CR: a leading LF belongs to it
+    bool skipping_ = false;  // inside an oversized event, until the next blank line
     bool event_has_fields_ = false;
-    bool dispatched_ = false;       // ready_ was handed out; clear the event before going on
+    bool dispatched_ = false;  // ready_ was handed out; clear the event before going on
     partial_line partial_ = partial_line::none;
 };
 

@@ -39,6 +39,7 @@ constexpr std::string_view usage_text = R"(usage:
       --tokens-per-chunk N   sets x-sim-tokens-per-chunk
       --path P               request path (default /v1/chat/completions)
       --stamp                sets x-sim-stamp: 1 and reports chunk delivery latency
+      --header 'NAME: VALUE' adds a request header (repeatable), e.g. 'x-sim-fail: status:503'
       --idle-timeout-s S     per-read timeout (default 60)
       --json                 machine-readable report
 
@@ -57,6 +58,7 @@ Exit status: 0 all requests succeeded, 1 some failed, 2 usage error.
 // Flags as name -> value; a flag without a value maps to "".
 struct parsed_args {
     std::map<std::string, std::string, std::less<>> values;
+    std::vector<std::string> headers;  // --header may repeat
     std::string error;
 };
 
@@ -81,13 +83,19 @@ parsed_args parse_flags(std::span<char* const> args, const std::vector<std::stri
         if (known(switches, name) && !inline_value) {
             parsed.values[std::string(name)] = "";
         } else if (known(with_value, name)) {
+            std::string value;
             if (inline_value) {
-                parsed.values[std::string(name)] = std::string(*inline_value);
+                value = std::string(*inline_value);
             } else if (i + 1 < args.size()) {
-                parsed.values[std::string(name)] = args[++i];
+                value = args[++i];
             } else {
                 parsed.error = "--" + std::string(name) + " needs a value";
                 return parsed;
+            }
+            if (name == "header") {
+                parsed.headers.push_back(std::move(value));
+            } else {
+                parsed.values[std::string(name)] = std::move(value);
             }
         } else {
             parsed.error = "unknown option: " + std::string(arg);
@@ -289,7 +297,7 @@ int run_load_command(std::span<char* const> args) {
     parsed_args parsed = parse_flags(
         args,
         {"target", "concurrency", "requests", "duration-s", "models", "output-tokens", "ttft-ms", "itl-ms",
-         "tokens-per-chunk", "path", "idle-timeout-s"},
+         "tokens-per-chunk", "path", "idle-timeout-s", "header"},
         {"stamp", "json"});
     if (!parsed.error.empty()) {
         return usage_error(parsed.error);
@@ -323,6 +331,21 @@ int run_load_command(std::span<char* const> args) {
     }
     options.idle_timeout_seconds = flags.real("idle-timeout-s", 0.01, max_duration_seconds).value_or(60);
     options.stamp = flags.has("stamp");
+    for (const std::string& header : parsed.headers) {
+        std::size_t colon = header.find(':');
+        std::string name = header.substr(0, colon);
+        if (colon == std::string::npos || name.empty() ||
+            name.find_first_of(" \t\r\n") != std::string::npos ||
+            header.find_first_of("\r\n") != std::string::npos) {
+            flags.fail("--header must look like 'name: value': " + header);
+            break;
+        }
+        std::string_view value = std::string_view(header).substr(colon + 1);
+        while (value.starts_with(' ')) {
+            value.remove_prefix(1);
+        }
+        options.extra_headers.emplace_back(std::move(name), std::string(value));
+    }
     if (!flags.error().empty()) {
         return usage_error(flags.error());
     }

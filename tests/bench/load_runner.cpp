@@ -288,6 +288,9 @@ private:
         if (options.stamp) {
             request_.set("x-sim-stamp", "1");
         }
+        for (const auto& [name, value] : options.extra_headers) {
+            request_.insert(name, value);
+        }
         request_.body() = body.dump();
         request_.prepare_payload();
     }

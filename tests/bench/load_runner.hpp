@@ -10,6 +10,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "loopback_url.hpp"
@@ -31,6 +32,7 @@ struct load_options {
     std::optional<std::uint32_t> inter_token_latency_ms;
     std::optional<std::uint32_t> tokens_per_chunk;
     bool stamp = false;
+    std::vector<std::pair<std::string, std::string>> extra_headers;  // sent after the x-sim-* ones
     // Per read, not per request: a long stream is fine as long as bytes keep coming.
     double idle_timeout_seconds = 60;
     // When set, kept equal to the number of requests written and not yet finished, so another

@@ -17,7 +17,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path fixture_dir() { return fs::path(TOKENMETER_FIXTURES_DIR) / "sse"; }
+fs::path fixture_dir() {
+    return fs::path(TOKENMETER_FIXTURES_DIR) / "sse";
+}
 
 std::vector<std::string> fixture_names() {
     std::vector<std::string> names;

@@ -19,6 +19,8 @@ using test_support::parse_every_way;
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 
+const std::string bom = "\xEF\xBB\xBF";
+
 owned_event msg(std::string data, std::string id = "") {
     return {"message", std::move(data), std::move(id)};
 }
@@ -190,32 +192,32 @@ TEST(SseParser, OnlyOneTrailingNewlineIsStripped) {
 // ---- BOM ----
 
 TEST(SseParser, BomAtStartIsSkipped) {
-    EXPECT_THAT(events_of("\xEF\xBB\xBF" "data: x\n\n"), ElementsAre(msg("x")));
+    EXPECT_THAT(events_of(bom + "data: x\n\n"), ElementsAre(msg("x")));
 }
 
 TEST(SseParser, BomSplitAcrossReadsIsSkipped) {
     stepper s;
     EXPECT_EQ(s.feed("\xEF"), 0U);
     EXPECT_EQ(s.feed("\xBB"), 0U);
-    EXPECT_EQ(s.feed("\xBF" "data: x\n"), 0U);
+    EXPECT_EQ(s.feed("\xBF" + std::string("data: x\n")), 0U);
     EXPECT_EQ(s.feed("\n"), 1U);
     EXPECT_THAT(s.events, ElementsAre(msg("x")));
     EXPECT_TRUE(s.p.finish());
 }
 
 TEST(SseParser, BomBeforeCommentIsSkipped) {
-    const auto r = parse_every_way("\xEF\xBB\xBF: hi\ndata: x\n\n");
+    const auto r = parse_every_way(bom + ": hi\ndata: x\n\n");
     EXPECT_THAT(r.events, ElementsAre(msg("x")));
     EXPECT_EQ(r.comments, 1U);
 }
 
 TEST(SseParser, BomNotAtStartIsNotSkipped) {
     // The BOM becomes part of the field name, so the second event has no data field.
-    EXPECT_THAT(events_of("data: a\n\n\xEF\xBB\xBF" "data: b\n\n"), ElementsAre(msg("a")));
+    EXPECT_THAT(events_of("data: a\n\n" + bom + "data: b\n\n"), ElementsAre(msg("a")));
 }
 
 TEST(SseParser, OnlyOneBomIsSkipped) {
-    EXPECT_THAT(events_of("\xEF\xBB\xBF\xEF\xBB\xBF" "data: b\n\n"), IsEmpty());
+    EXPECT_THAT(events_of(bom + bom + "data: b\n\n"), IsEmpty());
 }
 
 TEST(SseParser, BomPrefixThatIsNotABomIsKeptAsLineBytes) {
@@ -229,12 +231,12 @@ TEST(SseParser, BomPrefixThatIsNotABomIsKeptAsLineBytes) {
     s.feed("X");
     EXPECT_EQ(s.p.buffered_bytes(), 3U);
     EXPECT_THAT(events_of("\xEF\xBB\ndata: y\n\n"), ElementsAre(msg("y")));
-    EXPECT_THAT(events_of("\xEF\xBB" "data: y\n\n"), IsEmpty());
+    EXPECT_THAT(events_of("\xEF\xBB" + std::string("data: y\n\n")), IsEmpty());
 }
 
 TEST(SseParser, StreamOfOnlyAPartialBomIsNotClean) {
     EXPECT_FALSE(parse_every_way("\xEF\xBB").clean);
-    EXPECT_TRUE(parse_every_way("\xEF\xBB\xBF").clean);
+    EXPECT_TRUE(parse_every_way(bom).clean);
 }
 
 // ---- several events and real streams ----
@@ -249,13 +251,17 @@ TEST(SseParser, SeveralEventsInOneFeedArriveInOrder) {
 
 TEST(SseParser, OpenAiChatCompletionStream) {
     const std::string_view stream =
-        "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,"
+        "data: "
+        "{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,"
         "\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"finish_reason\":null}]}\n\n"
-        "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,"
+        "data: "
+        "{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,"
         "\"delta\":{\"content\":\"Hello\"},\"finish_reason\":null}]}\n\n"
-        "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,"
+        "data: "
+        "{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,"
         "\"delta\":{\"content\":\" world\"},\"finish_reason\":null}]}\n\n"
-        "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,"
+        "data: "
+        "{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,"
         "\"delta\":{},\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":9,"
         "\"completion_tokens\":2,\"total_tokens\":11}}\n\n"
         "data: [DONE]\n\n";
@@ -379,7 +385,7 @@ TEST(SseParser, FinishStartsANewStreamKeepingTheLastId) {
     s.feed("id: 42\ndata: a\n\n\xEF\xBB");
     EXPECT_FALSE(s.p.finish());
     EXPECT_EQ(s.p.buffered_bytes(), 0U);
-    s.feed("\xEF\xBB\xBF" "data: b\n\n");
+    s.feed(bom + "data: b\n\n");
     EXPECT_TRUE(s.p.finish());
     EXPECT_THAT(s.events, ElementsAre(msg("a", "42"), msg("b", "42")));
 }

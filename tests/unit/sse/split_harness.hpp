@@ -98,8 +98,8 @@ inline run_result parse_every_way(std::string_view input,
     auto check = [&](const std::vector<std::size_t>& cuts, const std::string& how) {
         const run_result r = run_cuts(input, cuts, max_event_bytes);
         if (!r.same_outcome(whole)) {
-            ADD_FAILURE() << "fed " << how << ": " << describe(r) << "\n  fed whole: "
-                          << describe(whole);
+            ADD_FAILURE() << "fed " << how << ": " << describe(r)
+                          << "\n  fed whole: " << describe(whole);
             return false;
         }
         if (r.max_buffered > bound) {

@@ -1,0 +1,172 @@
+#!/usr/bin/env bash
+# demo.sh: tokenmeter's main job in one command. A simulated model server, tokenmeter in front of
+# it, a short burst of streamed chat completions over three models with different speeds, and
+# then what the proxy measured, read back from its /metrics.
+#
+# Everything listens on OS-chosen loopback ports and is stopped on exit.
+set -euo pipefail
+
+usage() {
+  cat <<'USAGE'
+usage: scripts/demo.sh [--keep] [BUILD_DIR]
+
+  BUILD_DIR  CMake build directory holding tokenmeter, tokenmeter-sim and tokenmeter-load
+             (default: ./build). Build them first:
+               cmake -S . -B build && cmake --build build --target tokenmeter tokenmeter-sim tokenmeter-load
+  --keep     leave the simulator and proxy running after the burst, until Ctrl-C, so that
+             /metrics can be scraped by hand (curl http://127.0.0.1:ADMIN/metrics)
+
+Exit status: 0 when every request succeeded and the summary could be read, non-zero otherwise.
+USAGE
+}
+
+keep=0
+build_dir=./build
+for arg in "$@"; do
+  case "$arg" in
+    --keep) keep=1 ;;
+    -h | --help) usage; exit 0 ;;
+    -*) echo "demo: unknown option $arg" >&2; usage >&2; exit 2 ;;
+    *) build_dir=$arg ;;
+  esac
+done
+
+if [[ ! -d $build_dir ]]; then
+  echo "demo: build directory $build_dir does not exist" >&2
+  exit 2
+fi
+
+# The usual place in a CMake build tree first, then anywhere below it (other generators).
+find_binary() {
+  local name=$1 usual=$2 found
+  if [[ -x $build_dir/$usual ]]; then
+    printf '%s\n' "$build_dir/$usual"
+    return 0
+  fi
+  found=$(find "$build_dir" -type f -name "$name" -perm -u+x -print -quit 2>/dev/null)
+  if [[ -z $found ]]; then
+    echo "demo: $name not found under $build_dir (cmake --build $build_dir --target $name)" >&2
+    return 1
+  fi
+  printf '%s\n' "$found"
+}
+
+sim_bin=$(find_binary tokenmeter-sim tests/sim/tokenmeter-sim)
+proxy_bin=$(find_binary tokenmeter proxy/tokenmeter)
+load_bin=$(find_binary tokenmeter-load tests/bench/tokenmeter-load)
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/tokenmeter-demo.XXXXXX")
+server_pids=()
+
+cleanup() {
+  local pid
+  for pid in "${server_pids[@]}"; do
+    kill "$pid" 2>/dev/null || true
+  done
+  for pid in "${server_pids[@]}"; do
+    wait "$pid" 2>/dev/null || true
+  done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+# Turning the signals into exits makes the EXIT trap do the cleanup.
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# Prints the first line of FILE matching PATTERN once PID has written it.
+wait_for_line() {
+  local file=$1 pattern=$2 pid=$3 what=$4 line i
+  for ((i = 0; i < 100; i++)); do
+    if line=$(grep -m1 -E "$pattern" "$file" 2>/dev/null); then
+      printf '%s\n' "$line"
+      return 0
+    fi
+    if ! kill -0 "$pid" 2>/dev/null; then
+      echo "demo: $what exited before it was listening; its output:" >&2
+      cat "$file" "${file%.out}.err" >&2 || true
+      return 1
+    fi
+    sleep 0.1
+  done
+  echo "demo: $what printed no listening line within 10 s" >&2
+  return 1
+}
+
+"$sim_bin" --listen 127.0.0.1:0 >"$work/sim.out" 2>"$work/sim.err" &
+sim_pid=$!
+server_pids+=("$sim_pid")
+sim_line=$(wait_for_line "$work/sim.out" '^listening on ' "$sim_pid" tokenmeter-sim)
+sim_addr=${sim_line#listening on }
+
+"$proxy_bin" --listen 127.0.0.1:0 --admin 127.0.0.1:0 --upstream "http://$sim_addr" \
+  >"$work/proxy.out" 2>"$work/proxy.err" &
+proxy_pid=$!
+server_pids+=("$proxy_pid")
+proxy_line=$(wait_for_line "$work/proxy.out" '^tokenmeter listening: ' "$proxy_pid" tokenmeter)
+proxy_addr=$(sed -n 's/.* proxy=\([^ ]*\).*/\1/p' <<<"$proxy_line")
+admin_addr=$(sed -n 's/.* admin=\([^ ]*\).*/\1/p' <<<"$proxy_line")
+if [[ -z $proxy_addr || -z $admin_addr ]]; then
+  echo "demo: cannot read the addresses from: $proxy_line" >&2
+  exit 1
+fi
+
+echo "tokenmeter-sim  http://$sim_addr  (pid $sim_pid)"
+echo "tokenmeter      http://$proxy_addr -> http://$sim_addr, admin http://$admin_addr  (pid $proxy_pid)"
+echo
+
+# Three models, three speeds, 20 requests each over 2 connections: 60 requests, 6 at a time.
+# The simulator takes its timing from the x-sim-* headers the load tool sends.
+models=(demo-small demo-medium demo-large)
+ttft_ms=(40 100 250)
+itl_ms=(8 15 30)
+output_tokens=(24 32 24)
+requests_per_model=20
+total_requests=$((requests_per_model * ${#models[@]}))
+
+echo "sending $total_requests streamed chat completions through the proxy, 6 concurrent:"
+load_pids=()
+for i in "${!models[@]}"; do
+  echo "  ${models[i]}: TTFT ${ttft_ms[i]} ms, ITL ${itl_ms[i]} ms, ${output_tokens[i]} tokens"
+  "$load_bin" --target "http://$proxy_addr" --models "${models[i]}" --requests "$requests_per_model" \
+    --concurrency 2 --ttft-ms "${ttft_ms[i]}" --itl-ms "${itl_ms[i]}" --output-tokens "${output_tokens[i]}" \
+    >"$work/load-${models[i]}.txt" 2>&1 &
+  load_pids+=("$!")
+done
+
+failed=0
+for i in "${!load_pids[@]}"; do
+  if ! wait "${load_pids[i]}"; then
+    failed=1
+    echo "demo: load for ${models[i]} failed:" >&2
+    cat "$work/load-${models[i]}.txt" >&2
+  fi
+done
+echo
+
+echo "client side (what tokenmeter-load saw):"
+for model in "${models[@]}"; do
+  echo "  $model"
+  grep -E '^  (requests|client TTFT)' "$work/load-$model.txt" | sed 's/^  /    /' || true
+done
+echo
+
+echo "proxy side (tokenmeter /metrics, summarised by tokenmeter-load summary):"
+if ! "$load_bin" summary --metrics "http://$admin_addr/metrics" --wait-requests "$total_requests" --timeout-s 10; then
+  echo "demo: could not read the proxy's metrics" >&2
+  failed=1
+fi
+echo
+echo "raw metrics: curl http://$admin_addr/metrics"
+
+if ((failed != 0)); then
+  exit 1
+fi
+
+if ((keep == 1)); then
+  echo
+  echo "--keep: tokenmeter stays up at http://$proxy_addr (metrics http://$admin_addr/metrics); Ctrl-C to stop."
+  trap 'exit 0' INT
+  wait "$proxy_pid"
+  echo "demo: tokenmeter exited on its own" >&2
+  exit 1
+fi

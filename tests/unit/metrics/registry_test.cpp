@@ -1,0 +1,99 @@
+// The exported families: names, labels, bounded model names, and per-request batching.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+
+#include "config/config.hpp"
+#include "meter/stream_meter.hpp"
+#include "metrics/registry.hpp"
+
+namespace tokenmeter::metrics {
+namespace {
+
+using namespace std::chrono_literals;
+
+config::metrics settings_with(std::vector<std::string> allowlist, std::uint32_t max_models) {
+    config::metrics m;
+    m.buckets = config::default_buckets();
+    m.model_allowlist = std::move(allowlist);
+    m.max_models = max_models;
+    return m;
+}
+
+meter::request_summary streamed_summary(const std::vector<double>* itl, std::string model) {
+    meter::stream_meter m(protocol::api_kind::openai_chat_completions, std::move(model), true,
+                          core::time_point{}, itl);
+    m.on_response_head(200, core::time_point{} + 1ms);
+    protocol::response_chunk chunk;
+    chunk.content = "a";
+    m.on_chunk(chunk, core::time_point{} + 100ms);
+    m.on_chunk(chunk, core::time_point{} + 120ms);
+    m.on_chunk(chunk, core::time_point{} + 140ms);
+    protocol::response_chunk usage;
+    usage.usage = protocol::token_usage{7, 3, std::nullopt, std::nullopt};
+    m.on_chunk(usage, core::time_point{} + 141ms);
+    return m.finish(meter::end_reason::upstream_complete, core::time_point{} + 150ms);
+}
+
+bool contains(const std::string& text, const std::string& needle) {
+    return text.find(needle) != std::string::npos;
+}
+
+TEST(ModelLabels, FirstNThenOther) {
+    model_labels labels({}, 2);
+    EXPECT_EQ(labels.label_for("a"), "a");
+    EXPECT_EQ(labels.label_for("b"), "b");
+    EXPECT_EQ(labels.label_for("c"), "other");
+    EXPECT_EQ(labels.label_for("a"), "a");
+    EXPECT_EQ(labels.label_for(""), "unknown");
+    EXPECT_EQ(labels.label_for(std::string(500, 'x')), "other");
+}
+
+TEST(ModelLabels, AllowlistIsFixed) {
+    model_labels labels({"llama", "qwen"}, 32);
+    EXPECT_EQ(labels.label_for("qwen"), "qwen");
+    EXPECT_EQ(labels.label_for("mistral"), "other");
+}
+
+TEST(Registry, ExposesEveryFamilyWithItsLabels) {
+    registry r(settings_with({}, 32));
+    r.record(streamed_summary(&r.inter_token_latency_bounds(), "llama"));
+    r.upstream_error("connect_refused");
+    r.stream_opened();
+    auto text = r.expose();
+    EXPECT_TRUE(contains(text, R"(tokenmeter_time_to_first_token_seconds_count{api="openai_chat",model="llama"} 1)"));
+    EXPECT_TRUE(contains(text, R"(tokenmeter_time_to_first_token_seconds_sum{api="openai_chat",model="llama"} 0.1)"));
+    EXPECT_TRUE(contains(text, R"(tokenmeter_inter_token_latency_seconds_count{api="openai_chat",model="llama"} 2)"));
+    EXPECT_TRUE(contains(text, R"(tokenmeter_inter_token_latency_seconds_bucket{api="openai_chat",model="llama",le="0.025"} 2)"));
+    EXPECT_TRUE(contains(text, R"(tokenmeter_time_per_output_token_seconds_count{api="openai_chat",model="llama"} 1)"));
+    EXPECT_TRUE(contains(text, R"(tokenmeter_output_tokens_per_second_count{api="openai_chat",model="llama"} 1)"));
+    EXPECT_TRUE(contains(text, R"(tokenmeter_decode_tokens_per_second_count{api="openai_chat",model="llama"} 1)"));
+    EXPECT_TRUE(contains(text, R"(tokenmeter_request_duration_seconds_count{api="openai_chat",model="llama",outcome="complete"} 1)"));
+    EXPECT_TRUE(contains(text, R"(tokenmeter_requests_total{api="openai_chat",code="200",model="llama",outcome="complete"} 1)"));
+    EXPECT_TRUE(contains(text, R"(tokenmeter_tokens_total{api="openai_chat",model="llama",type="input"} 7)"));
+    EXPECT_TRUE(contains(text, R"(tokenmeter_tokens_total{api="openai_chat",model="llama",type="output"} 3)"));
+    EXPECT_TRUE(contains(text, R"(tokenmeter_upstream_errors_total{reason="connect_refused"} 1)"));
+    EXPECT_TRUE(contains(text, "tokenmeter_streams_active 1"));
+    EXPECT_TRUE(contains(text, "tokenmeter_parse_errors_total 0"));
+}
+
+TEST(Registry, ModelLabelIsBounded) {
+    registry r(settings_with({}, 1));
+    r.record(streamed_summary(&r.inter_token_latency_bounds(), "first"));
+    r.record(streamed_summary(&r.inter_token_latency_bounds(), "second"));
+    auto text = r.expose();
+    EXPECT_TRUE(contains(text, R"(model="first")"));
+    EXPECT_FALSE(contains(text, R"(model="second")"));
+    EXPECT_TRUE(contains(text, R"(model="other")"));
+}
+
+TEST(Registry, UnforwardedRequestsAreCounted) {
+    registry r(settings_with({}, 4));
+    r.record_unforwarded(protocol::api_kind::none, "", meter::outcome::rejected, 400, 0.001);
+    auto text = r.expose();
+    EXPECT_TRUE(contains(text, R"(tokenmeter_requests_total{api="none",code="400",model="none",outcome="rejected"} 1)"));
+}
+
+}  // namespace
+}  // namespace tokenmeter::metrics
