@@ -9,7 +9,7 @@ usage() {
   cat <<'USAGE'
 usage: scripts/bench.sh [BUILD_DIR] [-- extra tokenmeter-load bench flags]
 
-  BUILD_DIR  a Release build (default: ./build-release), e.g.
+  BUILD_DIR  a Release build (default: build-release/ in the repository), made with
                cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release
                cmake --build build-release --target tokenmeter tokenmeter-sim tokenmeter-load
 
@@ -26,7 +26,8 @@ Extra flags after -- go to `tokenmeter-load bench` (see `tokenmeter-load --help`
 USAGE
 }
 
-build_dir=./build-release
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build_dir=$root/build-release
 extra=()
 while (($# > 0)); do
   case "$1" in
@@ -46,7 +47,9 @@ ttft_ms=${TTFT_MS:-10}
 rounds=${ROUNDS:-3}
 
 if [[ ! -d $build_dir ]]; then
-  echo "bench: build directory $build_dir does not exist (see --help)" >&2
+  echo "bench: build directory $build_dir does not exist; this script builds nothing. Make it with:" >&2
+  echo "  cmake -S $root -B $build_dir -DCMAKE_BUILD_TYPE=Release" >&2
+  echo "  cmake --build $build_dir --target tokenmeter tokenmeter-sim tokenmeter-load" >&2
   exit 2
 fi
 build_type=$(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$build_dir/CMakeCache.txt" 2>/dev/null || true)

@@ -8,30 +8,44 @@ set -euo pipefail
 
 usage() {
   cat <<'USAGE'
-usage: scripts/demo.sh [--keep] [BUILD_DIR]
+usage: scripts/demo.sh [--keep] [--no-build] [BUILD_DIR]
 
-  BUILD_DIR  CMake build directory holding tokenmeter, tokenmeter-sim and tokenmeter-load
-             (default: ./build). Build them first:
-               cmake -S . -B build && cmake --build build --target tokenmeter tokenmeter-sim tokenmeter-load
-  --keep     leave the simulator and proxy running after the burst, until Ctrl-C, so that
-             /metrics can be scraped by hand (curl http://127.0.0.1:ADMIN/metrics)
+  BUILD_DIR   CMake build directory (default: build/ in the repository)
+  --no-build  skip installing packages (scripts/install-deps.sh) and building tokenmeter,
+              tokenmeter-sim and tokenmeter-load; use what BUILD_DIR already holds
+  --keep      leave the simulator and proxy running after the burst, until Ctrl-C, so that
+              /metrics can be scraped by hand (curl http://127.0.0.1:ADMIN/metrics)
 
 Exit status: 0 when every request succeeded and the summary could be read, non-zero otherwise.
 USAGE
 }
 
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 keep=0
-build_dir=./build
+build=1
+build_dir=$root/build
 for arg in "$@"; do
   case "$arg" in
     --keep) keep=1 ;;
+    --no-build) build=0 ;;
     -h | --help) usage; exit 0 ;;
     -*) echo "demo: unknown option $arg" >&2; usage >&2; exit 2 ;;
     *) build_dir=$arg ;;
   esac
 done
 
-if [[ ! -d $build_dir ]]; then
+if ((build == 1)); then
+  "$root/scripts/install-deps.sh"
+  if [[ ! -f $build_dir/CMakeCache.txt ]]; then
+    generator=()
+    if command -v ninja >/dev/null 2>&1; then
+      generator=(-G Ninja)
+    fi
+    cmake -S "$root" -B "$build_dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo
+  fi
+  cmake --build "$build_dir" -j"$(nproc 2>/dev/null || echo 2)" --target tokenmeter tokenmeter-sim tokenmeter-load
+  echo
+elif [[ ! -d $build_dir ]]; then
   echo "demo: build directory $build_dir does not exist" >&2
   exit 2
 fi

@@ -88,6 +88,9 @@ int run(const config::settings& settings) {
     context.exchange_limits.max_buffered_response_bytes =
         settings.limit.max_buffered_response_bytes;
 
+    // Workers are declared before the main io_context so they outlive it: a pending accept on
+    // the main context owns a socket bound to a worker's context.
+    std::list<worker> workers;
     asio::io_context main_ioc{1};
     std::atomic<bool> upstream_ready{false};
 
@@ -108,7 +111,6 @@ int run(const config::settings& settings) {
         return 1;
     }
 
-    std::list<worker> workers;
     std::uint32_t share = std::max(1u, (settings.pool.max_connections + threads - 1) / threads);
     std::uint32_t idle_share = std::max(1u, (settings.pool.max_idle_connections + threads - 1) / threads);
     for (std::uint32_t i = 0; i < threads; ++i) {

@@ -87,7 +87,8 @@ std::optional<std::string> framing_problem(const bhttp::request_header<>& head) 
     if (has_length && has_transfer_encoding) {
         return std::string("both Content-Length and Transfer-Encoding are present");
     }
-    if (has_transfer_encoding && !head.chunked()) {
+    auto codings = field_tokens(head, bhttp::field::transfer_encoding);
+    if (has_transfer_encoding && (codings.empty() || !beast::iequals(codings.back(), "chunked"))) {
         // RFC 9112 §6.3: a request whose last transfer coding is not chunked has no knowable length.
         return std::string("Transfer-Encoding without chunked as the final coding");
     }

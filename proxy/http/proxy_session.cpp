@@ -232,6 +232,7 @@ void proxy_session::handle_request() {
     phase_ = phase::proxying;
     retried_ = false;
     client_gone_ = false;
+    relayed_bytes_ = 0;
     watch_client();
     acquire_upstream(true);
 }
@@ -418,7 +419,8 @@ void proxy_session::on_read_upstream_body(error_code ec, std::size_t /*bytes*/) 
         }
         bool timed_out = ec == beast::error::timeout;
         context_.metrics.upstream_error(timed_out ? "idle_timeout" : "truncated");
-        spdlog::warn("upstream response cut after {} bytes: {}", 0, ec.message());
+        spdlog::warn("upstream response cut after {} body bytes: {}", relayed_bytes_ + bytes,
+                     ec.message());
         abort_upstream();
         finish_exchange(timed_out ? meter::end_reason::upstream_failed
                                   : meter::end_reason::upstream_truncated);
@@ -426,6 +428,7 @@ void proxy_session::on_read_upstream_body(error_code ec, std::size_t /*bytes*/) 
         return;
     }
     if (bytes > 0) {
+        relayed_bytes_ += bytes;
         auto& out = client_response_.body();
         out.data = body_buffer_->data();
         out.size = bytes;

@@ -87,7 +87,7 @@ private:
     bhttp::response<bhttp::string_body> local_response_;
     std::optional<meter::exchange> exchange_;
     bool stream_counted_ = false;
-    std::size_t pending_body_bytes_ = 0;
+    std::uint64_t relayed_bytes_ = 0;
     bool client_gone_ = false;
     std::uint64_t watch_generation_ = 0;
     bool watching_ = false;

@@ -109,7 +109,7 @@ registry::registry(const config::metrics& settings)
 registry::~registry() = default;
 
 void registry::record(const meter::request_summary& s) {
-    std::string model = models_.label_for(s.model);
+    std::string model = s.api == protocol::api_kind::none ? "none" : models_.label_for(s.model);
     std::string api(protocol::to_string(s.api));
     std::string outcome(meter::to_string(s.result));
 

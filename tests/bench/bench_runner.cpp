@@ -35,6 +35,7 @@ struct round_report {
     double time_to_first_token_p99 = nan;
     double proxy_cpu_seconds = nan;
     double cpu_seconds_per_million_chunks = nan;
+    std::string first_error;
 };
 
 struct memory_report {
@@ -45,6 +46,7 @@ struct memory_report {
     std::uint64_t ok = 0;
     std::uint64_t failed = 0;
     double rss_per_stream_kib = nan;
+    std::string first_error;
 };
 
 load_options round_options(const bench_options& options, const loopback_url& target) {
@@ -77,6 +79,9 @@ round_report run_round(const bench_options& options, bool through_proxy, unsigne
     report.failed = result.requests_failed + result.requests_cancelled;
     report.content_chunks = result.content_chunks;
     report.unstamped_chunks = result.unstamped_chunks;
+    if (!result.errors.empty()) {
+        report.first_error = result.errors.begin()->first;
+    }
     report.wall_seconds = result.wall_seconds;
     report.delivery_p50 = result.delivery_latency_seconds.quantile(0.50);
     report.delivery_p90 = result.delivery_latency_seconds.quantile(0.90);
@@ -127,6 +132,9 @@ memory_report measure_memory(const bench_options& options) {
         load_result result = run_load(load);
         report.ok = result.requests_ok;
         report.failed = result.requests_failed + result.requests_cancelled;
+        if (!result.errors.empty()) {
+            report.first_error = result.errors.begin()->first;
+        }
     }
     report.peak_rss_kib = peak_all_open.load();
     report.samples_all_open = samples_all_open.load();
@@ -157,6 +165,11 @@ int run_bench(const bench_options& options, std::ostream& out, std::ostream& log
         log << "memory phase: " << options.concurrency << " streams held open through the proxy ("
             << options.hold_output_tokens << " tokens, " << options.hold_inter_token_latency_ms << " ms apart)\n";
         memory = measure_memory(options);
+        if (memory->failed > 0) {
+            log << "tokenmeter-load bench: " << memory->failed << " requests through the proxy failed ("
+                << memory->first_error << "); stopping\n";
+            return 1;
+        }
     }
 
     // Warm-up: connections, upstream pool and caches on both paths, not reported.
@@ -165,8 +178,14 @@ int run_bench(const bench_options& options, std::ostream& out, std::ostream& log
         warm.requests = options.concurrency;
         warm.output_tokens = 16;
         log << "warm-up: direct and proxy\n";
-        run_round(warm, false, 0);
-        run_round(warm, true, 0);
+        for (bool through_proxy : {false, true}) {
+            round_report report = run_round(warm, through_proxy, 0);
+            if (report.failed > 0) {
+                log << "tokenmeter-load bench: warm-up " << report.target << ": " << report.failed
+                    << " requests failed (" << report.first_error << "); stopping\n";
+                return 1;
+            }
+        }
     }
 
     std::vector<round_report> direct;

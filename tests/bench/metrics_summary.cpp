@@ -120,7 +120,13 @@ std::string format_summary_table(const std::vector<model_summary>& rows) {
             if (outcome == "complete") {
                 ok += count;
             } else if (count > 0) {
-                other += (other.empty() ? "" : ",") + format_number(count, 0) + " " + outcome;
+                // Appended piece by piece: "literal" + std::string trips GCC 12's -Wrestrict at -O3.
+                if (!other.empty()) {
+                    other += ',';
+                }
+                other += format_number(count, 0);
+                other += ' ';
+                other += outcome;
             }
         }
         cells.push_back({

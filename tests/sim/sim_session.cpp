@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cerrno>
+
+#include <sys/socket.h>
 
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/write.hpp>
@@ -129,6 +132,8 @@ void sim_session::on_read_header(beast::error_code ec, std::size_t /*bytes*/) {
     if (ec) {
         if (ec == http::error::end_of_stream) {
             close_connection(false);
+        } else {
+            reject_unreadable(ec);
         }
         return;
     }
@@ -156,12 +161,36 @@ void sim_session::do_read_body() {
 
 void sim_session::on_read_body(beast::error_code ec, std::size_t /*bytes*/) {
     if (ec) {
+        reject_unreadable(ec);
         return;
     }
     received_at_ = clock::now();
     stream_.expires_never();  // idle timeout is for reads only; a stream may be long
     request_ = parser_->release();
     handle_request();
+}
+
+void sim_session::reject_unreadable(beast::error_code ec) {
+    // Socket errors and timeouts end the connection silently; a malformed or oversized
+    // request gets a status first so a test sees why.
+    if (ec.category() != http::make_error_code(http::error::bad_method).category() ||
+        ec == http::error::partial_message) {
+        close_connection(false);
+        return;
+    }
+    unsigned status = 400;
+    if (ec == http::error::body_limit) {
+        status = 413;
+    } else if (ec == http::error::header_limit) {
+        status = 431;
+    }
+    request_ = {};
+    request_id_ = state_->next_request_id.fetch_add(1, std::memory_order_relaxed);
+    settings_ = default_settings(state_->options);
+    keep_alive_ = false;  // the rest of the byte stream cannot be trusted
+    chunked_ = true;
+    respond_error(status, "cannot read request: " + ec.message(), "invalid_request_error", "",
+                  clock::now());
 }
 
 void sim_session::handle_request() {
@@ -633,14 +662,22 @@ void sim_session::on_peer_readable(std::uint64_t generation, beast::error_code e
     if (ec || generation != watch_generation_ || !watching_) {
         return;
     }
-    watching_ = false;
-    beast::error_code available_ec;
-    const std::size_t pending = stream_.socket().available(available_ec);
-    if (!available_ec && pending > 0) {
+    // Readiness alone proves nothing: with several threads the reactor can deliver an edge
+    // for bytes the request read already consumed. Peek to tell EOF from data from nothing.
+    char byte = 0;
+    const ssize_t peeked =
+        ::recv(stream_.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (peeked > 0) {
+        watching_ = false;
         return;  // a pipelined request, not a hang-up: leave it for the next read
     }
-    // EOF or an error while the response is still being produced: stop generating now
+    if (peeked < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+        arm_peer_watch();  // a stale readiness edge; keep watching
+        return;
+    }
+    // EOF or a reset while the response is still being produced: stop generating now
     // instead of at the next write.
+    watching_ = false;
     close_connection(false);
 }
 
@@ -652,10 +689,35 @@ void sim_session::end_response() {
         stream_.socket().cancel(ignored);
     }
     if (!keep_alive_) {
-        close_connection(false);
+        do_graceful_close();
         return;
     }
     do_read_header();
+}
+
+void sim_session::do_graceful_close() {
+    // Closing with unread input makes the kernel send RST, which can destroy the response
+    // before the client reads it (a 413 while the body is still arriving): send FIN, then
+    // discard input until the client closes too.
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    stream_.expires_after(std::chrono::seconds{5});
+    do_drain();
+}
+
+void sim_session::do_drain() {
+    buffer_.clear();
+    stream_.async_read_some(
+        buffer_.prepare(64 * 1024),
+        beast::bind_front_handler(&sim_session::on_drained, shared_from_this()));
+}
+
+void sim_session::on_drained(beast::error_code ec, std::size_t /*bytes*/) {
+    if (ec) {
+        close_connection(false);
+        return;
+    }
+    do_drain();
 }
 
 void sim_session::close_connection(bool send_reset) {

@@ -53,6 +53,7 @@ private:
     void do_read_body();
     void on_read_body(beast::error_code ec, std::size_t bytes);
 
+    void reject_unreadable(beast::error_code ec);
     void handle_request();
     void handle_completion(api_kind api);
     void handle_echo();
@@ -85,6 +86,9 @@ private:
     void arm_peer_watch();
     void on_peer_readable(std::uint64_t generation, beast::error_code ec);
     void end_response();
+    void do_graceful_close();
+    void do_drain();
+    void on_drained(beast::error_code ec, std::size_t bytes);
     void close_connection(bool send_reset);
 
     beast::tcp_stream stream_;

@@ -88,6 +88,16 @@ TEST(Registry, ModelLabelIsBounded) {
     EXPECT_TRUE(contains(text, R"(model="other")"));
 }
 
+TEST(Registry, PassThroughRequestsHaveModelNone) {
+    registry r(settings_with({}, 4));
+    meter::stream_meter m(protocol::api_kind::none, "", false, core::time_point{}, nullptr);
+    m.on_response_head(404, core::time_point{} + 1ms);
+    r.record(m.finish(meter::end_reason::upstream_complete, core::time_point{} + 2ms));
+    auto text = r.expose();
+    EXPECT_TRUE(contains(text, R"(tokenmeter_requests_total{api="none",code="404",model="none",outcome="upstream_error"} 1)"));
+    EXPECT_FALSE(contains(text, "tokenmeter_time_to_first_token_seconds_count"));
+}
+
 TEST(Registry, UnforwardedRequestsAreCounted) {
     registry r(settings_with({}, 4));
     r.record_unforwarded(protocol::api_kind::none, "", meter::outcome::rejected, 400, 0.001);
