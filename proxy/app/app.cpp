@@ -268,7 +268,9 @@ int run(const config::settings& settings) {
             w.thread.join();
         }
     }
-    spdlog::shutdown();
+    // Sessions still alive are destroyed with their io_contexts after this and may log, so the
+    // logger stays up; flush what is written so far.
+    spdlog::default_logger()->flush();
     return 0;
 }
 

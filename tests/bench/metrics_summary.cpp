@@ -23,6 +23,7 @@ model_summary& row_for(std::map<row_key, model_summary>& rows, const row_key& ke
         row.model = key.first;
         row.api = key.second;
         row.time_to_first_token_p50 = row.time_to_first_token_p90 = row.time_to_first_token_p99 = nan;
+        row.time_to_first_token_mean = nan;
         row.inter_token_latency_p50 = row.inter_token_latency_p99 = row.inter_token_latency_mean = nan;
         row.time_per_output_token_p50 = nan;
         row.output_tokens_per_second_p50 = row.decode_tokens_per_second_p50 = nan;
@@ -68,6 +69,7 @@ std::vector<model_summary> summarize_metrics(const exposition& metrics) {
         row.time_to_first_token_p50 = histogram_quantile(0.50, series.buckets);
         row.time_to_first_token_p90 = histogram_quantile(0.90, series.buckets);
         row.time_to_first_token_p99 = histogram_quantile(0.99, series.buckets);
+        row.time_to_first_token_mean = series.count > 0 ? series.sum / series.count : nan;
     }
     for (auto& [key, series] : merged_family(metrics, "tokenmeter_inter_token_latency_seconds")) {
         model_summary& row = row_for(rows, key);
@@ -106,7 +108,8 @@ std::string format_summary_table(const std::vector<model_summary>& rows) {
         {"", "model", true},        {"", "api", true},
         {"requests", "ok", false},  {"requests", "other", true},
         {"TTFT ms", "p50", false},  {"TTFT ms", "p90", false},
-        {"TTFT ms", "p99", false},  {"ITL ms", "p50", false},
+        {"TTFT ms", "p99", false},  {"TTFT ms", "mean", false},
+        {"ITL ms", "p50", false},
         {"ITL ms", "p99", false},   {"ITL ms", "mean", false},
         {"TPOT ms", "p50", false},  {"output tok/s", "p50", false},
         {"decode tok/s", "p50", false}, {"tokens", "in", false},
@@ -137,6 +140,7 @@ std::string format_summary_table(const std::vector<model_summary>& rows) {
             format_short(ms(row.time_to_first_token_p50)),
             format_short(ms(row.time_to_first_token_p90)),
             format_short(ms(row.time_to_first_token_p99)),
+            format_short(ms(row.time_to_first_token_mean)),
             format_short(ms(row.inter_token_latency_p50)),
             format_short(ms(row.inter_token_latency_p99)),
             format_short(ms(row.inter_token_latency_mean)),
@@ -148,8 +152,8 @@ std::string format_summary_table(const std::vector<model_summary>& rows) {
         });
     }
     return render_table(columns, cells) +
-           "(quantiles estimated from histogram buckets by linear interpolation, as histogram_quantile does; "
-           "ITL mean is exact)\n";
+           "(quantiles estimated from histogram buckets by linear interpolation, as histogram_quantile does, "
+           "so they are only as fine as the bucket bounds; the means are exact)\n";
 }
 
 nlohmann::json summary_json(const std::vector<model_summary>& rows) {
@@ -166,7 +170,8 @@ nlohmann::json summary_json(const std::vector<model_summary>& rows) {
             {"time_to_first_token_seconds",
              {{"p50", number(row.time_to_first_token_p50)},
               {"p90", number(row.time_to_first_token_p90)},
-              {"p99", number(row.time_to_first_token_p99)}}},
+              {"p99", number(row.time_to_first_token_p99)},
+              {"mean", number(row.time_to_first_token_mean)}}},
             {"inter_token_latency_seconds",
              {{"p50", number(row.inter_token_latency_p50)},
               {"p99", number(row.inter_token_latency_p99)},

@@ -125,6 +125,7 @@ TEST(metrics_summary, one_row_per_model_and_api) {
     EXPECT_EQ(small.requests_by_outcome.at("client_cancel"), 1);
     EXPECT_NEAR(small.time_to_first_token_p50, 0.05 + 0.05 / 6, 1e-12);
     EXPECT_NEAR(small.inter_token_latency_mean, 0.005, 1e-12);
+    EXPECT_NEAR(small.time_to_first_token_mean, 0.055, 1e-12);
     EXPECT_EQ(small.tokens_in, 120);
     EXPECT_EQ(small.tokens_out, 320);
     EXPECT_TRUE(std::isnan(small.time_per_output_token_p50));

@@ -1,48 +1,78 @@
 // Timing: the simulator sends on an exact schedule, so the proxy's TTFT, ITL and TPOT must come
 // out at the scheduled values, within 2 ms (timers fire late, never early: TTFT may be later
 // than scheduled but never earlier than 1 ms before it).
+//
+// Every measurement is also checked against a bracket that holds however busy the machine is
+// (see stampedStream). Whether the values land within 2 ms of the schedule also depends on the
+// machine (ctest runs test files in parallel, other work runs beside it), so each timing case
+// makes up to ATTEMPTS attempts, each with its own model name, and passes when one attempt meets
+// every assertion; a proxy that measures wrongly fails all of them. All attempts' failures are
+// reported.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
 
 import {
-  chatBody, describeResult, parseSse, request, sseText, startProxy, startSim, stopAll, expectedText, waitMetrics,
+  chatBody, describeResult, expectedText, parseSse, request, sseText, startProxy, startSim, stopAll,
+  waitMetrics,
 } from './lib/harness.mjs';
 
+const ATTEMPTS = 3;
+const TOLERANCE = 0.002;
+
+let proxy;
+// A warm keep-alive client connection, as in steady state.
+const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+before(async () => {
+  const sim = await startSim();
+  proxy = await startProxy({ upstream: sim.port });
+  // Warm-up: a pooled upstream connection and running worker threads.
+  const warm = await request({
+    port: proxy.port, agent, body: chatBody('timing-warmup'),
+    headers: { 'x-sim-ttft-ms': '0', 'x-sim-itl-ms': '0', 'x-sim-output-tokens': '2' },
+  });
+  assert.equal(warm.status, 200, describeResult(warm));
+});
 after(async () => {
   agent.destroy();
   await stopAll();
 });
-
-let sim;
-let proxy;
-const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
-before(async () => {
-  sim = await startSim();
-  proxy = await startProxy({ upstream: sim.port });
-});
-
-const TOLERANCE = 0.002;
 
 function assertNear(actual, expected, what, { notEarlierBy = TOLERANCE } = {}) {
   assert.ok(actual >= expected - notEarlierBy && actual <= expected + TOLERANCE,
     `${what}: ${actual.toFixed(6)} s, expected ${expected} s (−${notEarlierBy * 1000} ms / +${TOLERANCE * 1000} ms)`);
 }
 
-// One streamed request with x-sim-stamp, on a warm keep-alive connection. Returns the result and
-// the bracket the proxy's TTFT must fall in, on the one clock all three processes share
+// Runs attempt(model) up to ATTEMPTS times with models `${base}-1`, `${base}-2`, ...; returns
+// when one attempt passes, throws every attempt's failure otherwise.
+async function withAttempts(base, attempt) {
+  const failures = [];
+  for (let i = 1; i <= ATTEMPTS; i++) {
+    try {
+      await attempt(`${base}-${i}`);
+      return;
+    } catch (error) {
+      failures.push(`attempt ${i}: ${error.message}`);
+    }
+  }
+  assert.fail(`all ${ATTEMPTS} attempts failed:\n${failures.join('\n')}`);
+}
+
+// One streamed request with x-sim-stamp on the warm connection. Returns the result and the
+// bracket the proxy's TTFT must fall in, on the one clock all three processes share
 // (CLOCK_MONOTONIC: Node's hrtime, the simulator's and the proxy's steady_clock):
 //   lower = simulator sent the first content chunk − simulator received the request
-//           (the proxy received the request before the simulator and the chunk after it was sent)
+//           (the proxy received the request before the simulator did, and read the chunk after
+//           it was sent)
 //   upper = client saw the first content chunk − client started sending
-async function stampedStream(model, headers) {
+async function stampedStream(model, headers, { includeUsage = true } = {}) {
   let firstTokenNs;
   let seen = '';
   const sentNs = process.hrtime.bigint();
   const res = await request({
     port: proxy.port,
     agent,
-    body: chatBody(model, { includeUsage: true }),
+    body: chatBody(model, { includeUsage }),
     headers: { ...headers, 'x-sim-stamp': '1' },
     onData: (chunk) => {
       if (firstTokenNs !== undefined) return;
@@ -59,33 +89,26 @@ async function stampedStream(model, headers) {
   return { res, lower, upper };
 }
 
-test('TTFT, ITL and TPOT match the schedule (ttft 200 ms, itl 20 ms, 20 tokens)', { timeout: 60_000 }, async () => {
-  // Warm-up: a pooled upstream connection and running worker threads, as in steady state.
-  const warm = await request({
-    port: proxy.port, agent, body: chatBody('timing-warmup'),
-    headers: { 'x-sim-ttft-ms': '0', 'x-sim-itl-ms': '0', 'x-sim-output-tokens': '2' },
-  });
-  assert.equal(warm.status, 200, describeResult(warm));
+function assertTtft(m, labels, scheduled, { lower, upper }) {
+  const ttft = m.histogram('tokenmeter_time_to_first_token_seconds', labels);
+  assert.equal(ttft.count, 1);
+  assert.ok(lower >= scheduled, `the simulator sent the first token early: ${lower}`);
+  assert.ok(ttft.sum >= lower && ttft.sum <= upper,
+    `TTFT ${ttft.sum.toFixed(6)} s outside what the simulator and the client saw: ` +
+    `[${lower.toFixed(6)}, ${upper.toFixed(6)}]`);
+  assertNear(ttft.sum, scheduled, 'TTFT', { notEarlierBy: 0.001 });
+  return ttft;
+}
 
-  // The proxy's TTFT must always lie within the bracket of what the simulator and the client
-  // saw (a hard correctness check). Being within 2 ms of the schedule also depends on how busy
-  // the machine is (ctest runs test files in parallel), so up to 3 attempts, each with its own
-  // model name, may be made for that part; every attempt must pass the bracket check.
-  const attempts = [];
-  for (let attempt = 1; attempt <= 3; attempt++) {
-    const model = `timing-basic-${attempt}`;
-    const { res, lower, upper } = await stampedStream(model,
+test('TTFT, ITL and TPOT match the schedule (ttft 200 ms, itl 20 ms, 20 tokens)', { timeout: 60_000 }, async () => {
+  await withAttempts('timing-basic', async (model) => {
+    const bracket = await stampedStream(model,
       { 'x-sim-ttft-ms': '200', 'x-sim-itl-ms': '20', 'x-sim-output-tokens': '20' });
-    assert.equal(sseText(res.body.toString()), expectedText(20));
+    assert.equal(sseText(bracket.res.body.toString()), expectedText(20));
 
     const m = await waitMetrics(proxy, (x) => x.value('tokenmeter_requests_total', { model }) >= 1);
     const labels = { model, api: 'openai_chat' };
-    const ttft = m.histogram('tokenmeter_time_to_first_token_seconds', labels);
-    assert.equal(ttft.count, 1);
-    assert.ok(ttft.sum >= lower && ttft.sum <= upper,
-      `TTFT ${ttft.sum.toFixed(6)} s outside what the simulator and the client saw: ` +
-      `[${lower.toFixed(6)}, ${upper.toFixed(6)}]`);
-    assert.ok(lower >= 0.200, `the simulator sent the first token early: ${lower}`);
+    const ttft = assertTtft(m, labels, 0.200, bracket);
     assert.equal(ttft.bucket(0.1), 0);
     assert.equal(ttft.bucket(0.25), 1);
 
@@ -113,67 +136,51 @@ test('TTFT, ITL and TPOT match the schedule (ttft 200 ms, itl 20 ms, 20 tokens)'
     assert.equal(m.value('tokenmeter_requests_total', { model }), 1);
     assert.equal(m.value('tokenmeter_tokens_total', { ...labels, type: 'output' }), 20);
     assert.equal(m.value('tokenmeter_tokens_total', { ...labels, type: 'input' }), 3);
-
-    attempts.push({ ttft: ttft.sum, lower, upper });
-    if (ttft.sum >= 0.199 && ttft.sum <= 0.202) break;
-  }
-  const last = attempts.at(-1);
-  assert.ok(last.ttft >= 0.199 && last.ttft <= 0.202,
-    `TTFT not within 2 ms of 0.200 s (and not earlier than 0.199 s) in any of ${attempts.length} ` +
-    `attempts: ${attempts.map((a) => `${a.ttft.toFixed(6)} [sim ${a.lower.toFixed(6)}, client ` +
-    `${a.upper.toFixed(6)}]`).join('; ')}`);
-});
-
-test('without usage the tokens counter stays untouched but timing still counts chunks', { timeout: 30_000 }, async () => {
-  const model = 'timing-no-usage';
-  const res = await request({
-    port: proxy.port,
-    body: chatBody(model),
-    headers: { 'x-sim-ttft-ms': '50', 'x-sim-itl-ms': '10', 'x-sim-output-tokens': '8' },
   });
-  assert.equal(res.status, 200);
-  assert.equal(res.complete, true);
-  const m = await waitMetrics(proxy, (x) => x.value('tokenmeter_requests_total', { model }) >= 1);
-  assert.equal(m.value('tokenmeter_tokens_total', { model }), 0);
-  const itl = m.histogram('tokenmeter_inter_token_latency_seconds', { model });
-  assert.equal(itl.count, 7);
-  assertNear(itl.sum / itl.count, 0.010, 'ITL mean');
 });
 
-test('4 tokens per chunk with continuous usage: ITL count n_out−1, gaps split per token', { timeout: 30_000 }, async () => {
-  const model = 'timing-multi-token';
-  const res = await request({
-    port: proxy.port,
-    body: chatBody(model, { includeUsage: true }),
-    headers: {
+test('without usage the tokens counter stays untouched; one token per content chunk', { timeout: 60_000 }, async () => {
+  await withAttempts('timing-no-usage', async (model) => {
+    const bracket = await stampedStream(model,
+      { 'x-sim-ttft-ms': '50', 'x-sim-itl-ms': '10', 'x-sim-output-tokens': '8' }, { includeUsage: false });
+    const m = await waitMetrics(proxy, (x) => x.value('tokenmeter_requests_total', { model }) >= 1);
+    assert.equal(m.value('tokenmeter_tokens_total', { model }), 0);
+    assertTtft(m, { model }, 0.050, bracket);
+    const itl = m.histogram('tokenmeter_inter_token_latency_seconds', { model });
+    assert.equal(itl.count, 7);
+    assertNear(itl.sum / itl.count, 0.010, 'ITL mean');
+    const tpot = m.histogram('tokenmeter_time_per_output_token_seconds', { model });
+    assert.equal(tpot.count, 1);
+    assertNear(tpot.sum, 0.010, 'TPOT');
+  });
+});
+
+test('4 tokens per chunk with continuous usage: ITL count n_out−1, gaps split per token', { timeout: 60_000 }, async () => {
+  await withAttempts('timing-multi-token', async (model) => {
+    const bracket = await stampedStream(model, {
       'x-sim-ttft-ms': '50', 'x-sim-itl-ms': '20', 'x-sim-output-tokens': '20',
       'x-sim-tokens-per-chunk': '4', 'x-sim-continuous-usage': '1',
-    },
+    });
+    assert.equal(sseText(bracket.res.body.toString()), expectedText(20));
+
+    const m = await waitMetrics(proxy, (x) => x.value('tokenmeter_requests_total', { model }) >= 1);
+    const labels = { model, api: 'openai_chat' };
+    const itl = m.histogram('tokenmeter_inter_token_latency_seconds', labels);
+    // 5 chunks of 4 tokens: the first chunk's 3 extra tokens are observations of 0; each later
+    // chunk, 20 ms after the previous, gives 4 observations of 5 ms (itl / 4).
+    assert.equal(itl.count, 19);
+    assert.equal(itl.bucket(0.001), 3, 'three zero observations from the first chunk');
+    assert.equal(itl.bucket(0.0025), 3, 'no observation between 1 and 2.5 ms');
+    assert.equal(itl.bucket(0.01), 19, 'the other 16 are ≈ 5 ms');
+    assertNear(itl.sum, 4 * 0.020, 'ITL sum = t_last − t_first');
+    assertNear(itl.sum / 16, 0.020 / 4, 'mean of the per-token gaps after the first chunk');
+    assertNear(itl.sum / itl.count, (4 * 0.020) / 19, 'ITL mean');
+
+    const tpot = m.histogram('tokenmeter_time_per_output_token_seconds', labels);
+    assert.equal(tpot.count, 1);
+    assertNear(tpot.sum, (4 * 0.020) / 19, 'TPOT');
+    assertTtft(m, labels, 0.050, bracket);
+    assert.equal(m.value('tokenmeter_tokens_total', { ...labels, type: 'output' }), 20);
+    assert.equal(m.value('tokenmeter_requests_total', { ...labels, outcome: 'complete', code: '200' }), 1);
   });
-  assert.equal(res.status, 200, describeResult(res));
-  assert.equal(res.complete, true, describeResult(res));
-  assert.equal(sseText(res.body.toString()), expectedText(20));
-
-  const m = await waitMetrics(proxy, (x) => x.value('tokenmeter_requests_total', { model }) >= 1);
-  const labels = { model, api: 'openai_chat' };
-  const itl = m.histogram('tokenmeter_inter_token_latency_seconds', labels);
-  // 5 chunks of 4 tokens: the first chunk's 3 extra tokens are observations of 0; each later
-  // chunk, 20 ms after the previous, gives 4 observations of 5 ms (itl / 4).
-  assert.equal(itl.count, 19);
-  assert.equal(itl.bucket(0.001), 3, 'three zero observations from the first chunk');
-  assert.equal(itl.bucket(0.0025), 3, 'no observation between 1 and 2.5 ms');
-  assert.equal(itl.bucket(0.01), 19, 'the other 16 are ≈ 5 ms');
-  assertNear(itl.sum, 4 * 0.020, 'ITL sum = t_last − t_first');
-  const nonZeroMean = itl.sum / 16;
-  assertNear(nonZeroMean, 0.020 / 4, 'mean of the per-token gaps after the first chunk');
-  assertNear(itl.sum / itl.count, (4 * 0.020) / 19, 'ITL mean');
-
-  const tpot = m.histogram('tokenmeter_time_per_output_token_seconds', labels);
-  assert.equal(tpot.count, 1);
-  assertNear(tpot.sum, (4 * 0.020) / 19, 'TPOT');
-  const ttft = m.histogram('tokenmeter_time_to_first_token_seconds', labels);
-  assert.equal(ttft.count, 1);
-  assertNear(ttft.sum, 0.050, 'TTFT', { notEarlierBy: 0.001 });
-  assert.equal(m.value('tokenmeter_tokens_total', { ...labels, type: 'output' }), 20);
-  assert.equal(m.value('tokenmeter_requests_total', { ...labels, outcome: 'complete', code: '200' }), 1);
 });

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 
 import {
   chatBody, closedPort, describeResult, nowMs, request, startProxy, startSim, startSimPair, stopAll,
-  waitMetrics,
+  waitFor, waitMetrics,
 } from './lib/harness.mjs';
 
 after(stopAll);
@@ -126,8 +126,12 @@ test('upstream silent mid-stream for longer than timeouts.upstream_idle: the str
   assert.equal(m.value('tokenmeter_requests_total', { model, outcome: 'upstream_error', code: '200' }), 1);
   assert.equal(m.value('tokenmeter_streams_active'), 0);
   // The upstream connection was closed, so the simulator stops generating.
-  const stats = await sim.stats();
+  const stats = await waitFor(async () => {
+    const s = await sim.stats();
+    return s.streams_aborted >= 1 ? s : undefined;
+  }, { timeoutMs: 1000, what: 'the simulator to count its stream aborted' });
   assert.equal(stats.streams_aborted, 1, JSON.stringify(stats));
+  assert.equal(stats.streams_completed, 0, JSON.stringify(stats));
 });
 
 test('a stream that keeps producing within upstream_idle is never cut', { timeout: 30_000 }, async () => {
@@ -169,4 +173,55 @@ test('no response head within timeouts.upstream_idle: 504 with a JSON error', { 
   const m = await waitMetrics(proxy, (x) => x.value('tokenmeter_requests_total', { model }) >= 1);
   assert.equal(m.value('tokenmeter_upstream_errors_total', { reason: 'timeout' }), 1);
   assert.equal(m.value('tokenmeter_requests_total', { model, outcome: 'upstream_error', code: '504' }), 1);
+});
+
+test('every upstream connection busy for acquire_timeout: 503 JSON; a waiter is served when one frees', { timeout: 30_000 }, async () => {
+  const model = 'fail-pool';
+  const sim = await startSim();
+  const proxy = await startProxy({
+    upstream: sim.port,
+    args: ['--threads', '1'],
+    config: 'upstream_pool:\n  max_connections: 1\n  max_idle_connections: 1\n  acquire_timeout: 300ms\n',
+  });
+  const long = { 'x-sim-ttft-ms': '0', 'x-sim-itl-ms': '100', 'x-sim-output-tokens': '10' };
+  let firstResponse;
+  const headersSeen = new Promise((resolve) => { firstResponse = resolve; });
+  const first = request({ port: proxy.port, body: chatBody(model), headers: long, onResponse: () => firstResponse() });
+  await headersSeen;
+  const started = nowMs();
+  const second = await request({ port: proxy.port, body: chatBody(model), headers: { 'x-sim-output-tokens': '2' } });
+  const waited = nowMs() - started;
+  assert.equal(second.status, 503, describeResult(second));
+  assert.equal(JSON.parse(second.body.toString()).error.code.length > 0, true);
+  assert.ok(waited >= 290 && waited < 1000, `503 after ${waited.toFixed(0)} ms, acquire_timeout is 300 ms`);
+  const firstResult = await first;
+  assert.equal(firstResult.complete, true, describeResult(firstResult));
+
+  const m = await waitMetrics(proxy, (x) => x.value('tokenmeter_requests_total', { model }) >= 2);
+  assert.equal(m.value('tokenmeter_upstream_errors_total', { reason: 'pool_exhausted' }), 1);
+  assert.equal(m.value('tokenmeter_requests_total', { model, outcome: 'upstream_error', code: '503' }), 1);
+  assert.equal(m.value('tokenmeter_requests_total', { model, outcome: 'complete' }), 1);
+
+  // A request that waits less than acquire_timeout gets the connection when the first frees it.
+  const shortStream = { 'x-sim-ttft-ms': '0', 'x-sim-itl-ms': '20', 'x-sim-output-tokens': '5' };
+  const [a, b] = await Promise.all([
+    request({ port: proxy.port, body: chatBody(model), headers: shortStream }),
+    request({ port: proxy.port, body: chatBody(model), headers: shortStream }),
+  ]);
+  assert.equal(a.status, 200, describeResult(a));
+  assert.equal(b.status, 200, describeResult(b));
+  assert.equal(a.complete && b.complete, true);
+});
+
+test('upstream resets the connection before answering: 502 JSON, connection_closed', { timeout: 30_000 }, async () => {
+  const model = 'fail-reset';
+  const sim = await startSim();
+  const proxy = await startProxy({ upstream: sim.port });
+  const res = await request({ port: proxy.port, body: chatBody(model), headers: { 'x-sim-fail': 'reset' }, timeoutMs: 10_000 });
+  assert.equal(res.status, 502, describeResult(res));
+  assert.equal(typeof JSON.parse(res.body.toString()).error.code, 'string');
+  const m = await waitMetrics(proxy, (x) => x.value('tokenmeter_requests_total', { model }) >= 1);
+  assert.equal(m.value('tokenmeter_upstream_errors_total', { reason: 'connection_closed' }), 1,
+    m.select('tokenmeter_upstream_errors_total').map((s) => `${JSON.stringify(s.labels)} ${s.value}`).join('; '));
+  assert.equal(m.value('tokenmeter_requests_total', { model, outcome: 'upstream_error', code: '502' }), 1);
 });

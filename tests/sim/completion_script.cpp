@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <array>
-
 #include <nlohmann/json.hpp>
 
 namespace tokenmeter::sim {
@@ -13,10 +12,10 @@ using json = nlohmann::json;
 // 32 common English nouns with a leading space, so a BPE tokenizer is likely to see one token
 // per word; 32 is coprime with the stride 7, so the sequence visits every word.
 constexpr std::array<std::string_view, 32> words = {
-    " time",    " year",    " people", " way",     " day",     " man",    " thing",   " woman",
-    " life",    " child",   " world",  " school",  " state",   " family", " student", " group",
-    " country", " problem", " hand",   " part",    " place",   " case",   " week",    " company",
-    " system",  " program", " work",   " number",  " night",   " point",  " home",    " water",
+    " time",    " year",    " people", " way",    " day",   " man",    " thing",   " woman",
+    " life",    " child",   " world",  " school", " state", " family", " student", " group",
+    " country", " problem", " hand",   " part",   " place", " case",   " week",    " company",
+    " system",  " program", " work",   " number", " night", " point",  " home",    " water",
 };
 
 constexpr std::string_view alphabet = "abcdefghijklmnopqrstuvwxyz";
@@ -129,9 +128,8 @@ std::uint32_t count_prompt_tokens(const json& body, api_kind api) {
 }
 
 completion_script::completion_script(completion_plan plan) : plan_(std::move(plan)) {
-    plan_.reasoning_tokens = plan_.api == api_kind::chat
-                                 ? std::min(plan_.reasoning_tokens, plan_.completion_tokens)
-                                 : 0;
+    plan_.reasoning_tokens =
+        plan_.api == api_kind::chat ? std::min(plan_.reasoning_tokens, plan_.completion_tokens) : 0;
     if (plan_.api != api_kind::chat) {
         plan_.tool_call = false;
     }
@@ -160,9 +158,13 @@ std::string_view completion_script::finish_reason() const {
     return plan_.tool_call ? "tool_calls" : "stop";
 }
 
-std::uint32_t completion_script::answer_begin() const { return plan_.reasoning_tokens; }
+std::uint32_t completion_script::answer_begin() const {
+    return plan_.reasoning_tokens;
+}
 
-void completion_script::append_chunk_prefix(std::string& out) const { out += chunk_prefix_; }
+void completion_script::append_chunk_prefix(std::string& out) const {
+    out += chunk_prefix_;
+}
 
 void completion_script::append_tokens(std::string& out, std::uint32_t begin,
                                       std::uint32_t end) const {
@@ -173,8 +175,7 @@ void completion_script::append_tokens(std::string& out, std::uint32_t begin,
 
 void completion_script::append_usage_object(std::string& out,
                                             std::uint32_t completion_tokens) const {
-    const std::uint64_t total =
-        static_cast<std::uint64_t>(plan_.prompt_tokens) + completion_tokens;
+    const std::uint64_t total = static_cast<std::uint64_t>(plan_.prompt_tokens) + completion_tokens;
     out += "{\"prompt_tokens\":";
     out += std::to_string(plan_.prompt_tokens);
     out += ",\"completion_tokens\":";
@@ -214,8 +215,7 @@ void completion_script::append_role_event(std::string& out) const {
 void completion_script::open_content_event(std::string& out, std::uint32_t chunk_index) const {
     const std::uint32_t begin =
         std::min(chunk_index * plan_.tokens_per_chunk, plan_.completion_tokens);
-    const std::uint32_t end =
-        std::min(begin + plan_.tokens_per_chunk, plan_.completion_tokens);
+    const std::uint32_t end = std::min(begin + plan_.tokens_per_chunk, plan_.completion_tokens);
     const std::uint32_t reasoning_end = plan_.reasoning_tokens;
     append_chunk_prefix(out);
     if (plan_.api == api_kind::completions) {
@@ -294,7 +294,9 @@ void completion_script::append_usage_event(std::string& out) const {
     out += "}\n\n";
 }
 
-void completion_script::append_done_event(std::string& out) { out += "data: [DONE]\n\n"; }
+void completion_script::append_done_event(std::string& out) {
+    out += "data: [DONE]\n\n";
+}
 
 void completion_script::append_garbage_events(std::string& out, std::uint32_t chunk_index) {
     out += "data: {not json\n\n";

@@ -5,11 +5,10 @@
 // a test can predict every byte the simulator sends.
 
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json_fwd.hpp>
 
 namespace tokenmeter::sim {
 
@@ -49,7 +48,7 @@ std::uint32_t count_words(std::string_view text);
 std::uint32_t count_prompt_tokens(const nlohmann::json& body, api_kind api);
 
 class completion_script {
-public:
+  public:
     explicit completion_script(completion_plan plan);
 
     const completion_plan& plan() const { return plan_; }
@@ -74,7 +73,7 @@ public:
     std::string reasoning_text() const;
     std::string answer_text() const;
 
-private:
+  private:
     void append_chunk_prefix(std::string& out) const;
     void append_usage_object(std::string& out, std::uint32_t completion_tokens) const;
     void append_tokens(std::string& out, std::uint32_t begin, std::uint32_t end) const;

@@ -4,18 +4,17 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include <cstdio>
-#include <filesystem>
-#include <span>
-#include <stdexcept>
-#include <fstream>
-#include <iostream>
-#include <thread>
-#include <vector>
-
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <span>
+#include <stdexcept>
+#include <thread>
+#include <vector>
 
 #include "sim_listener.hpp"
 #include "sim_options.hpp"
@@ -62,7 +61,8 @@ std::string endpoint_text(const net::ip::tcp::endpoint& endpoint) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    auto parsed = sim::parse_command_line(std::span<char* const>(argv, static_cast<std::size_t>(argc)));
+    auto parsed =
+        sim::parse_command_line(std::span<char* const>(argv, static_cast<std::size_t>(argc)));
     if (parsed.help) {
         std::cout << sim::usage_text();
         return 0;

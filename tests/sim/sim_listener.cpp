@@ -1,11 +1,10 @@
 #include "sim_listener.hpp"
 
-#include <iostream>
-
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/beast/core/bind_handler.hpp>
+#include <iostream>
 
 #include "sim_session.hpp"
 
@@ -24,7 +23,9 @@ sim_listener::sim_listener(net::io_context& io, const tcp::endpoint& endpoint,
     acceptor_.listen(net::socket_base::max_listen_connections);
 }
 
-tcp::endpoint sim_listener::local_endpoint() const { return acceptor_.local_endpoint(); }
+tcp::endpoint sim_listener::local_endpoint() const {
+    return acceptor_.local_endpoint();
+}
 
 void sim_listener::run() {
     net::dispatch(acceptor_.get_executor(),
@@ -40,9 +41,8 @@ void sim_listener::stop() {
 }
 
 void sim_listener::do_accept() {
-    acceptor_.async_accept(
-        net::make_strand(io_),
-        beast::bind_front_handler(&sim_listener::on_accept, shared_from_this()));
+    acceptor_.async_accept(net::make_strand(io_),
+                           beast::bind_front_handler(&sim_listener::on_accept, shared_from_this()));
 }
 
 void sim_listener::on_accept(beast::error_code ec, tcp::socket socket) {

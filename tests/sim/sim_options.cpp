@@ -156,15 +156,15 @@ command_line_result parse_command_line(std::span<char* const> args) {
             ok = parsed.has_value();
             if (ok) {
                 // 0 means one per core, a convenience for benchmark scripts.
-                options.threads = *parsed == 0 ? std::max(1U, std::thread::hardware_concurrency())
-                                               : *parsed;
+                options.threads =
+                    *parsed == 0 ? std::max(1U, std::thread::hardware_concurrency()) : *parsed;
             }
         } else if (arg == "--port-file") {
             options.port_file = std::string{value};
             ok = !value.empty();
         } else if (arg == "--seed") {
-            auto parsed = parse_unsigned<std::uint64_t>(value,
-                                                        std::numeric_limits<std::uint64_t>::max());
+            auto parsed =
+                parse_unsigned<std::uint64_t>(value, std::numeric_limits<std::uint64_t>::max());
             ok = parsed.has_value();
             options.seed = parsed.value_or(options.seed);
         } else {
@@ -232,8 +232,8 @@ std::optional<std::string> parse_failure_plan(std::string_view value, failure_pl
     return std::nullopt;
 }
 
-std::optional<std::string> apply_request_header(request_settings& settings,
-                                                std::string_view name, std::string_view value) {
+std::optional<std::string> apply_request_header(request_settings& settings, std::string_view name,
+                                                std::string_view value) {
     bool ok = true;
     if (name == "x-sim-ttft-ms") {
         auto parsed = parse_delay(value);

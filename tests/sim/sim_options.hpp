@@ -70,8 +70,8 @@ request_settings default_settings(const server_options& options);
 
 // name must be lower case. Returns an error message for a bad value or an unknown
 // x-sim-* header: a typo in a test should fail loudly, not silently use defaults.
-std::optional<std::string> apply_request_header(request_settings& settings,
-                                                std::string_view name, std::string_view value);
+std::optional<std::string> apply_request_header(request_settings& settings, std::string_view name,
+                                                std::string_view value);
 
 std::optional<std::string> parse_failure_plan(std::string_view value, failure_plan& out);
 

@@ -1,17 +1,16 @@
 #include "sim_session.hpp"
 
-#include <algorithm>
-#include <array>
-#include <cctype>
-#include <cerrno>
-
 #include <sys/socket.h>
 
+#include <algorithm>
+#include <array>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/bind_handler.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/status.hpp>
+#include <cctype>
+#include <cerrno>
 #include <nlohmann/json.hpp>
 
 namespace tokenmeter::sim {
@@ -294,8 +293,7 @@ void sim_session::handle_completion(api_kind api) {
         stream = value->get<bool>();
     }
     bool include_usage = false;
-    if (auto options = body.find("stream_options");
-        options != body.end() && options->is_object()) {
+    if (auto options = body.find("stream_options"); options != body.end() && options->is_object()) {
         if (auto value = options->find("include_usage");
             value != options->end() && value->is_boolean()) {
             include_usage = value->get<bool>();
@@ -429,9 +427,8 @@ void sim_session::respond(unsigned status, std::string_view content_type, std::s
     after_write next = after_write::read_next;
     if (settings_.failure.close_after_chunks) {
         // A non-streamed body has no chunks: cut it after N bytes, always short of complete.
-        const std::size_t keep =
-            std::min<std::size_t>(*settings_.failure.close_after_chunks,
-                                  payload_.empty() ? 0 : payload_.size() - 1);
+        const std::size_t keep = std::min<std::size_t>(*settings_.failure.close_after_chunks,
+                                                       payload_.empty() ? 0 : payload_.size() - 1);
         payload_.resize(keep);
         next = after_write::truncate;
     }
@@ -448,8 +445,8 @@ void sim_session::start_stream() {
     stream_active_ = true;
     next_chunk_ = 0;
     chunk_count_ = script_->content_chunk_count();
-    truncate_after_ = std::min(settings_.failure.close_after_chunks.value_or(chunk_count_),
-                               chunk_count_);
+    truncate_after_ =
+        std::min(settings_.failure.close_after_chunks.value_or(chunk_count_), chunk_count_);
     begin_head(200);
     add_header("content-type", "text/event-stream");
     add_header("cache-control", "no-cache");
@@ -621,8 +618,8 @@ void sim_session::on_write_due(after_write next, beast::error_code ec) {
 }
 
 void sim_session::do_write(after_write next) {
-    const std::array<net::const_buffer, 4> buffers{
-        net::buffer(head_), net::buffer(chunk_line_), net::buffer(payload_), net::buffer(trailer_)};
+    const std::array<net::const_buffer, 4> buffers{net::buffer(head_), net::buffer(chunk_line_),
+                                                   net::buffer(payload_), net::buffer(trailer_)};
     net::async_write(stream_, buffers,
                      beast::bind_front_handler(&sim_session::on_write, shared_from_this(), next));
 }

@@ -3,18 +3,17 @@
 // One client connection: reads requests (keep-alive), routes them, and writes each
 // response on a schedule of absolute deadlines so that simulated latency never drifts.
 
-#include <chrono>
-#include <cstdint>
-#include <memory>
-#include <optional>
-#include <string>
-
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/string_body.hpp>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
 
 #include "completion_script.hpp"
 #include "sim_options.hpp"
@@ -28,7 +27,7 @@ namespace http = beast::http;
 using tcp = net::ip::tcp;
 
 class sim_session : public std::enable_shared_from_this<sim_session> {
-public:
+  public:
     sim_session(tcp::socket&& socket, std::shared_ptr<server_state> state);
     ~sim_session();
     sim_session(const sim_session&) = delete;
@@ -36,7 +35,7 @@ public:
 
     void run();
 
-private:
+  private:
     using clock = std::chrono::steady_clock;
     using step = void (sim_session::*)();
 

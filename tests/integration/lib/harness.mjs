@@ -373,9 +373,10 @@ export function request({
 // ---- raw TCP ---------------------------------------------------------------------------------
 
 // Opens a TCP connection, writes the bytes, and collects everything until the peer closes or
-// timeoutMs passes. Resolves {data (Buffer), closed (the peer ended/closed the connection),
-// error, response (parsed, or undefined)}.
-export function rawExchange(port, bytes, { timeoutMs = 3000, host = '127.0.0.1' } = {}) {
+// timeoutMs passes (or, with untilComplete, until one whole response has arrived). Resolves
+// {data (Buffer), closed (the peer ended/closed the connection), error, response (parsed, or
+// undefined)}.
+export function rawExchange(port, bytes, { timeoutMs = 3000, host = '127.0.0.1', untilComplete = false } = {}) {
   return new Promise((resolve) => {
     const socket = net.connect({ host, port });
     const chunks = [];
@@ -392,7 +393,13 @@ export function rawExchange(port, bytes, { timeoutMs = 3000, host = '127.0.0.1' 
     };
     const timer = setTimeout(finish, timeoutMs);
     socket.on('connect', () => socket.write(bytes));
-    socket.on('data', (chunk) => chunks.push(chunk));
+    socket.on('data', (chunk) => {
+      chunks.push(chunk);
+      if (untilComplete) {
+        const parsed = parseRawResponse(Buffer.concat(chunks));
+        if (parsed && parsed.complete && parsed.framed) finish();
+      }
+    });
     socket.on('end', () => { closed = true; finish(); });
     socket.on('close', () => { closed = true; finish(); });
     socket.on('error', (e) => {
@@ -422,9 +429,11 @@ export function parseRawResponse(data) {
   let rest = data.subarray(headEnd + 4);
   let body = rest;
   let complete = true;
+  let framed = false;
   if (/chunked/i.test(headers['transfer-encoding'] || '')) {
     const parts = [];
     complete = false;
+    framed = true;
     for (;;) {
       const lineEnd = rest.indexOf('\r\n');
       if (lineEnd < 0) break;
@@ -437,6 +446,7 @@ export function parseRawResponse(data) {
     body = Buffer.concat(parts);
   } else if (headers['content-length'] !== undefined) {
     const length = Number(headers['content-length']);
+    framed = true;
     complete = rest.length >= length;
     body = rest.subarray(0, length);
   }
@@ -444,7 +454,7 @@ export function parseRawResponse(data) {
   try { json = JSON.parse(body.toString()); } catch { /* not JSON */ }
   return {
     version: statusMatch[1], status: Number(statusMatch[2]), reason: statusMatch[3] || '',
-    headers, body, json, complete,
+    headers, body, json, complete, framed,
   };
 }
 
