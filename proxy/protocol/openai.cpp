@@ -18,63 +18,6 @@ const json* member(const json& object, const char* key) {
     return &*it;
 }
 
-void append_string(const json* value, std::string& out) {
-    if (value != nullptr && value->is_string()) {
-        out += value->get_ref<const std::string&>();
-    }
-}
-
-std::optional<std::uint64_t> count_field(const json& object, const char* key) {
-    const json* value = member(object, key);
-    if (value == nullptr || !value->is_number()) {
-        return std::nullopt;
-    }
-    if (value->is_number_unsigned()) {
-        return value->get<std::uint64_t>();
-    }
-    if (value->is_number_integer()) {
-        auto v = value->get<std::int64_t>();
-        return v < 0 ? std::nullopt : std::optional<std::uint64_t>(static_cast<std::uint64_t>(v));
-    }
-    double d = value->get<double>();
-    if (!(d >= 0.0) || d > 1e18) {
-        return std::nullopt;
-    }
-    return static_cast<std::uint64_t>(d);
-}
-
-std::optional<token_usage> decode_usage(const json& root) {
-    const json* usage = member(root, "usage");
-    if (usage == nullptr || !usage->is_object()) {
-        return std::nullopt;
-    }
-    token_usage out;
-    out.input_tokens = count_field(*usage, "prompt_tokens");
-    out.output_tokens = count_field(*usage, "completion_tokens");
-    if (const json* details = member(*usage, "completion_tokens_details")) {
-        out.reasoning_tokens = count_field(*details, "reasoning_tokens");
-    }
-    if (const json* details = member(*usage, "prompt_tokens_details")) {
-        out.cached_input_tokens = count_field(*details, "cached_tokens");
-    }
-    return out;
-}
-
-void append_tool_calls(const json* tool_calls, std::string& out) {
-    if (tool_calls == nullptr || !tool_calls->is_array()) {
-        return;
-    }
-    for (const auto& call : *tool_calls) {
-        if (const json* function = member(call, "function")) {
-            // The function name is generated text too; it is usually the very first token.
-            append_string(member(*function, "name"), out);
-            append_string(member(*function, "arguments"), out);
-        }
-    }
-}
-
-bool has_text_member(const json& object, const char* key) { return member(object, key) != nullptr; }
-
 }  // namespace
 
 std::string_view to_string(api_kind kind) noexcept {
@@ -145,48 +88,266 @@ void openai_adapter::on_body(std::string_view body, core::time_point at, chunk_s
     decode(body, false, at, sink);
 }
 
+namespace {
+
+// Walks a chunk with nlohmann's SAX interface: no DOM is built, and only the few fields the
+// meter needs are looked at. Each open object or array is a frame that knows what it is
+// (a choice, a delta, usage, ...) from its parent and the key it sits under; everything else
+// is `ignored`, so a "content" inside logprobs or an unknown extension is never mistaken for
+// generated text.
+class chunk_reader final : public nlohmann::json_sax<json> {
+public:
+    enum class frame : std::uint8_t {
+        root,
+        choices,
+        choice,
+        message,  // "delta" when streamed, "message" when not
+        tool_calls,
+        tool_call,
+        function,  // tool_calls[].function or the legacy function_call
+        usage,
+        completion_details,
+        prompt_details,
+        ignored,
+    };
+
+    chunk_reader(api_kind kind, bool streamed, std::string& content, std::string& reasoning,
+                 std::string& tool_text, std::string& finish_reason)
+        : kind_(kind),
+          streamed_(streamed),
+          content_(content),
+          reasoning_(reasoning),
+          tool_text_(tool_text),
+          finish_reason_(finish_reason) {}
+
+    bool null() override {
+        value_seen(false);
+        return true;
+    }
+    bool boolean(bool) override {
+        value_seen(true);
+        return true;
+    }
+    bool number_integer(number_integer_t value) override {
+        if (value >= 0) {
+            count_seen(static_cast<std::uint64_t>(value));
+        } else {
+            value_seen(true);
+        }
+        return true;
+    }
+    bool number_unsigned(number_unsigned_t value) override {
+        count_seen(value);
+        return true;
+    }
+    bool number_float(number_float_t value, const string_t&) override {
+        if (value >= 0.0 && value < 1e18) {
+            count_seen(static_cast<std::uint64_t>(value));
+        } else {
+            value_seen(true);
+        }
+        return true;
+    }
+    bool string(string_t& value) override {
+        value_seen(true);
+        if (stack_.empty()) {
+            return true;
+        }
+        switch (stack_.back()) {
+            case frame::choice:
+                if (key_ == "finish_reason") {
+                    if (finish_reason_.empty()) {
+                        finish_reason_ = value;
+                    }
+                } else if (key_ == "text" && kind_ == api_kind::openai_completions) {
+                    content_ += value;
+                }
+                break;
+            case frame::message:
+                if (key_ == "content") {
+                    content_ += value;
+                } else if (key_ == "reasoning_content" || key_ == "reasoning") {
+                    // vLLM and SGLang use reasoning_content; newer vLLM and OpenRouter reasoning.
+                    reasoning_ += value;
+                } else if (key_ == "role") {
+                    saw_role_ = true;
+                }
+                break;
+            case frame::function:
+                // The function name is generated text too; it is often the very first token.
+                if (key_ == "name" || key_ == "arguments") {
+                    tool_text_ += value;
+                }
+                break;
+            default:
+                break;
+        }
+        return true;
+    }
+    bool binary(binary_t&) override {
+        value_seen(true);
+        return true;
+    }
+    bool start_object(std::size_t) override {
+        push(child_frame(true));
+        return true;
+    }
+    bool key(string_t& value) override {
+        key_ = value;
+        return true;
+    }
+    bool end_object() override {
+        pop();
+        return true;
+    }
+    bool start_array(std::size_t) override {
+        push(child_frame(false));
+        return true;
+    }
+    bool end_array() override {
+        pop();
+        return true;
+    }
+    bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+        return false;
+    }
+
+    [[nodiscard]] bool root_is_object() const noexcept { return root_is_object_; }
+    [[nodiscard]] bool has_choices() const noexcept { return has_choices_; }
+    [[nodiscard]] bool has_error() const noexcept { return has_error_; }
+    [[nodiscard]] bool saw_role() const noexcept { return saw_role_; }
+    [[nodiscard]] const std::optional<token_usage>& usage() const noexcept { return usage_; }
+
+private:
+    // The frame a new object (or array) opens, from where it sits.
+    frame child_frame(bool object) {
+        if (stack_.empty()) {
+            root_is_object_ = object;
+            return object ? frame::root : frame::ignored;
+        }
+        frame parent = stack_.back();
+        switch (parent) {
+            case frame::root:
+                value_seen(true);
+                if (key_ == "choices" && !object) {
+                    has_choices_ = true;
+                    return frame::choices;
+                }
+                if (key_ == "usage" && object) {
+                    usage_.emplace();
+                    return frame::usage;
+                }
+                return frame::ignored;
+            case frame::choices:
+                return object ? frame::choice : frame::ignored;
+            case frame::choice:
+                if (object && kind_ == api_kind::openai_chat_completions &&
+                    key_ == (streamed_ ? "delta" : "message")) {
+                    return frame::message;
+                }
+                return frame::ignored;
+            case frame::message:
+                if (!object && key_ == "tool_calls") {
+                    return frame::tool_calls;
+                }
+                if (object && key_ == "function_call") {
+                    return frame::function;
+                }
+                return frame::ignored;
+            case frame::tool_calls:
+                return object ? frame::tool_call : frame::ignored;
+            case frame::tool_call:
+                return object && key_ == "function" ? frame::function : frame::ignored;
+            case frame::usage:
+                if (object && key_ == "completion_tokens_details") {
+                    return frame::completion_details;
+                }
+                if (object && key_ == "prompt_tokens_details") {
+                    return frame::prompt_details;
+                }
+                return frame::ignored;
+            default:
+                return frame::ignored;
+        }
+    }
+
+    void push(frame f) { stack_.push_back(f); }
+    void pop() {
+        if (!stack_.empty()) {
+            stack_.pop_back();
+        }
+    }
+
+    // A scalar at the root marks an error when it sits under "error" and is not null.
+    void value_seen(bool non_null) {
+        if (non_null && stack_.size() == 1 && stack_.back() == frame::root && key_ == "error") {
+            has_error_ = true;
+        }
+    }
+
+    void count_seen(std::uint64_t value) {
+        value_seen(true);
+        if (stack_.empty()) {
+            return;
+        }
+        switch (stack_.back()) {
+            case frame::usage:
+                if (key_ == "prompt_tokens") {
+                    usage_->input_tokens = value;
+                } else if (key_ == "completion_tokens") {
+                    usage_->output_tokens = value;
+                }
+                break;
+            case frame::completion_details:
+                if (key_ == "reasoning_tokens") {
+                    usage_->reasoning_tokens = value;
+                }
+                break;
+            case frame::prompt_details:
+                if (key_ == "cached_tokens") {
+                    usage_->cached_input_tokens = value;
+                }
+                break;
+            default:
+                break;
+        }
+    }
+
+    api_kind kind_;
+    bool streamed_;
+    std::string& content_;
+    std::string& reasoning_;
+    std::string& tool_text_;
+    std::string& finish_reason_;
+    std::vector<frame> stack_;
+    std::string key_;
+    std::optional<token_usage> usage_;
+    bool root_is_object_ = false;
+    bool has_choices_ = false;
+    bool has_error_ = false;
+    bool saw_role_ = false;
+};
+
+}  // namespace
+
 void openai_adapter::decode(std::string_view json_text, bool streamed, core::time_point at,
                             chunk_sink& sink) {
-    json root = json::parse(json_text.begin(), json_text.end(), nullptr, false);
-    if (root.is_discarded() || !root.is_object()) {
-        sink.on_parse_error("malformed JSON");
-        return;
-    }
     content_.clear();
     reasoning_.clear();
     tool_arguments_.clear();
     finish_reason_.clear();
+    chunk_reader reader(kind_, streamed, content_, reasoning_, tool_arguments_, finish_reason_);
+    bool ok = json::sax_parse(json_text.begin(), json_text.end(), &reader,
+                              nlohmann::detail::input_format_t::json, true);
+    if (!ok || !reader.root_is_object()) {
+        sink.on_parse_error("malformed JSON");
+        return;
+    }
 
     response_chunk chunk;
-    chunk.error = member(root, "error") != nullptr;
-    chunk.usage = decode_usage(root);
-
-    bool saw_role = false;
-    if (const json* choices = member(root, "choices"); choices != nullptr && choices->is_array()) {
-        for (const auto& choice : *choices) {
-            if (kind_ == api_kind::openai_completions) {
-                append_string(member(choice, "text"), content_);
-            } else {
-                const json* message = member(choice, streamed ? "delta" : "message");
-                if (message != nullptr) {
-                    saw_role = saw_role || has_text_member(*message, "role");
-                    append_string(member(*message, "content"), content_);
-                    // vLLM and SGLang use reasoning_content; newer vLLM and OpenRouter use reasoning.
-                    append_string(member(*message, "reasoning_content"), reasoning_);
-                    append_string(member(*message, "reasoning"), reasoning_);
-                    append_tool_calls(member(*message, "tool_calls"), tool_arguments_);
-                    if (const json* call = member(*message, "function_call")) {
-                        append_string(member(*call, "name"), tool_arguments_);
-                        append_string(member(*call, "arguments"), tool_arguments_);
-                    }
-                }
-            }
-            if (const json* reason = member(choice, "finish_reason");
-                reason != nullptr && reason->is_string() && finish_reason_.empty()) {
-                finish_reason_ = reason->get<std::string>();
-            }
-        }
-    } else if (!chunk.error && !chunk.usage) {
+    chunk.error = reader.has_error();
+    chunk.usage = reader.usage();
+    if (!reader.has_choices() && !chunk.error && !chunk.usage) {
         sink.on_parse_error("JSON without choices, usage or error");
         return;
     }
@@ -194,7 +355,7 @@ void openai_adapter::decode(std::string_view json_text, bool streamed, core::tim
     chunk.reasoning = reasoning_;
     chunk.tool_arguments = tool_arguments_;
     chunk.finish_reason = finish_reason_;
-    chunk.role_only = saw_role && !chunk.carries_text();
+    chunk.role_only = reader.saw_role() && !chunk.carries_text();
     sink.on_chunk(chunk, at);
 }
 

@@ -151,6 +151,32 @@ TEST(OpenAiAdapter, MalformedAndForeignJsonAreParseErrors) {
     EXPECT_TRUE(sink.chunks.empty());
 }
 
+TEST(OpenAiAdapter, LookalikeFieldsElsewhereAreIgnored) {
+    recording_sink sink;
+    openai_adapter adapter(api_kind::openai_chat_completions);
+    // logprobs.content holds token objects, an extension holds "content" and "usage"-like keys,
+    // and a nested "error" is not a stream error: none of it is generated text or usage.
+    adapter.on_event("message", R"({"choices":[{"index":0,"delta":{"content":"ok","extra":{"content":"no"}},)"
+                                R"("logprobs":{"content":[{"token":"ok","logprob":-0.1}]},"finish_reason":null}],)"
+                                R"("meta":{"usage":{"completion_tokens":99},"error":"x"},"usage":null,"error":null})",
+                     core::time_point{}, sink);
+    ASSERT_EQ(sink.chunks.size(), 1u);
+    EXPECT_EQ(sink.chunks[0].content, "ok");
+    EXPECT_FALSE(sink.chunks[0].usage);
+    EXPECT_FALSE(sink.chunks[0].error);
+    EXPECT_EQ(sink.parse_errors, 0);
+}
+
+TEST(OpenAiAdapter, TopLevelErrorStringOrObjectIsAnError) {
+    recording_sink sink;
+    openai_adapter adapter(api_kind::openai_chat_completions);
+    adapter.on_event("message", R"({"error":"boom"})", core::time_point{}, sink);
+    adapter.on_event("error", R"({"error":{"message":"overloaded","code":529}})", core::time_point{}, sink);
+    ASSERT_EQ(sink.chunks.size(), 2u);
+    EXPECT_TRUE(sink.chunks[0].error);
+    EXPECT_TRUE(sink.chunks[1].error);
+}
+
 TEST(OpenAiAdapter, SeveralChoicesAreOneChunk) {
     recording_sink sink;
     openai_adapter adapter(api_kind::openai_chat_completions);
