@@ -27,8 +27,7 @@ std::string media_type(std::string_view content_type) {
 exchange::exchange(protocol::api_kind api, const protocol::request_info& request,
                    core::time_point request_received, const std::vector<double>* itl_bounds,
                    exchange_limits limits)
-    : api_(api),
-      adapter_(api),
+    : adapter_(api),
       meter_(api, request.model, request.stream, request_received, itl_bounds),
       sse_(limits.max_sse_event_bytes),
       limits_(limits),

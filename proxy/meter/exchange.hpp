@@ -37,7 +37,6 @@ public:
 private:
     enum class body_mode : std::uint8_t { ignore, sse, json };
 
-    protocol::api_kind api_;
     protocol::openai_adapter adapter_;
     stream_meter meter_;
     sse::parser sse_;

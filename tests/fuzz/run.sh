@@ -5,8 +5,8 @@
 #   tests/fuzz/run.sh [seconds=30] [extra libFuzzer flags...]
 #   e.g. tests/fuzz/run.sh 300 -jobs=2 -workers=2
 #
-# Environment: TOKENMETER_FUZZ_BUILD_DIR (default build-fuzz), CXX_FUZZ (default clang++-14 or
-# clang++).
+# Environment: TOKENMETER_FUZZ_TARGET (sse_parser_fuzz, the default, or openai_stream_fuzz),
+# TOKENMETER_FUZZ_BUILD_DIR (default build-fuzz), CXX_FUZZ (default clang++-14 or clang++).
 set -euo pipefail
 
 seconds=${1:-30}
@@ -35,17 +35,23 @@ fi
 # and is not held up by unrelated parts of the tree.
 cmake -S "$root/tests/fuzz" -B "$build" "${generator[@]}" -DCMAKE_CXX_COMPILER="$cxx" \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$build" --target sse_parser_fuzz -j2
+target=${TOKENMETER_FUZZ_TARGET:-sse_parser_fuzz}
+case "$target" in
+    sse_parser_fuzz) seeds=sse; dict=(-dict="$root/tests/fuzz/sse_parser_fuzz.dict") ;;
+    openai_stream_fuzz) seeds=openai; dict=() ;;
+    *) echo "unknown TOKENMETER_FUZZ_TARGET $target" >&2; exit 2 ;;
+esac
+cmake --build "$build" --target "$target" -j2
 
-corpus=$build/corpus/sse
+corpus=$build/corpus/$seeds
 artifacts=$build/artifacts/
 mkdir -p "$corpus" "$artifacts"
 
-"$build/sse_parser_fuzz" \
+"$build/$target" \
     -max_total_time="$seconds" \
     -max_len=4096 \
-    -dict="$root/tests/fuzz/sse_parser_fuzz.dict" \
+    "${dict[@]}" \
     -artifact_prefix="$artifacts" \
     -print_final_stats=1 \
     "$@" \
-    "$corpus" "$root/tests/fuzz/corpus/sse"
+    "$corpus" "$root/tests/fuzz/corpus/$seeds"
