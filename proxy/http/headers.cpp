@@ -102,10 +102,16 @@ std::optional<std::string> framing_problem(const bhttp::request_header<>& head) 
 }
 
 std::string upstream_host_header(const config::upstream_target& upstream) {
+    // Built with append: GCC 12 misreports "literal" + std::string at -O3 (-Wrestrict).
+    std::string host;
     bool ipv6 = upstream.host.find(':') != std::string::npos;
-    std::string host = ipv6 ? "[" + upstream.host + "]" : upstream.host;
+    if (ipv6) {
+        host.append("[").append(upstream.host).append("]");
+    } else {
+        host.append(upstream.host);
+    }
     if (upstream.port != 80) {
-        host += ":" + std::to_string(upstream.port);
+        host.append(":").append(std::to_string(upstream.port));
     }
     return host;
 }

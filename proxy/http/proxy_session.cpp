@@ -567,14 +567,20 @@ void proxy_session::watch_client() {
             if (ec || generation != self->watch_generation_ || !self->watching_) {
                 return;
             }
-            self->watching_ = false;
             auto& socket = self->client_.socket();
             char probe = 0;
+            error_code mode_ec;
             error_code peek_ec;
-            socket.non_blocking(true, peek_ec);
+            socket.non_blocking(true, mode_ec);
             std::size_t n = socket.receive(asio::buffer(&probe, 1), tcp::socket::message_peek,
                                            peek_ec);
-            socket.non_blocking(false, peek_ec);
+            socket.non_blocking(false, mode_ec);
+            if (peek_ec == asio::error::would_block || peek_ec == asio::error::try_again) {
+                // A spurious wake-up: the client is still there, keep watching.
+                self->watch_client();
+                return;
+            }
+            self->watching_ = false;
             if (n == 0) {
                 // EOF or reset: the client is gone, so the model server should stop generating.
                 self->client_gone_ = true;

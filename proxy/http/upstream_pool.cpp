@@ -34,12 +34,12 @@ bool looks_alive(upstream_connection& connection) {
         return false;
     }
     char probe = 0;
-    std::size_t n = socket.receive(asio::buffer(&probe, 1), tcp::socket::message_peek, ec);
+    error_code peek_ec;
+    std::size_t n = socket.receive(asio::buffer(&probe, 1), tcp::socket::message_peek, peek_ec);
     socket.non_blocking(false, ec);
-    if (n == 0 && ec == asio::error::would_block) {
-        return true;
-    }
-    return false;
+    // Nothing to read yet is the only healthy answer: EOF means the server closed it, and
+    // bytes before a request was sent mean the connection is out of step.
+    return n == 0 && peek_ec == asio::error::would_block && !ec;
 }
 
 }  // namespace

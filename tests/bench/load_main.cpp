@@ -14,6 +14,7 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <sys/resource.h>
 
 #include "bench_runner.hpp"
 #include "http_get.hpp"
@@ -462,10 +463,21 @@ int run_bench_command(std::span<char* const> args) {
     return run_bench(options, std::cout, std::cerr);
 }
 
+// Each stream is a socket; the default soft limit of 1024 descriptors would turn
+// --concurrency 2000 into connect errors that measure the shell, not the proxy.
+void raise_file_limit() {
+    rlimit limit{};
+    if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+        limit.rlim_cur = limit.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &limit);
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     std::span<char* const> args(argv + 1, static_cast<std::size_t>(argc > 0 ? argc - 1 : 0));
+    raise_file_limit();
     try {
         if (!args.empty() && (std::string_view(args[0]) == "--help" || std::string_view(args[0]) == "-h")) {
             std::cout << usage_text;
