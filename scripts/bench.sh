@@ -57,77 +57,12 @@ if [[ $build_type != Release ]]; then
   echo "bench: warning: $build_dir is a '${build_type:-unknown}' build; numbers are meant for Release" >&2
 fi
 
-find_binary() {
-  local name=$1 usual=$2 found
-  if [[ -x $build_dir/$usual ]]; then
-    printf '%s\n' "$build_dir/$usual"
-    return 0
-  fi
-  found=$(find "$build_dir" -type f -name "$name" -perm -u+x -print -quit 2>/dev/null)
-  if [[ -z $found ]]; then
-    echo "bench: $name not found under $build_dir (cmake --build $build_dir --target $name)" >&2
-    return 1
-  fi
-  printf '%s\n' "$found"
-}
-
-sim_bin=$(find_binary tokenmeter-sim tests/sim/tokenmeter-sim)
-proxy_bin=$(find_binary tokenmeter proxy/tokenmeter)
-load_bin=$(find_binary tokenmeter-load tests/bench/tokenmeter-load)
-
-work=$(mktemp -d "${TMPDIR:-/tmp}/tokenmeter-bench.XXXXXX")
-server_pids=()
-# shellcheck disable=SC2317  # called through the EXIT trap, which shellcheck cannot follow here
-cleanup() {
-  local pid
-  for pid in "${server_pids[@]}"; do
-    kill "$pid" 2>/dev/null || true
-  done
-  for pid in "${server_pids[@]}"; do
-    wait "$pid" 2>/dev/null || true
-  done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-wait_for_line() {
-  local file=$1 pattern=$2 pid=$3 what=$4 line i
-  for ((i = 0; i < 100; i++)); do
-    if line=$(grep -m1 -E "$pattern" "$file" 2>/dev/null); then
-      printf '%s\n' "$line"
-      return 0
-    fi
-    if ! kill -0 "$pid" 2>/dev/null; then
-      echo "bench: $what exited before it was listening; its output:" >&2
-      cat "$file" "${file%.out}.err" >&2 || true
-      return 1
-    fi
-    sleep 0.1
-  done
-  echo "bench: $what printed no listening line within 10 s" >&2
-  return 1
-}
-
-"$sim_bin" --listen 127.0.0.1:0 >"$work/sim.out" 2>"$work/sim.err" &
-sim_pid=$!
-server_pids+=("$sim_pid")
-sim_line=$(wait_for_line "$work/sim.out" '^listening on ' "$sim_pid" tokenmeter-sim)
-sim_addr=${sim_line#listening on }
-
+script_name=bench
+# shellcheck source=scripts/lib/stack.sh
+source "$root/scripts/lib/stack.sh"
 # A fresh proxy on every run: the memory figure is only meaningful before the allocator has
 # seen any streams (see docs/BENCHMARKS.md).
-"$proxy_bin" --listen 127.0.0.1:0 --admin 127.0.0.1:0 --upstream "http://$sim_addr" \
-  >"$work/proxy.out" 2>"$work/proxy.err" &
-proxy_pid=$!
-server_pids+=("$proxy_pid")
-proxy_line=$(wait_for_line "$work/proxy.out" '^tokenmeter listening: ' "$proxy_pid" tokenmeter)
-proxy_addr=$(sed -n 's/.* proxy=\([^ ]*\).*/\1/p' <<<"$proxy_line")
-if [[ -z $proxy_addr ]]; then
-  echo "bench: cannot read the proxy address from: $proxy_line" >&2
-  exit 1
-fi
+start_stack
 
 echo "machine: $(nproc) CPUs, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n1), kernel $(uname -r)" >&2
 echo "sim http://$sim_addr (pid $sim_pid), proxy http://$proxy_addr (pid $proxy_pid), build $build_dir" >&2

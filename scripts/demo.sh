@@ -50,79 +50,10 @@ elif [[ ! -d $build_dir ]]; then
   exit 2
 fi
 
-# The usual place in a CMake build tree first, then anywhere below it (other generators).
-find_binary() {
-  local name=$1 usual=$2 found
-  if [[ -x $build_dir/$usual ]]; then
-    printf '%s\n' "$build_dir/$usual"
-    return 0
-  fi
-  found=$(find "$build_dir" -type f -name "$name" -perm -u+x -print -quit 2>/dev/null)
-  if [[ -z $found ]]; then
-    echo "demo: $name not found under $build_dir (cmake --build $build_dir --target $name)" >&2
-    return 1
-  fi
-  printf '%s\n' "$found"
-}
-
-sim_bin=$(find_binary tokenmeter-sim tests/sim/tokenmeter-sim)
-proxy_bin=$(find_binary tokenmeter proxy/tokenmeter)
-load_bin=$(find_binary tokenmeter-load tests/bench/tokenmeter-load)
-
-work=$(mktemp -d "${TMPDIR:-/tmp}/tokenmeter-demo.XXXXXX")
-server_pids=()
-
-cleanup() {
-  local pid
-  for pid in "${server_pids[@]}"; do
-    kill "$pid" 2>/dev/null || true
-  done
-  for pid in "${server_pids[@]}"; do
-    wait "$pid" 2>/dev/null || true
-  done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-# Turning the signals into exits makes the EXIT trap do the cleanup.
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-# Prints the first line of FILE matching PATTERN once PID has written it.
-wait_for_line() {
-  local file=$1 pattern=$2 pid=$3 what=$4 line i
-  for ((i = 0; i < 100; i++)); do
-    if line=$(grep -m1 -E "$pattern" "$file" 2>/dev/null); then
-      printf '%s\n' "$line"
-      return 0
-    fi
-    if ! kill -0 "$pid" 2>/dev/null; then
-      echo "demo: $what exited before it was listening; its output:" >&2
-      cat "$file" "${file%.out}.err" >&2 || true
-      return 1
-    fi
-    sleep 0.1
-  done
-  echo "demo: $what printed no listening line within 10 s" >&2
-  return 1
-}
-
-"$sim_bin" --listen 127.0.0.1:0 >"$work/sim.out" 2>"$work/sim.err" &
-sim_pid=$!
-server_pids+=("$sim_pid")
-sim_line=$(wait_for_line "$work/sim.out" '^listening on ' "$sim_pid" tokenmeter-sim)
-sim_addr=${sim_line#listening on }
-
-"$proxy_bin" --listen 127.0.0.1:0 --admin 127.0.0.1:0 --upstream "http://$sim_addr" \
-  >"$work/proxy.out" 2>"$work/proxy.err" &
-proxy_pid=$!
-server_pids+=("$proxy_pid")
-proxy_line=$(wait_for_line "$work/proxy.out" '^tokenmeter listening: ' "$proxy_pid" tokenmeter)
-proxy_addr=$(sed -n 's/.* proxy=\([^ ]*\).*/\1/p' <<<"$proxy_line")
-admin_addr=$(sed -n 's/.* admin=\([^ ]*\).*/\1/p' <<<"$proxy_line")
-if [[ -z $proxy_addr || -z $admin_addr ]]; then
-  echo "demo: cannot read the addresses from: $proxy_line" >&2
-  exit 1
-fi
+script_name=demo
+# shellcheck source=scripts/lib/stack.sh
+source "$root/scripts/lib/stack.sh"
+start_stack
 
 echo "tokenmeter-sim  http://$sim_addr  (pid $sim_pid)"
 echo "tokenmeter      http://$proxy_addr -> http://$sim_addr, admin http://$admin_addr  (pid $proxy_pid)"

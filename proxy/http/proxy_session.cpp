@@ -272,9 +272,7 @@ void proxy_session::do_write_upstream_request() {
 
 void proxy_session::on_write_upstream_request(error_code ec, std::size_t /*bytes*/) {
     if (client_gone_) {
-        abort_upstream();
-        finish_exchange(meter::end_reason::client_cancel);
-        close_client();
+        end_for_client_gone();
         return;
     }
     if (ec) {
@@ -309,9 +307,7 @@ void proxy_session::do_read_upstream_header() {
 void proxy_session::on_read_upstream_header(error_code ec, std::size_t /*bytes*/) {
     auto now = context_.clock.now();
     if (client_gone_) {
-        abort_upstream();
-        finish_exchange(meter::end_reason::client_cancel);
-        close_client();
+        end_for_client_gone();
         return;
     }
     if (ec) {
@@ -372,18 +368,11 @@ void proxy_session::on_read_upstream_header(error_code ec, std::size_t /*bytes*/
 
 void proxy_session::on_write_client_header(error_code ec, std::size_t /*bytes*/) {
     if (ec || client_gone_) {
-        abort_upstream();
-        finish_exchange(meter::end_reason::client_cancel);
-        close_client();
+        end_for_client_gone();
         return;
     }
     if (response_parser_->is_done()) {
-        client_response_.body().data = nullptr;
-        client_response_.body().more = false;
-        client_.expires_after(context_.settings.timeout.client_write);
-        bhttp::async_write(
-            client_, *client_serializer_,
-            beast::bind_front_handler(&proxy_session::on_write_client_body, shared_from_this()));
+        write_body_end();
         return;
     }
     do_read_upstream_body();
@@ -405,9 +394,7 @@ void proxy_session::on_read_upstream_body(error_code ec, std::size_t /*bytes*/) 
         ec = {};
     }
     if (client_gone_) {
-        abort_upstream();
-        finish_exchange(meter::end_reason::client_cancel);
-        close_client();
+        end_for_client_gone();
         return;
     }
     std::size_t bytes = body_buffer_->size() - response_parser_->get().body().size;
@@ -445,14 +432,7 @@ void proxy_session::on_read_upstream_body(error_code ec, std::size_t /*bytes*/) 
         return;
     }
     if (response_parser_->is_done()) {
-        auto& out = client_response_.body();
-        out.data = nullptr;
-        out.size = 0;
-        out.more = false;
-        client_.expires_after(context_.settings.timeout.client_write);
-        bhttp::async_write(
-            client_, *client_serializer_,
-            beast::bind_front_handler(&proxy_session::on_write_client_body, shared_from_this()));
+        write_body_end();
         return;
     }
     do_read_upstream_body();
@@ -463,9 +443,7 @@ void proxy_session::on_write_client_body(error_code ec, std::size_t /*bytes*/) {
         ec = {};
     }
     if (ec || client_gone_) {
-        abort_upstream();
-        finish_exchange(meter::end_reason::client_cancel);
-        close_client();
+        end_for_client_gone();
         return;
     }
     if (client_serializer_->is_done()) {
@@ -473,16 +451,22 @@ void proxy_session::on_write_client_body(error_code ec, std::size_t /*bytes*/) {
         return;
     }
     if (response_parser_->is_done()) {
-        auto& out = client_response_.body();
-        out.data = nullptr;
-        out.size = 0;
-        out.more = false;
-        bhttp::async_write(
-            client_, *client_serializer_,
-            beast::bind_front_handler(&proxy_session::on_write_client_body, shared_from_this()));
+        write_body_end();
         return;
     }
     do_read_upstream_body();
+}
+
+// Tells the serializer the body is over: the final chunk for chunked framing, nothing otherwise.
+void proxy_session::write_body_end() {
+    auto& out = client_response_.body();
+    out.data = nullptr;
+    out.size = 0;
+    out.more = false;
+    client_.expires_after(context_.settings.timeout.client_write);
+    bhttp::async_write(
+        client_, *client_serializer_,
+        beast::bind_front_handler(&proxy_session::on_write_client_body, shared_from_this()));
 }
 
 void proxy_session::on_response_complete() {
@@ -629,6 +613,12 @@ void proxy_session::finish_exchange(meter::end_reason reason) {
                                                  : std::string("-"),
                      summary.output_tokens, summary.duration_seconds);
     }
+}
+
+void proxy_session::end_for_client_gone() {
+    abort_upstream();
+    finish_exchange(meter::end_reason::client_cancel);
+    close_client();
 }
 
 void proxy_session::abort_upstream() {

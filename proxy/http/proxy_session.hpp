@@ -46,6 +46,7 @@ private:
     void do_read_upstream_body();
     void on_read_upstream_body(error_code ec, std::size_t bytes);
     void on_write_client_body(error_code ec, std::size_t bytes);
+    void write_body_end();
     void on_response_complete();
 
     // Upstream failed before any response byte reached the client: answer locally.
@@ -58,6 +59,7 @@ private:
     void stop_watching_client();
     void finish_exchange(meter::end_reason reason);
     void abort_upstream();
+    void end_for_client_gone();
     void close_client();
     void next_request_or_close();
 
