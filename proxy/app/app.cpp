@@ -6,11 +6,11 @@
 #include <atomic>
 #include <cstdio>
 #include <functional>
-#include <optional>
-#include <sstream>
 #include <iostream>
 #include <list>
 #include <memory>
+#include <optional>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -33,13 +33,10 @@ using namespace tokenmeter::http;
 struct worker {
     worker(const config::settings& settings, std::uint32_t share_connections,
            std::uint32_t share_idle)
-        : pool(ioc, upstream_pool_settings{settings.upstream.host,
-                                           std::to_string(settings.upstream.port),
-                                           share_connections,
-                                           share_idle,
-                                           settings.timeout.upstream_connect,
-                                           settings.pool.idle_keepalive,
-                                           settings.pool.acquire_timeout}) {}
+        : pool(ioc, upstream_pool_settings{
+                        settings.upstream.host, std::to_string(settings.upstream.port),
+                        share_connections, share_idle, settings.timeout.upstream_connect,
+                        settings.pool.idle_keepalive, settings.pool.acquire_timeout}) {}
 
     session_registry sessions;  // declared first: outlives the sessions the io_context owns
     asio::io_context ioc{1};
@@ -50,8 +47,8 @@ struct worker {
 
 tcp::endpoint resolve_listen(asio::io_context& ioc, const config::endpoint& endpoint) {
     tcp::resolver resolver(ioc);
-    auto results = resolver.resolve(endpoint.host, std::to_string(endpoint.port),
-                                    tcp::resolver::passive);
+    auto results =
+        resolver.resolve(endpoint.host, std::to_string(endpoint.port), tcp::resolver::passive);
     return results.begin()->endpoint();
 }
 
@@ -66,8 +63,8 @@ void configure_logging(const config::logging& log) {
     spdlog::set_default_logger(logger);
     spdlog::set_level(spdlog::level::from_str(log.level));
     if (log.format == "json") {
-        spdlog::set_pattern(
-            R"({"time":"%Y-%m-%dT%H:%M:%S.%fZ","level":"%l","msg":"%v"})", spdlog::pattern_time_type::utc);
+        spdlog::set_pattern(R"({"time":"%Y-%m-%dT%H:%M:%S.%fZ","level":"%l","msg":"%v"})",
+                            spdlog::pattern_time_type::utc);
     } else {
         spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
     }
@@ -112,7 +109,8 @@ int run(const config::settings& settings) {
     }
 
     std::uint32_t share = std::max(1u, (settings.pool.max_connections + threads - 1) / threads);
-    std::uint32_t idle_share = std::max(1u, (settings.pool.max_idle_connections + threads - 1) / threads);
+    std::uint32_t idle_share =
+        std::max(1u, (settings.pool.max_idle_connections + threads - 1) / threads);
     for (std::uint32_t i = 0; i < threads; ++i) {
         workers.emplace_back(settings, share, idle_share);
     }
@@ -167,18 +165,18 @@ int run(const config::settings& settings) {
                     return;
                 }
                 stream->expires_after(settings.timeout.upstream_connect);
-                stream->async_connect(results, [&, stream, rearm](error_code connect_ec,
-                                                                  const tcp::endpoint&) {
-                    bool ready = !connect_ec;
-                    if (ready != upstream_ready.load()) {
-                        spdlog::info("upstream {} {}", ready ? "reachable" : "unreachable",
-                                     connect_ec ? connect_ec.message() : "");
-                    }
-                    upstream_ready = ready;
-                    error_code ignored;
-                    stream->socket().close(ignored);
-                    rearm();
-                });
+                stream->async_connect(
+                    results, [&, stream, rearm](error_code connect_ec, const tcp::endpoint&) {
+                        bool ready = !connect_ec;
+                        if (ready != upstream_ready.load()) {
+                            spdlog::info("upstream {} {}", ready ? "reachable" : "unreachable",
+                                         connect_ec ? connect_ec.message() : "");
+                        }
+                        upstream_ready = ready;
+                        error_code ignored;
+                        stream->socket().close(ignored);
+                        rearm();
+                    });
             });
     };
 
@@ -251,14 +249,15 @@ int run(const config::settings& settings) {
 
     auto listen_text = describe(acceptor.local_endpoint());
     auto admin_text = describe(admin->local_endpoint());
-    std::string upstream_text = "http://" + upstream_host_header(settings.upstream) +
-                                settings.upstream.base_path;
+    std::string upstream_text =
+        "http://" + upstream_host_header(settings.upstream) + settings.upstream.base_path;
     std::printf("tokenmeter listening: proxy=%s admin=%s upstream=%s\n", listen_text.c_str(),
                 admin_text.c_str(), upstream_text.c_str());
     std::fflush(stdout);
-    spdlog::info("proxy on {}, admin on {} (/metrics /healthz /readyz), upstream {}, {} worker "
-                 "thread(s)",
-                 listen_text, admin_text, upstream_text, threads);
+    spdlog::info(
+        "proxy on {}, admin on {} (/metrics /healthz /readyz), upstream {}, {} worker "
+        "thread(s)",
+        listen_text, admin_text, upstream_text, threads);
 
     main_ioc.run();
     for (auto& w : workers) {

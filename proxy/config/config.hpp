@@ -23,38 +23,43 @@ struct upstream_target {
     std::string scheme = "http";  // "https" parses (port 443) but validate() rejects it for now
     std::string host;
     std::uint16_t port = 80;
-    std::string base_path;        // "" or e.g. "/prefix" (no trailing slash) prepended to every request path
+    std::string
+        base_path;  // "" or e.g. "/prefix" (no trailing slash) prepended to every request path
     bool operator==(const upstream_target&) const = default;
 };
 
 struct timeouts {
-    milliseconds request_header{30'000};     // time to receive a request's head (and body)
-    milliseconds client_idle{60'000};        // keep-alive idle between requests on a client connection
-    milliseconds upstream_connect{5'000};    // TCP connect to the upstream
-    milliseconds upstream_idle{300'000};     // max gap between two upstream reads (not a whole-stream deadline)
-    milliseconds client_write{60'000};       // max time one write to a (slow) client may take
-    milliseconds drain{30'000};              // on SIGTERM: how long in-flight streams may finish
+    milliseconds request_header{30'000};  // time to receive a request's head (and body)
+    milliseconds client_idle{60'000};     // keep-alive idle between requests on a client connection
+    milliseconds upstream_connect{5'000};  // TCP connect to the upstream
+    milliseconds upstream_idle{
+        300'000};  // max gap between two upstream reads (not a whole-stream deadline)
+    milliseconds client_write{60'000};  // max time one write to a (slow) client may take
+    milliseconds drain{30'000};         // on SIGTERM: how long in-flight streams may finish
     bool operator==(const timeouts&) const = default;
 };
 
 struct limits {
     std::uint64_t max_request_body_bytes = 32ull * 1024 * 1024;
     std::uint64_t max_request_header_bytes = 64 * 1024;
-    std::uint64_t max_sse_event_bytes = 4ull * 1024 * 1024;         // larger events are forwarded, not metered
-    std::uint64_t max_buffered_response_bytes = 16ull * 1024 * 1024;  // non-streamed JSON bodies kept for metering
+    std::uint64_t max_sse_event_bytes =
+        4ull * 1024 * 1024;  // larger events are forwarded, not metered
+    std::uint64_t max_buffered_response_bytes =
+        16ull * 1024 * 1024;  // non-streamed JSON bodies kept for metering
     bool operator==(const limits&) const = default;
 };
 
 struct upstream_pool {
-    std::uint32_t max_connections = 512;       // total, across worker threads
-    std::uint32_t max_idle_connections = 64;   // kept alive for reuse, across worker threads
-    milliseconds idle_keepalive{60'000};       // drop idle upstream connections after this long
-    milliseconds acquire_timeout{5'000};       // wait for a free slot before answering 503
+    std::uint32_t max_connections = 512;      // total, across worker threads
+    std::uint32_t max_idle_connections = 64;  // kept alive for reuse, across worker threads
+    milliseconds idle_keepalive{60'000};      // drop idle upstream connections after this long
+    milliseconds acquire_timeout{5'000};      // wait for a free slot before answering 503
     bool operator==(const upstream_pool&) const = default;
 };
 
 struct readiness {
-    milliseconds probe_interval{5'000};  // how often /readyz checks that the upstream accepts connections
+    milliseconds probe_interval{
+        5'000};  // how often /readyz checks that the upstream accepts connections
     bool operator==(const readiness&) const = default;
 };
 
@@ -72,8 +77,9 @@ struct histogram_buckets {
 histogram_buckets default_buckets();
 
 struct metrics {
-    std::vector<std::string> model_allowlist;  // when non-empty: only these names, everything else "other"
-    std::uint32_t max_models = 32;             // without allowlist: first N distinct names, then "other"
+    std::vector<std::string>
+        model_allowlist;            // when non-empty: only these names, everything else "other"
+    std::uint32_t max_models = 32;  // without allowlist: first N distinct names, then "other"
     // Filled here, not left empty, so that a default-constructed settings is usable as it is.
     histogram_buckets buckets = default_buckets();
     bool operator==(const metrics&) const = default;
@@ -90,8 +96,8 @@ struct settings {
     endpoint listen{"127.0.0.1", 8080};
     endpoint admin{"127.0.0.1", 9090};
     upstream_target upstream{"http", "127.0.0.1", 8000, ""};
-    std::uint32_t threads = 0;  // 0: one per core
-    bool preserve_host = false; // false: Host sent upstream is the upstream's host:port
+    std::uint32_t threads = 0;   // 0: one per core
+    bool preserve_host = false;  // false: Host sent upstream is the upstream's host:port
     timeouts timeout;
     limits limit;
     upstream_pool pool;

@@ -7,13 +7,13 @@ namespace tokenmeter::http {
 namespace {
 
 class admin_session : public std::enable_shared_from_this<admin_session> {
-public:
+  public:
     admin_session(tcp::socket socket, admin_state& state)
         : stream_(std::move(socket)), state_(state) {}
 
     void start() { do_read(); }
 
-private:
+  private:
     void do_read() {
         request_ = {};
         stream_.expires_after(std::chrono::seconds(30));
@@ -95,7 +95,9 @@ admin_listener::admin_listener(asio::io_context& ioc, const tcp::endpoint& endpo
     acceptor_.listen(asio::socket_base::max_listen_connections);
 }
 
-void admin_listener::start() { do_accept(); }
+void admin_listener::start() {
+    do_accept();
+}
 
 void admin_listener::stop() {
     error_code ignored;

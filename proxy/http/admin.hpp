@@ -17,13 +17,13 @@ struct admin_state {
 };
 
 class admin_listener {
-public:
+  public:
     admin_listener(asio::io_context& ioc, const tcp::endpoint& endpoint, admin_state& state);
     void start();
     void stop();
     [[nodiscard]] tcp::endpoint local_endpoint() const { return acceptor_.local_endpoint(); }
 
-private:
+  private:
     void do_accept();
 
     asio::io_context& ioc_;

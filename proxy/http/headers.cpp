@@ -89,7 +89,8 @@ std::optional<std::string> framing_problem(const bhttp::request_header<>& head) 
     }
     auto codings = field_tokens(head, bhttp::field::transfer_encoding);
     if (has_transfer_encoding && (codings.empty() || !beast::iequals(codings.back(), "chunked"))) {
-        // RFC 9112 §6.3: a request whose last transfer coding is not chunked has no knowable length.
+        // RFC 9112 §6.3: a request whose last transfer coding is not chunked has no knowable
+        // length.
         return std::string("Transfer-Encoding without chunked as the final coding");
     }
     auto values = field_tokens(head, bhttp::field::content_length);

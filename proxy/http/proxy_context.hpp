@@ -29,13 +29,13 @@ struct proxy_context {
 
 // Sessions of one worker thread, so a drain can close the idle ones. Touched only on that thread.
 class session_registry {
-public:
+  public:
     void add(const std::shared_ptr<proxy_session>& session);
     void remove(proxy_session* session);
     // Closes every session that is between requests; busy ones close after their response.
     void close_idle();
 
-private:
+  private:
     std::unordered_map<proxy_session*, std::weak_ptr<proxy_session>> sessions_;
 };
 

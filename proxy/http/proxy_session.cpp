@@ -49,7 +49,9 @@ void session_registry::add(const std::shared_ptr<proxy_session>& session) {
     sessions_.emplace(session.get(), session);
 }
 
-void session_registry::remove(proxy_session* session) { sessions_.erase(session); }
+void session_registry::remove(proxy_session* session) {
+    sessions_.erase(session);
+}
 
 void session_registry::close_idle() {
     std::vector<std::shared_ptr<proxy_session>> alive;
@@ -240,10 +242,10 @@ void proxy_session::handle_request() {
 // ---- upstream -----------------------------------------------------------------------------
 
 void proxy_session::acquire_upstream(bool allow_reuse) {
-    pool_.acquire(allow_reuse, [self = shared_from_this()](error_code ec, upstream_ptr connection,
-                                                           bool reused) {
-        self->on_upstream(ec, std::move(connection), reused);
-    });
+    pool_.acquire(allow_reuse,
+                  [self = shared_from_this()](error_code ec, upstream_ptr connection, bool reused) {
+                      self->on_upstream(ec, std::move(connection), reused);
+                  });
 }
 
 void proxy_session::on_upstream(error_code ec, upstream_ptr connection, bool reused) {
@@ -546,35 +548,34 @@ void proxy_session::on_write_local(error_code ec, std::size_t /*bytes*/, bool cl
 void proxy_session::watch_client() {
     watching_ = true;
     auto generation = ++watch_generation_;
-    client_.socket().async_wait(
-        tcp::socket::wait_read, [self = shared_from_this(), generation](error_code ec) {
-            if (ec || generation != self->watch_generation_ || !self->watching_) {
-                return;
+    client_.socket().async_wait(tcp::socket::wait_read, [self = shared_from_this(),
+                                                         generation](error_code ec) {
+        if (ec || generation != self->watch_generation_ || !self->watching_) {
+            return;
+        }
+        auto& socket = self->client_.socket();
+        char probe = 0;
+        error_code mode_ec;
+        error_code peek_ec;
+        socket.non_blocking(true, mode_ec);
+        std::size_t n = socket.receive(asio::buffer(&probe, 1), tcp::socket::message_peek, peek_ec);
+        socket.non_blocking(false, mode_ec);
+        if (peek_ec == asio::error::would_block || peek_ec == asio::error::try_again) {
+            // A spurious wake-up: the client is still there, keep watching.
+            self->watch_client();
+            return;
+        }
+        self->watching_ = false;
+        if (n == 0) {
+            // EOF or reset: the client is gone, so the model server should stop generating.
+            self->client_gone_ = true;
+            // Only cancel here: the pending operation's handler releases the connection.
+            if (self->upstream_) {
+                self->upstream_->stream.cancel();
             }
-            auto& socket = self->client_.socket();
-            char probe = 0;
-            error_code mode_ec;
-            error_code peek_ec;
-            socket.non_blocking(true, mode_ec);
-            std::size_t n = socket.receive(asio::buffer(&probe, 1), tcp::socket::message_peek,
-                                           peek_ec);
-            socket.non_blocking(false, mode_ec);
-            if (peek_ec == asio::error::would_block || peek_ec == asio::error::try_again) {
-                // A spurious wake-up: the client is still there, keep watching.
-                self->watch_client();
-                return;
-            }
-            self->watching_ = false;
-            if (n == 0) {
-                // EOF or reset: the client is gone, so the model server should stop generating.
-                self->client_gone_ = true;
-                // Only cancel here: the pending operation's handler releases the connection.
-                if (self->upstream_) {
-                    self->upstream_->stream.cancel();
-                }
-            }
-            // Otherwise the client sent its next request early; it waits in the socket buffer.
-        });
+        }
+        // Otherwise the client sent its next request early; it waits in the socket buffer.
+    });
 }
 
 void proxy_session::stop_watching_client() {
@@ -605,13 +606,14 @@ void proxy_session::finish_exchange(meter::end_reason reason) {
     }
     context_.metrics.record(summary);
     if (context_.settings.log.access_log) {
-        spdlog::info("access api={} model={} status={} outcome={} ttft={} output_tokens={} "
-                     "duration={:.6f}",
-                     protocol::to_string(summary.api), summary.model, summary.status,
-                     meter::to_string(summary.result),
-                     summary.time_to_first_token ? std::to_string(*summary.time_to_first_token)
-                                                 : std::string("-"),
-                     summary.output_tokens, summary.duration_seconds);
+        spdlog::info(
+            "access api={} model={} status={} outcome={} ttft={} output_tokens={} "
+            "duration={:.6f}",
+            protocol::to_string(summary.api), summary.model, summary.status,
+            meter::to_string(summary.result),
+            summary.time_to_first_token ? std::to_string(*summary.time_to_first_token)
+                                        : std::string("-"),
+            summary.output_tokens, summary.duration_seconds);
     }
 }
 

@@ -18,7 +18,7 @@
 namespace tokenmeter::http {
 
 class proxy_session : public std::enable_shared_from_this<proxy_session> {
-public:
+  public:
     proxy_session(tcp::socket socket, proxy_context& context, upstream_pool& pool,
                   session_registry& sessions);
     ~proxy_session();
@@ -27,7 +27,7 @@ public:
     // Called on drain: closes the connection if it is waiting for a request.
     void close_if_idle();
 
-private:
+  private:
     enum class phase : std::uint8_t { reading_request, proxying, writing_local, closed };
 
     void do_read_header();

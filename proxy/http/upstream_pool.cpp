@@ -8,7 +8,7 @@ namespace {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wnon-virtual-dtor"
 class pool_category_impl final : public boost::system::error_category {
-public:
+  public:
     const char* name() const noexcept override { return "tokenmeter.upstream_pool"; }
     std::string message(int ev) const override {
         switch (static_cast<pool_errc>(ev)) {
@@ -88,8 +88,8 @@ void upstream_pool::acquire(bool allow_reuse, acquire_handler handler) {
         connect(std::move(handler));
         return;
     }
-    auto w = std::make_shared<waiter>(waiter{allow_reuse, std::move(handler),
-                                             std::make_shared<asio::steady_timer>(ioc_)});
+    auto w = std::make_shared<waiter>(
+        waiter{allow_reuse, std::move(handler), std::make_shared<asio::steady_timer>(ioc_)});
     w->timer->expires_after(settings_.acquire_timeout);
     w->timer->async_wait([this, weak = std::weak_ptr<waiter>(w)](error_code ec) {
         auto self = weak.lock();
@@ -105,33 +105,33 @@ void upstream_pool::acquire(bool allow_reuse, acquire_handler handler) {
 
 void upstream_pool::connect(acquire_handler handler) {
     auto connection = std::make_unique<upstream_connection>(ioc_);
-    resolver_.async_resolve(
-        settings_.host, settings_.port,
-        [this, h = std::move(handler), c = std::move(connection)](
-            error_code ec, tcp::resolver::results_type results) mutable {
-            if (ec) {
-                --open_;
-                h(ec, nullptr, false);
-                serve_waiters();
-                return;
-            }
-            auto* raw = c.get();
-            raw->stream.expires_after(settings_.connect_timeout);
-            raw->stream.async_connect(
-                results, [this, h = std::move(h), c = std::move(c)](
-                             error_code connect_ec, const tcp::endpoint&) mutable {
-                    if (connect_ec) {
-                        --open_;
-                        h(connect_ec, nullptr, false);
-                        serve_waiters();
-                        return;
-                    }
-                    c->stream.expires_never();
-                    error_code ignored;
-                    c->stream.socket().set_option(tcp::no_delay(true), ignored);
-                    h({}, std::move(c), false);
-                });
-        });
+    resolver_.async_resolve(settings_.host, settings_.port,
+                            [this, h = std::move(handler), c = std::move(connection)](
+                                error_code ec, tcp::resolver::results_type results) mutable {
+                                if (ec) {
+                                    --open_;
+                                    h(ec, nullptr, false);
+                                    serve_waiters();
+                                    return;
+                                }
+                                auto* raw = c.get();
+                                raw->stream.expires_after(settings_.connect_timeout);
+                                raw->stream.async_connect(
+                                    results,
+                                    [this, h = std::move(h), c = std::move(c)](
+                                        error_code connect_ec, const tcp::endpoint&) mutable {
+                                        if (connect_ec) {
+                                            --open_;
+                                            h(connect_ec, nullptr, false);
+                                            serve_waiters();
+                                            return;
+                                        }
+                                        c->stream.expires_never();
+                                        error_code ignored;
+                                        c->stream.socket().set_option(tcp::no_delay(true), ignored);
+                                        h({}, std::move(c), false);
+                                    });
+                            });
 }
 
 void upstream_pool::release(upstream_ptr connection, bool reusable) {

@@ -42,7 +42,7 @@ inline error_code make_error_code(pool_errc e) noexcept {
 }
 
 class upstream_pool {
-public:
+  public:
     // (error, connection, reused): on error the connection is null.
     using acquire_handler = std::function<void(error_code, upstream_ptr, bool)>;
 
@@ -59,7 +59,7 @@ public:
     [[nodiscard]] std::uint32_t open_connections() const noexcept { return open_; }
     [[nodiscard]] std::size_t idle_connections() const noexcept { return idle_.size(); }
 
-private:
+  private:
     struct waiter {
         bool allow_reuse;
         acquire_handler handler;

@@ -6,7 +6,8 @@
 namespace tokenmeter::meter {
 namespace {
 
-// Media type without parameters, lower-cased: "Text/Event-Stream; charset=utf-8" → "text/event-stream".
+// Media type without parameters, lower-cased: "Text/Event-Stream; charset=utf-8" →
+// "text/event-stream".
 std::string media_type(std::string_view content_type) {
     auto end = content_type.find(';');
     std::string_view type = content_type.substr(0, end);

@@ -21,7 +21,7 @@ struct exchange_limits {
 };
 
 class exchange {
-public:
+  public:
     exchange(protocol::api_kind api, const protocol::request_info& request,
              core::time_point request_received, const std::vector<double>* itl_bounds,
              exchange_limits limits);
@@ -34,7 +34,7 @@ public:
     [[nodiscard]] std::size_t buffered_bytes() const noexcept;
     [[nodiscard]] const request_summary& current() const noexcept { return meter_.current(); }
 
-private:
+  private:
     enum class body_mode : std::uint8_t { ignore, sse, json };
 
     protocol::openai_adapter adapter_;

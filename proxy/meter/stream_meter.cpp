@@ -31,8 +31,8 @@ void histogram_batch::observe(double value, std::uint64_t times) {
     std::size_t index = 0;
     if (bounds_ != nullptr) {
         // Prometheus buckets are "less than or equal": the first bound >= value.
-        index = static_cast<std::size_t>(
-            std::lower_bound(bounds_->begin(), bounds_->end(), value) - bounds_->begin());
+        index = static_cast<std::size_t>(std::lower_bound(bounds_->begin(), bounds_->end(), value) -
+                                         bounds_->begin());
     }
     counts_[index] += static_cast<double>(times);
     sum_ += value * static_cast<double>(times);
@@ -133,9 +133,13 @@ void stream_meter::on_chunk(const protocol::response_chunk& chunk, core::time_po
     summary_.counted_output_tokens += tokens;
 }
 
-void stream_meter::on_done_marker(core::time_point /*at*/) { summary_.done_marker = true; }
+void stream_meter::on_done_marker(core::time_point /*at*/) {
+    summary_.done_marker = true;
+}
 
-void stream_meter::on_parse_error(std::string_view /*what*/) { summary_.parse_errors += 1; }
+void stream_meter::on_parse_error(std::string_view /*what*/) {
+    summary_.parse_errors += 1;
+}
 
 request_summary stream_meter::finish(end_reason reason, core::time_point at) {
     auto& s = summary_;
@@ -144,8 +148,8 @@ request_summary stream_meter::finish(end_reason reason, core::time_point at) {
 
     switch (reason) {
         case end_reason::upstream_complete:
-            s.result = (s.status >= 400 || s.stream_error) ? outcome::upstream_error
-                                                           : outcome::complete;
+            s.result =
+                (s.status >= 400 || s.stream_error) ? outcome::upstream_error : outcome::complete;
             break;
         case end_reason::client_cancel:
             s.result = outcome::client_cancel;

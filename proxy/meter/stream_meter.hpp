@@ -35,14 +35,14 @@ enum class end_reason : std::uint8_t {
 // Observations of one histogram accumulated locally and added to Prometheus once per request,
 // so a long stream costs one registry update instead of one per token.
 class histogram_batch {
-public:
+  public:
     explicit histogram_batch(const std::vector<double>* bounds = nullptr);
     void observe(double value, std::uint64_t times = 1);
     [[nodiscard]] const std::vector<double>& bucket_increments() const noexcept { return counts_; }
     [[nodiscard]] double sum() const noexcept { return sum_; }
     [[nodiscard]] std::uint64_t count() const noexcept { return count_; }
 
-private:
+  private:
     const std::vector<double>* bounds_;
     std::vector<double> counts_;  // one per bound plus +Inf, not cumulative
     double sum_ = 0.0;
@@ -62,27 +62,27 @@ struct request_summary {
     std::optional<core::time_point> last_token;
     core::time_point end{};
 
-    std::optional<double> time_to_first_token;      // seconds, streamed responses only
-    std::optional<double> time_per_output_token;    // (t_last - t_first) / (n_out - 1)
-    std::optional<double> output_tokens_per_second; // n_out / (t_end - t_request)
-    std::optional<double> decode_tokens_per_second; // (n_out - 1) / (t_last - t_first)
+    std::optional<double> time_to_first_token;       // seconds, streamed responses only
+    std::optional<double> time_per_output_token;     // (t_last - t_first) / (n_out - 1)
+    std::optional<double> output_tokens_per_second;  // n_out / (t_end - t_request)
+    std::optional<double> decode_tokens_per_second;  // (n_out - 1) / (t_last - t_first)
     double duration_seconds = 0.0;
 
-    std::uint64_t output_tokens = 0;        // best known: reported usage, else counted
-    std::uint64_t counted_output_tokens = 0;// from the stream (1 per text chunk, or usage deltas)
-    protocol::token_usage reported;         // merged usage reports from the server
+    std::uint64_t output_tokens = 0;          // best known: reported usage, else counted
+    std::uint64_t counted_output_tokens = 0;  // from the stream (1 per text chunk, or usage deltas)
+    protocol::token_usage reported;           // merged usage reports from the server
     std::uint64_t text_chunks = 0;
     std::uint64_t output_chars = 0;
     std::uint64_t parse_errors = 0;
     bool done_marker = false;
-    bool stream_error = false;              // the server sent an error object in the stream
+    bool stream_error = false;  // the server sent an error object in the stream
     std::string finish_reason;
 
     histogram_batch inter_token_latency;
 };
 
 class stream_meter final : public protocol::chunk_sink {
-public:
+  public:
     stream_meter(protocol::api_kind api, std::string model, bool streamed,
                  core::time_point request_received, const std::vector<double>* itl_bounds);
 
@@ -96,7 +96,7 @@ public:
 
     [[nodiscard]] const request_summary& current() const noexcept { return summary_; }
 
-private:
+  private:
     void merge_usage(const protocol::token_usage& usage);
 
     request_summary summary_;

@@ -14,7 +14,9 @@ namespace {
 
 constexpr std::size_t max_model_label_length = 128;
 
-std::string code_label(int code) { return code <= 0 ? "0" : std::to_string(code); }
+std::string code_label(int code) {
+    return code <= 0 ? "0" : std::to_string(code);
+}
 
 }  // namespace
 
@@ -51,13 +53,15 @@ registry::registry(const config::metrics& settings)
     using prometheus::BuildHistogram;
     ttft_ = &BuildHistogram()
                  .Name("tokenmeter_time_to_first_token_seconds")
-                 .Help("Time from the request head received to the first streamed token (content, "
-                       "reasoning or tool-call text)")
+                 .Help(
+                     "Time from the request head received to the first streamed token (content, "
+                     "reasoning or tool-call text)")
                  .Register(*registry_);
     itl_ = &BuildHistogram()
                 .Name("tokenmeter_inter_token_latency_seconds")
-                .Help("Gap between consecutive output tokens; a chunk of k tokens after a gap g "
-                      "gives k observations of g/k")
+                .Help(
+                    "Gap between consecutive output tokens; a chunk of k tokens after a gap g "
+                    "gives k observations of g/k")
                 .Register(*registry_);
     tpot_ = &BuildHistogram()
                  .Name("tokenmeter_time_per_output_token_seconds")
@@ -85,8 +89,9 @@ registry::registry(const config::metrics& settings)
                    .Register(*registry_);
     parse_errors_ = &BuildCounter()
                          .Name("tokenmeter_parse_errors_total")
-                         .Help("Response bodies or events that could not be understood; each was "
-                               "forwarded unchanged")
+                         .Help(
+                             "Response bodies or events that could not be understood; each was "
+                             "forwarded unchanged")
                          .Register(*registry_);
     upstream_errors_ = &BuildCounter()
                             .Name("tokenmeter_upstream_errors_total")
@@ -113,9 +118,12 @@ void registry::record(const meter::request_summary& s) {
     std::string api(protocol::to_string(s.api));
     std::string outcome(meter::to_string(s.result));
 
-    requests_->Add({{"model", model}, {"api", api}, {"outcome", outcome}, {"code", code_label(s.status)}})
+    requests_
+        ->Add(
+            {{"model", model}, {"api", api}, {"outcome", outcome}, {"code", code_label(s.status)}})
         .Increment();
-    duration_->Add({{"model", model}, {"api", api}, {"outcome", outcome}}, buckets_.request_duration)
+    duration_
+        ->Add({{"model", model}, {"api", api}, {"outcome", outcome}}, buckets_.request_duration)
         .Observe(s.duration_seconds);
     if (s.parse_errors > 0) {
         parse_errors_total_->Increment(static_cast<double>(s.parse_errors));
@@ -129,7 +137,8 @@ void registry::record(const meter::request_summary& s) {
     }
     if (s.inter_token_latency.count() > 0) {
         itl_->Add(labels, buckets_.inter_token_latency)
-            .ObserveMultiple(s.inter_token_latency.bucket_increments(), s.inter_token_latency.sum());
+            .ObserveMultiple(s.inter_token_latency.bucket_increments(),
+                             s.inter_token_latency.sum());
     }
     if (s.time_per_output_token) {
         tpot_->Add(labels, buckets_.time_per_output_token).Observe(*s.time_per_output_token);
@@ -158,7 +167,10 @@ void registry::record_unforwarded(protocol::api_kind api, std::string_view model
     std::string api_label(protocol::to_string(api));
     std::string outcome(meter::to_string(result));
     requests_
-        ->Add({{"model", model_label}, {"api", api_label}, {"outcome", outcome}, {"code", code_label(code)}})
+        ->Add({{"model", model_label},
+               {"api", api_label},
+               {"outcome", outcome},
+               {"code", code_label(code)}})
         .Increment();
     duration_
         ->Add({{"model", model_label}, {"api", api_label}, {"outcome", outcome}},
@@ -166,8 +178,12 @@ void registry::record_unforwarded(protocol::api_kind api, std::string_view model
         .Observe(duration_seconds);
 }
 
-void registry::stream_opened() { streams_active_->Increment(); }
-void registry::stream_closed() { streams_active_->Decrement(); }
+void registry::stream_opened() {
+    streams_active_->Increment();
+}
+void registry::stream_closed() {
+    streams_active_->Decrement();
+}
 
 void registry::upstream_error(std::string_view reason) {
     upstream_errors_->Add({{"reason", std::string(reason)}}).Increment();

@@ -26,11 +26,11 @@ namespace tokenmeter::metrics {
 
 // Keeps the `model` label bounded: an allowlist, or the first N distinct names, then "other".
 class model_labels {
-public:
+  public:
     model_labels(std::vector<std::string> allowlist, std::uint32_t max_models);
     std::string label_for(std::string_view model);
 
-private:
+  private:
     std::mutex mutex_;
     std::unordered_set<std::string> allowed_;
     bool fixed_;
@@ -38,7 +38,7 @@ private:
 };
 
 class registry {
-public:
+  public:
     explicit registry(const config::metrics& settings);
     ~registry();
     registry(const registry&) = delete;
@@ -58,9 +58,11 @@ public:
         return buckets_.inter_token_latency;
     }
     [[nodiscard]] std::string expose() const;
-    [[nodiscard]] std::shared_ptr<prometheus::Registry> prometheus_registry() const { return registry_; }
+    [[nodiscard]] std::shared_ptr<prometheus::Registry> prometheus_registry() const {
+        return registry_;
+    }
 
-private:
+  private:
     config::histogram_buckets buckets_;
     model_labels models_;
     std::shared_ptr<prometheus::Registry> registry_;

@@ -51,14 +51,16 @@ request_info parse_openai_request(std::string_view body) {
             info.include_usage = usage->get<bool>();
         }
     }
-    if (const json* messages = member(root, "messages"); messages != nullptr && messages->is_array()) {
+    if (const json* messages = member(root, "messages");
+        messages != nullptr && messages->is_array()) {
         for (const auto& message : *messages) {
             const json* content = member(message, "content");
             if (content != nullptr && content->is_string()) {
                 info.prompt_chars += content->get_ref<const std::string&>().size();
             } else if (content != nullptr && content->is_array()) {
                 for (const auto& part : *content) {
-                    if (const json* text = member(part, "text"); text != nullptr && text->is_string()) {
+                    if (const json* text = member(part, "text");
+                        text != nullptr && text->is_string()) {
                         info.prompt_chars += text->get_ref<const std::string&>().size();
                     }
                 }
@@ -96,7 +98,7 @@ namespace {
 // is `ignored`, so a "content" inside logprobs or an unknown extension is never mistaken for
 // generated text.
 class chunk_reader final : public nlohmann::json_sax<json> {
-public:
+  public:
     enum class frame : std::uint8_t {
         root,
         choices,
@@ -218,7 +220,7 @@ public:
     [[nodiscard]] bool saw_role() const noexcept { return saw_role_; }
     [[nodiscard]] const std::optional<token_usage>& usage() const noexcept { return usage_; }
 
-private:
+  private:
     // The frame a new object (or array) opens, from where it sits.
     frame child_frame(bool object) {
         if (stack_.empty()) {

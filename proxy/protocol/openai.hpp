@@ -15,15 +15,16 @@ namespace tokenmeter::protocol {
 request_info parse_openai_request(std::string_view body);
 
 class openai_adapter {
-public:
+  public:
     explicit openai_adapter(api_kind kind) noexcept : kind_(kind) {}
 
     // One SSE event (type + data), as the SSE parser dispatches it.
-    void on_event(std::string_view type, std::string_view data, core::time_point at, chunk_sink& sink);
+    void on_event(std::string_view type, std::string_view data, core::time_point at,
+                  chunk_sink& sink);
     // A whole non-streamed JSON response body.
     void on_body(std::string_view body, core::time_point at, chunk_sink& sink);
 
-private:
+  private:
     void decode(std::string_view json_text, bool streamed, core::time_point at, chunk_sink& sink);
 
     api_kind kind_;

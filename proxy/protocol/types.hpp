@@ -21,10 +21,10 @@ std::string_view to_string(api_kind kind) noexcept;
 
 // What the request body says about the response to expect.
 struct request_info {
-    std::string model;             // empty when absent or unparsable
+    std::string model;  // empty when absent or unparsable
     bool stream = false;
-    bool include_usage = false;    // stream_options.include_usage
-    bool body_parsed = false;      // false: the body was not JSON (still forwarded)
+    bool include_usage = false;  // stream_options.include_usage
+    bool body_parsed = false;    // false: the body was not JSON (still forwarded)
     std::uint64_t prompt_chars = 0;
 };
 
@@ -57,7 +57,7 @@ struct response_chunk {
 
 // Receives decoded chunks with the time of the read that completed them.
 class chunk_sink {
-public:
+  public:
     virtual ~chunk_sink() = default;
     virtual void on_chunk(const response_chunk& chunk, core::time_point at) = 0;
     // An end-of-stream marker such as OpenAI's `data: [DONE]`.

@@ -1,11 +1,10 @@
 #include "bench_runner.hpp"
 
-#include <nlohmann/json.hpp>
-
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <stop_token>
 #include <thread>
 #include <vector>
@@ -139,15 +138,19 @@ memory_report measure_memory(const bench_options& options) {
     report.peak_rss_kib = peak_all_open.load();
     report.samples_all_open = samples_all_open.load();
     if (report.samples_all_open > 0 && report.streams > 0) {
-        report.rss_per_stream_kib = (static_cast<double>(report.peak_rss_kib) -
-                                     static_cast<double>(report.idle_rss_kib)) /
-                                    static_cast<double>(report.streams);
+        report.rss_per_stream_kib =
+            (static_cast<double>(report.peak_rss_kib) - static_cast<double>(report.idle_rss_kib)) /
+            static_cast<double>(report.streams);
     }
     return report;
 }
 
-double us(double seconds) { return seconds * 1e6; }
-double ms(double seconds) { return seconds * 1e3; }
+double us(double seconds) {
+    return seconds * 1e6;
+}
+double ms(double seconds) {
+    return seconds * 1e3;
+}
 
 nlohmann::json number(double value) {
     return std::isfinite(value) ? nlohmann::json(value) : nlohmann::json(nullptr);
@@ -163,11 +166,12 @@ int run_bench(const bench_options& options, std::ostream& out, std::ostream& log
             return 2;
         }
         log << "memory phase: " << options.concurrency << " streams held open through the proxy ("
-            << options.hold_output_tokens << " tokens, " << options.hold_inter_token_latency_ms << " ms apart)\n";
+            << options.hold_output_tokens << " tokens, " << options.hold_inter_token_latency_ms
+            << " ms apart)\n";
         memory = measure_memory(options);
         if (memory->failed > 0) {
-            log << "tokenmeter-load bench: " << memory->failed << " requests through the proxy failed ("
-                << memory->first_error << "); stopping\n";
+            log << "tokenmeter-load bench: " << memory->failed
+                << " requests through the proxy failed (" << memory->first_error << "); stopping\n";
             return 1;
         }
     }
@@ -231,21 +235,22 @@ int run_bench(const bench_options& options, std::ostream& out, std::ostream& log
         nlohmann::json rounds = nlohmann::json::array();
         for (const auto* reports : {&direct, &proxied}) {
             for (const round_report& r : *reports) {
-                rounds.push_back({{"target", r.target},
-                                  {"round", r.round},
-                                  {"ok", r.ok},
-                                  {"failed", r.failed},
-                                  {"content_chunks", r.content_chunks},
-                                  {"wall_seconds", r.wall_seconds},
-                                  {"chunk_delivery_seconds",
-                                   {{"p50", number(r.delivery_p50)},
-                                    {"p90", number(r.delivery_p90)},
-                                    {"p99", number(r.delivery_p99)}}},
-                                  {"client_ttft_seconds",
-                                   {{"p50", number(r.time_to_first_token_p50)},
-                                    {"p99", number(r.time_to_first_token_p99)}}},
-                                  {"proxy_cpu_seconds", number(r.proxy_cpu_seconds)},
-                                  {"cpu_seconds_per_million_chunks", number(r.cpu_seconds_per_million_chunks)}});
+                rounds.push_back(
+                    {{"target", r.target},
+                     {"round", r.round},
+                     {"ok", r.ok},
+                     {"failed", r.failed},
+                     {"content_chunks", r.content_chunks},
+                     {"wall_seconds", r.wall_seconds},
+                     {"chunk_delivery_seconds",
+                      {{"p50", number(r.delivery_p50)},
+                       {"p90", number(r.delivery_p90)},
+                       {"p99", number(r.delivery_p99)}}},
+                     {"client_ttft_seconds",
+                      {{"p50", number(r.time_to_first_token_p50)},
+                       {"p99", number(r.time_to_first_token_p99)}}},
+                     {"proxy_cpu_seconds", number(r.proxy_cpu_seconds)},
+                     {"cpu_seconds_per_million_chunks", number(r.cpu_seconds_per_million_chunks)}});
             }
         }
         nlohmann::json doc = {
@@ -258,10 +263,14 @@ int run_bench(const bench_options& options, std::ostream& out, std::ostream& log
               {"rounds", options.rounds}}},
             {"rounds", rounds},
             {"median",
-             {{"direct_chunk_delivery_p50_seconds", number(median_of(direct, &round_report::delivery_p50))},
-              {"direct_chunk_delivery_p99_seconds", number(median_of(direct, &round_report::delivery_p99))},
-              {"proxy_chunk_delivery_p50_seconds", number(median_of(proxied, &round_report::delivery_p50))},
-              {"proxy_chunk_delivery_p99_seconds", number(median_of(proxied, &round_report::delivery_p99))},
+             {{"direct_chunk_delivery_p50_seconds",
+               number(median_of(direct, &round_report::delivery_p50))},
+              {"direct_chunk_delivery_p99_seconds",
+               number(median_of(direct, &round_report::delivery_p99))},
+              {"proxy_chunk_delivery_p50_seconds",
+               number(median_of(proxied, &round_report::delivery_p50))},
+              {"proxy_chunk_delivery_p99_seconds",
+               number(median_of(proxied, &round_report::delivery_p99))},
               {"added_latency_p50_seconds", number(median_added_p50)},
               {"added_latency_p99_seconds", number(median_added_p99)},
               {"proxy_cpu_seconds_per_million_chunks", number(median_cpu)}}},
@@ -277,16 +286,23 @@ int run_bench(const bench_options& options, std::ostream& out, std::ostream& log
         }
         out << doc.dump(2) << "\n";
     } else {
-        out << "tokenmeter-load bench: " << options.rounds << " rounds each way, concurrency " << options.concurrency
-            << ", " << options.requests << " requests/round, " << options.output_tokens << " tokens at "
-            << options.inter_token_latency_ms << " ms ITL (TTFT " << options.time_to_first_token_ms << " ms)\n\n";
+        out << "tokenmeter-load bench: " << options.rounds << " rounds each way, concurrency "
+            << options.concurrency << ", " << options.requests << " requests/round, "
+            << options.output_tokens << " tokens at " << options.inter_token_latency_ms
+            << " ms ITL (TTFT " << options.time_to_first_token_ms << " ms)\n\n";
         std::vector<text_column> columns = {
-            {"", "round", false},          {"", "target", true},
-            {"requests", "ok", false},     {"requests", "failed", false},
-            {"", "chunks", false},         {"", "wall s", false},
-            {"chunk delivery us", "p50", false}, {"chunk delivery us", "p90", false},
-            {"chunk delivery us", "p99", false}, {"client TTFT ms", "p50", false},
-            {"client TTFT ms", "p99", false},    {"proxy CPU", "s", false},
+            {"", "round", false},
+            {"", "target", true},
+            {"requests", "ok", false},
+            {"requests", "failed", false},
+            {"", "chunks", false},
+            {"", "wall s", false},
+            {"chunk delivery us", "p50", false},
+            {"chunk delivery us", "p90", false},
+            {"chunk delivery us", "p99", false},
+            {"client TTFT ms", "p50", false},
+            {"client TTFT ms", "p99", false},
+            {"proxy CPU", "s", false},
             {"proxy CPU", "s/M chunks", false},
         };
         std::vector<std::vector<std::string>> rows;
@@ -296,20 +312,24 @@ int run_bench(const bench_options& options, std::ostream& out, std::ostream& log
                     continue;
                 }
                 const round_report& r = (*reports)[i];
-                rows.push_back({std::to_string(r.round), r.target, std::to_string(r.ok), std::to_string(r.failed),
-                                std::to_string(r.content_chunks), format_number(r.wall_seconds, 1),
-                                format_short(us(r.delivery_p50)), format_short(us(r.delivery_p90)),
-                                format_short(us(r.delivery_p99)), format_short(ms(r.time_to_first_token_p50)),
-                                format_short(ms(r.time_to_first_token_p99)), format_short(r.proxy_cpu_seconds),
+                rows.push_back({std::to_string(r.round), r.target, std::to_string(r.ok),
+                                std::to_string(r.failed), std::to_string(r.content_chunks),
+                                format_number(r.wall_seconds, 1), format_short(us(r.delivery_p50)),
+                                format_short(us(r.delivery_p90)), format_short(us(r.delivery_p99)),
+                                format_short(ms(r.time_to_first_token_p50)),
+                                format_short(ms(r.time_to_first_token_p99)),
+                                format_short(r.proxy_cpu_seconds),
                                 format_short(r.cpu_seconds_per_million_chunks)});
             }
         }
         out << render_table(columns, rows) << "\n";
         out << "medians across rounds\n";
-        out << "  chunk delivery p50   direct " << format_short(us(median_of(direct, &round_report::delivery_p50)))
-            << " us, proxy " << format_short(us(median_of(proxied, &round_report::delivery_p50))) << " us\n";
-        out << "  chunk delivery p99   direct " << format_short(us(median_of(direct, &round_report::delivery_p99)))
-            << " us, proxy " << format_short(us(median_of(proxied, &round_report::delivery_p99))) << " us\n";
+        out << "  chunk delivery p50   direct "
+            << format_short(us(median_of(direct, &round_report::delivery_p50))) << " us, proxy "
+            << format_short(us(median_of(proxied, &round_report::delivery_p50))) << " us\n";
+        out << "  chunk delivery p99   direct "
+            << format_short(us(median_of(direct, &round_report::delivery_p99))) << " us, proxy "
+            << format_short(us(median_of(proxied, &round_report::delivery_p99))) << " us\n";
         out << "  added latency/chunk  p50 " << format_short(us(median_added_p50)) << " us, p99 "
             << format_short(us(median_added_p99)) << " us (proxy minus direct, paired by round)\n";
         if (options.proxy_pid) {
@@ -317,15 +337,19 @@ int run_bench(const bench_options& options, std::ostream& out, std::ostream& log
                 << " s per million forwarded content chunks (utime+stime, clock-tick resolution)\n";
         }
         if (memory) {
-            out << "  proxy memory         " << format_short(memory->rss_per_stream_kib) << " KiB RSS per open stream ("
-                << "peak " << memory->peak_rss_kib << " KiB with " << memory->streams << " streams open, idle "
-                << memory->idle_rss_kib << " KiB before; " << memory->samples_all_open << " samples)\n";
+            out << "  proxy memory         " << format_short(memory->rss_per_stream_kib)
+                << " KiB RSS per open stream ("
+                << "peak " << memory->peak_rss_kib << " KiB with " << memory->streams
+                << " streams open, idle " << memory->idle_rss_kib << " KiB before; "
+                << memory->samples_all_open << " samples)\n";
             if (memory->samples_all_open == 0) {
-                out << "  (never saw all streams open at once: raise --hold-output-tokens or --hold-itl-ms)\n";
+                out << "  (never saw all streams open at once: raise --hold-output-tokens or "
+                       "--hold-itl-ms)\n";
             }
         }
         if (unstamped > 0) {
-            out << "  warning: " << unstamped << " content chunks carried no sim_sent_ns (is the target tokenmeter-sim?)\n";
+            out << "  warning: " << unstamped
+                << " content chunks carried no sim_sent_ns (is the target tokenmeter-sim?)\n";
         }
         if (failed > 0) {
             out << "  FAILED requests: " << failed << "\n";

@@ -1,20 +1,20 @@
 // tokenmeter-load: load driver, /metrics summariser and proxy benchmark for tokenmeter, talking
 // only to this machine. Argument handling and reports live here; the work is in the modules.
+#include <sys/resource.h>
+
 #include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
-#include <sys/resource.h>
 
 #include "bench_runner.hpp"
 #include "http_get.hpp"
@@ -63,7 +63,8 @@ struct parsed_args {
     std::string error;
 };
 
-parsed_args parse_flags(std::span<char* const> args, const std::vector<std::string_view>& with_value,
+parsed_args parse_flags(std::span<char* const> args,
+                        const std::vector<std::string_view>& with_value,
                         const std::vector<std::string_view>& switches) {
     parsed_args parsed;
     auto known = [](const std::vector<std::string_view>& names, std::string_view name) {
@@ -107,10 +108,12 @@ parsed_args parse_flags(std::span<char* const> args, const std::vector<std::stri
 }
 
 class flag_reader {
-public:
+  public:
     explicit flag_reader(const parsed_args& parsed) : parsed_(parsed) {}
 
-    bool has(std::string_view name) const { return parsed_.values.find(name) != parsed_.values.end(); }
+    bool has(std::string_view name) const {
+        return parsed_.values.find(name) != parsed_.values.end();
+    }
 
     std::optional<std::string> text(std::string_view name) const {
         auto it = parsed_.values.find(name);
@@ -125,9 +128,10 @@ public:
         }
         Integer number{};
         auto [end, ec] = std::from_chars(value->data(), value->data() + value->size(), number);
-        if (ec != std::errc() || end != value->data() + value->size() || number < min || number > max) {
-            fail("--" + std::string(name) + " must be an integer in [" + std::to_string(min) + ", " +
-                 std::to_string(max) + "]");
+        if (ec != std::errc() || end != value->data() + value->size() || number < min ||
+            number > max) {
+            fail("--" + std::string(name) + " must be an integer in [" + std::to_string(min) +
+                 ", " + std::to_string(max) + "]");
             return std::nullopt;
         }
         return number;
@@ -140,7 +144,8 @@ public:
         }
         double number = 0;
         auto [end, ec] = std::from_chars(value->data(), value->data() + value->size(), number);
-        if (ec != std::errc() || end != value->data() + value->size() || !(number >= min && number <= max)) {
+        if (ec != std::errc() || end != value->data() + value->size() ||
+            !(number >= min && number <= max)) {
             fail("--" + std::string(name) + " must be a number in [" + format_short(min) + ", " +
                  format_short(max) + "]");
             return std::nullopt;
@@ -168,7 +173,7 @@ public:
 
     [[nodiscard]] const std::string& error() const { return error_; }
 
-private:
+  private:
     const parsed_args& parsed_;
     std::string error_;
 };
@@ -205,37 +210,44 @@ nlohmann::json quantiles_json(const sample_set& samples) {
 }
 
 void print_load_text(const load_options& options, const load_result& r) {
-    auto rate = [&](double count) { return r.wall_seconds > 0 ? count / r.wall_seconds : std::nan(""); };
-    std::cout << "tokenmeter-load: http://" << options.target.host_header << options.path << ", concurrency "
-              << options.concurrency << ", models";
+    auto rate = [&](double count) {
+        return r.wall_seconds > 0 ? count / r.wall_seconds : std::nan("");
+    };
+    std::cout << "tokenmeter-load: http://" << options.target.host_header << options.path
+              << ", concurrency " << options.concurrency << ", models";
     for (const std::string& model : options.models) {
         std::cout << " " << model;
     }
     std::cout << "\n";
-    std::cout << "  requests   ok " << r.requests_ok << ", failed " << r.requests_failed << ", cancelled at deadline "
-              << r.requests_cancelled << "   status";
+    std::cout << "  requests   ok " << r.requests_ok << ", failed " << r.requests_failed
+              << ", cancelled at deadline " << r.requests_cancelled << "   status";
     for (const auto& [status, count] : r.status_counts) {
         std::cout << " " << status << "x" << count;
     }
     std::cout << "\n";
-    std::cout << "  stream     " << r.content_chunks << " content chunks, " << r.sse_events << " SSE events, "
-              << r.body_bytes << " body bytes, " << r.completion_tokens << " completion tokens (usage)\n";
-    std::cout << "  throughput " << format_number(r.wall_seconds, 2) << " s wall, " << format_short(rate(static_cast<double>(r.requests_ok)))
-              << " req/s, " << format_short(rate(static_cast<double>(r.content_chunks))) << " chunks/s, "
+    std::cout << "  stream     " << r.content_chunks << " content chunks, " << r.sse_events
+              << " SSE events, " << r.body_bytes << " body bytes, " << r.completion_tokens
+              << " completion tokens (usage)\n";
+    std::cout << "  throughput " << format_number(r.wall_seconds, 2) << " s wall, "
+              << format_short(rate(static_cast<double>(r.requests_ok))) << " req/s, "
+              << format_short(rate(static_cast<double>(r.content_chunks))) << " chunks/s, "
               << format_short(rate(static_cast<double>(r.completion_tokens))) << " tokens/s, peak "
               << r.peak_open_streams << " streams open\n";
     auto line = [](const char* label, const sample_set& s, double scale, const char* unit) {
         std::cout << "  " << label << " p50 " << format_short(s.quantile(0.50) * scale) << "  p90 "
-                  << format_short(s.quantile(0.90) * scale) << "  p99 " << format_short(s.quantile(0.99) * scale)
-                  << "  max " << format_short(s.max() * scale) << " " << unit << "  (n=" << s.count() << ")\n";
+                  << format_short(s.quantile(0.90) * scale) << "  p99 "
+                  << format_short(s.quantile(0.99) * scale) << "  max "
+                  << format_short(s.max() * scale) << " " << unit << "  (n=" << s.count() << ")\n";
     };
     line("client TTFT      ", r.time_to_first_token_seconds, 1e3, "ms");
     line("chunk gap        ", r.chunk_gap_seconds, 1e3, "ms");
     line("request duration ", r.request_duration_seconds, 1e3, "ms");
     if (options.stamp) {
-        line("chunk delivery   ", r.delivery_latency_seconds, 1e6, "us (client receive - sim_sent_ns)");
+        line("chunk delivery   ", r.delivery_latency_seconds, 1e6,
+             "us (client receive - sim_sent_ns)");
         if (r.unstamped_chunks > 0) {
-            std::cout << "  warning: " << r.unstamped_chunks << " content chunks had no sim_sent_ns\n";
+            std::cout << "  warning: " << r.unstamped_chunks
+                      << " content chunks had no sim_sent_ns\n";
         }
     }
     if (r.models.size() > 1) {
@@ -263,7 +275,8 @@ void print_load_text(const load_options& options, const load_result& r) {
 void print_load_json(const load_options& options, const load_result& r) {
     nlohmann::json models = nlohmann::json::object();
     for (const auto& [model, m] : r.models) {
-        models[model] = {{"ok", m.ok}, {"failed", m.failed},
+        models[model] = {{"ok", m.ok},
+                         {"failed", m.failed},
                          {"client_ttft_seconds", quantiles_json(m.time_to_first_token_seconds)}};
     }
     nlohmann::json status = nlohmann::json::object();
@@ -273,7 +286,10 @@ void print_load_json(const load_options& options, const load_result& r) {
     nlohmann::json doc = {
         {"target", "http://" + options.target.host_header + options.path},
         {"concurrency", options.concurrency},
-        {"requests", {{"ok", r.requests_ok}, {"failed", r.requests_failed}, {"cancelled", r.requests_cancelled}}},
+        {"requests",
+         {{"ok", r.requests_ok},
+          {"failed", r.requests_failed},
+          {"cancelled", r.requests_cancelled}}},
         {"status", status},
         {"errors", r.errors},
         {"content_chunks", r.content_chunks},
@@ -295,11 +311,11 @@ void print_load_json(const load_options& options, const load_result& r) {
 }
 
 int run_load_command(std::span<char* const> args) {
-    parsed_args parsed = parse_flags(
-        args,
-        {"target", "concurrency", "requests", "duration-s", "models", "output-tokens", "ttft-ms", "itl-ms",
-         "tokens-per-chunk", "path", "idle-timeout-s", "header"},
-        {"stamp", "json"});
+    parsed_args parsed =
+        parse_flags(args,
+                    {"target", "concurrency", "requests", "duration-s", "models", "output-tokens",
+                     "ttft-ms", "itl-ms", "tokens-per-chunk", "path", "idle-timeout-s", "header"},
+                    {"stamp", "json"});
     if (!parsed.error.empty()) {
         return usage_error(parsed.error);
     }
@@ -311,10 +327,12 @@ int run_load_command(std::span<char* const> args) {
     }
     constexpr std::uint32_t max_u32 = 100'000'000;
     options.concurrency = flags.integer<std::size_t>("concurrency", 1, 10'000).value_or(8);
-    std::optional<std::uint64_t> requests = flags.integer<std::uint64_t>("requests", 1, 100'000'000);
+    std::optional<std::uint64_t> requests =
+        flags.integer<std::uint64_t>("requests", 1, 100'000'000);
     std::optional<double> duration = flags.real("duration-s", 0.001, max_duration_seconds);
     // A run given only a duration is meant to last that long, not stop at the default count.
-    options.requests = requests ? requests : (duration ? std::nullopt : std::optional<std::uint64_t>(200));
+    options.requests =
+        requests ? requests : (duration ? std::nullopt : std::optional<std::uint64_t>(200));
     options.duration_seconds = duration.value_or(max_duration_seconds);
     if (std::optional<std::string> models = flags.text("models")) {
         options.models = split_commas(*models);
@@ -330,7 +348,8 @@ int run_load_command(std::span<char* const> args) {
     if (!options.path.starts_with('/')) {
         flags.fail("--path must start with /");
     }
-    options.idle_timeout_seconds = flags.real("idle-timeout-s", 0.01, max_duration_seconds).value_or(60);
+    options.idle_timeout_seconds =
+        flags.real("idle-timeout-s", 0.01, max_duration_seconds).value_or(60);
     options.stamp = flags.has("stamp");
     for (const std::string& header : parsed.headers) {
         std::size_t colon = header.find(':');
@@ -391,7 +410,8 @@ int run_summary_command(std::span<char* const> args) {
         } else {
             exposition_result parsed_metrics = parse_exposition(response.body);
             if (!parsed_metrics.value) {
-                std::cerr << "tokenmeter-load summary: cannot parse /metrics: " << parsed_metrics.error << "\n";
+                std::cerr << "tokenmeter-load summary: cannot parse /metrics: "
+                          << parsed_metrics.error << "\n";
                 return 1;
             }
             metrics = std::move(parsed_metrics.value);
@@ -402,8 +422,8 @@ int run_summary_command(std::span<char* const> args) {
                          format_number(*wait_requests, 0) + " requests recorded";
         }
         if (std::chrono::steady_clock::now() >= deadline) {
-            std::cerr << "tokenmeter-load summary: " << metrics_url->host_header << metrics_url->path << ": "
-                      << last_error << "\n";
+            std::cerr << "tokenmeter-load summary: " << metrics_url->host_header
+                      << metrics_url->path << ": " << last_error << "\n";
             return 1;
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -421,11 +441,12 @@ int run_summary_command(std::span<char* const> args) {
 }
 
 int run_bench_command(std::span<char* const> args) {
-    parsed_args parsed = parse_flags(
-        args,
-        {"proxy", "direct", "proxy-pid", "concurrency", "requests", "output-tokens", "itl-ms", "ttft-ms",
-         "tokens-per-chunk", "rounds", "hold-output-tokens", "hold-itl-ms", "model", "path"},
-        {"json"});
+    parsed_args parsed =
+        parse_flags(args,
+                    {"proxy", "direct", "proxy-pid", "concurrency", "requests", "output-tokens",
+                     "itl-ms", "ttft-ms", "tokens-per-chunk", "rounds", "hold-output-tokens",
+                     "hold-itl-ms", "model", "path"},
+                    {"json"});
     if (!parsed.error.empty()) {
         return usage_error(parsed.error);
     }
@@ -439,19 +460,22 @@ int run_bench_command(std::span<char* const> args) {
     if (std::optional<int> pid = flags.integer<int>("proxy-pid", 1, 1 << 30)) {
         options.proxy_pid = static_cast<pid_t>(*pid);
     }
-    options.concurrency = flags.integer<std::size_t>("concurrency", 1, 10'000).value_or(options.concurrency);
-    options.requests = flags.integer<std::uint64_t>("requests", 1, 10'000'000).value_or(options.requests);
-    options.output_tokens = flags.integer<std::uint32_t>("output-tokens", 1, 1'000'000).value_or(options.output_tokens);
+    options.concurrency =
+        flags.integer<std::size_t>("concurrency", 1, 10'000).value_or(options.concurrency);
+    options.requests =
+        flags.integer<std::uint64_t>("requests", 1, 10'000'000).value_or(options.requests);
+    options.output_tokens =
+        flags.integer<std::uint32_t>("output-tokens", 1, 1'000'000).value_or(options.output_tokens);
     options.inter_token_latency_ms =
         flags.integer<std::uint32_t>("itl-ms", 0, 60'000).value_or(options.inter_token_latency_ms);
     options.time_to_first_token_ms =
         flags.integer<std::uint32_t>("ttft-ms", 0, 60'000).value_or(options.time_to_first_token_ms);
     options.tokens_per_chunk = flags.integer<std::uint32_t>("tokens-per-chunk", 1, 1'000'000);
     options.rounds = flags.integer<unsigned>("rounds", 1, 20).value_or(options.rounds);
-    options.hold_output_tokens =
-        flags.integer<std::uint32_t>("hold-output-tokens", 1, 1'000'000).value_or(options.hold_output_tokens);
-    options.hold_inter_token_latency_ms =
-        flags.integer<std::uint32_t>("hold-itl-ms", 0, 60'000).value_or(options.hold_inter_token_latency_ms);
+    options.hold_output_tokens = flags.integer<std::uint32_t>("hold-output-tokens", 1, 1'000'000)
+                                     .value_or(options.hold_output_tokens);
+    options.hold_inter_token_latency_ms = flags.integer<std::uint32_t>("hold-itl-ms", 0, 60'000)
+                                              .value_or(options.hold_inter_token_latency_ms);
     options.model = flags.text("model").value_or(options.model);
     options.path = flags.text("path").value_or(options.path);
     options.json = flags.has("json");
@@ -479,7 +503,8 @@ int main(int argc, char** argv) {
     std::span<char* const> args(argv + 1, static_cast<std::size_t>(argc > 0 ? argc - 1 : 0));
     raise_file_limit();
     try {
-        if (!args.empty() && (std::string_view(args[0]) == "--help" || std::string_view(args[0]) == "-h")) {
+        if (!args.empty() &&
+            (std::string_view(args[0]) == "--help" || std::string_view(args[0]) == "-h")) {
             std::cout << usage_text;
             return 0;
         }

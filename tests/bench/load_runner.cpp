@@ -1,16 +1,15 @@
 #include "load_runner.hpp"
 
+#include <algorithm>
+#include <array>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <nlohmann/json.hpp>
-
-#include <algorithm>
-#include <array>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string_view>
 
 namespace tokenmeter::load {
@@ -31,7 +30,8 @@ double seconds_between(clock_type::time_point from, clock_type::time_point to) {
     return std::chrono::duration<double>(to - from).count();
 }
 
-// libstdc++'s steady_clock is CLOCK_MONOTONIC, the same clock the simulator stamps sim_sent_ns with.
+// libstdc++'s steady_clock is CLOCK_MONOTONIC, the same clock the simulator stamps sim_sent_ns
+// with.
 std::int64_t monotonic_ns(clock_type::time_point at) {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(at.time_since_epoch()).count();
 }
@@ -90,7 +90,7 @@ struct response_record {
 class load_session;
 
 class load_state {
-public:
+  public:
     load_state(const load_options& options, asio::io_context& ioc)
         : options_(options),
           ioc_(ioc),
@@ -141,13 +141,15 @@ public:
             return;
         }
         if (sim_sent_ns) {
-            result_.delivery_latency_seconds.add(static_cast<double>(monotonic_ns(at) - *sim_sent_ns) * 1e-9);
+            result_.delivery_latency_seconds.add(
+                static_cast<double>(monotonic_ns(at) - *sim_sent_ns) * 1e-9);
         } else {
             ++result_.unstamped_chunks;
         }
     }
 
-    void record(const response_record& record, clock_type::time_point end, const std::string& error) {
+    void record(const response_record& record, clock_type::time_point end,
+                const std::string& error) {
         if (record.status > 0) {
             ++result_.status_counts[record.status];
         }
@@ -187,11 +189,12 @@ public:
     [[nodiscard]] asio::io_context& io_context() noexcept { return ioc_; }
 
     load_result take_result() {
-        result_.wall_seconds = seconds_between(started_at_, finished_at_.value_or(clock_type::now()));
+        result_.wall_seconds =
+            seconds_between(started_at_, finished_at_.value_or(clock_type::now()));
         return std::move(result_);
     }
 
-private:
+  private:
     void add_volume(const response_record& record) {
         result_.content_chunks += record.content_chunks;
         result_.sse_events += record.sse_events;
@@ -219,12 +222,14 @@ private:
 // One client connection: sends a request, reads its stream to the end, and sends the next one on
 // the same connection while the server keeps it alive.
 class load_session : public std::enable_shared_from_this<load_session> {
-public:
-    load_session(asio::io_context& ioc, load_state& state) : state_(state), stream_(ioc), backoff_(ioc) {}
+  public:
+    load_session(asio::io_context& ioc, load_state& state)
+        : state_(state), stream_(ioc), backoff_(ioc) {}
 
     void start() {
-        asio::dispatch(stream_.get_executor(),
-                       beast::bind_front_handler(&load_session::do_next_request, shared_from_this()));
+        asio::dispatch(
+            stream_.get_executor(),
+            beast::bind_front_handler(&load_session::do_next_request, shared_from_this()));
     }
 
     // The run's duration is over: abort whatever is pending; the handlers see stopping().
@@ -235,7 +240,7 @@ public:
         stream_.close();
     }
 
-private:
+  private:
     void do_next_request() {
         std::optional<std::string> model = state_.next_model();
         if (!model) {
@@ -260,7 +265,8 @@ private:
             {"model", current_.model},
             {"stream", true},
             {"stream_options", {{"include_usage", true}}},
-            {"messages", nlohmann::json::array({{{"role", "user"}, {"content", "Tell me a short story."}}})},
+            {"messages",
+             nlohmann::json::array({{{"role", "user"}, {"content", "Tell me a short story."}}})},
         };
         if (options.output_tokens) {
             body["max_tokens"] = *options.output_tokens;
@@ -298,8 +304,9 @@ private:
     void do_connect() {
         reused_connection_ = false;
         stream_.expires_after(idle_timeout());
-        stream_.async_connect(state_.endpoint(),
-                              beast::bind_front_handler(&load_session::on_connect, shared_from_this()));
+        stream_.async_connect(
+            state_.endpoint(),
+            beast::bind_front_handler(&load_session::on_connect, shared_from_this()));
     }
 
     void on_connect(beast::error_code ec) {
@@ -315,7 +322,8 @@ private:
             state_.record(current_, clock_type::now(), "connect: " + ec.message());
             close_connection();
             backoff_.expires_after(reconnect_backoff);
-            backoff_.async_wait(beast::bind_front_handler(&load_session::on_backoff, shared_from_this()));
+            backoff_.async_wait(
+                beast::bind_front_handler(&load_session::on_backoff, shared_from_this()));
             return;
         }
         connected_ = true;
@@ -342,7 +350,8 @@ private:
             state_.stream_opened();
         }
         stream_.expires_after(idle_timeout());
-        http::async_write(stream_, request_, beast::bind_front_handler(&load_session::on_write, shared_from_this()));
+        http::async_write(stream_, request_,
+                          beast::bind_front_handler(&load_session::on_write, shared_from_this()));
     }
 
     void on_write(beast::error_code ec, std::size_t) {
@@ -355,8 +364,9 @@ private:
 
     void do_read_header() {
         stream_.expires_after(idle_timeout());
-        http::async_read_header(stream_, buffer_, *parser_,
-                                beast::bind_front_handler(&load_session::on_read_header, shared_from_this()));
+        http::async_read_header(
+            stream_, buffer_, *parser_,
+            beast::bind_front_handler(&load_session::on_read_header, shared_from_this()));
     }
 
     void on_read_header(beast::error_code ec, std::size_t) {
@@ -377,8 +387,9 @@ private:
         body.data = body_chunk_.data();
         body.size = body_chunk_.size();
         stream_.expires_after(idle_timeout());
-        http::async_read_some(stream_, buffer_, *parser_,
-                              beast::bind_front_handler(&load_session::on_read_body, shared_from_this()));
+        http::async_read_some(
+            stream_, buffer_, *parser_,
+            beast::bind_front_handler(&load_session::on_read_body, shared_from_this()));
     }
 
     void on_read_body(beast::error_code ec, std::size_t) {
@@ -455,7 +466,8 @@ private:
             return;
         }
         std::optional<std::int64_t> sim_sent_ns;
-        if (auto stamp = chunk.find("sim_sent_ns"); stamp != chunk.end() && stamp->is_number_integer()) {
+        if (auto stamp = chunk.find("sim_sent_ns");
+            stamp != chunk.end() && stamp->is_number_integer()) {
             sim_sent_ns = stamp->get<std::int64_t>();
         }
         state_.on_content_chunk(current_, at, sim_sent_ns);
@@ -484,7 +496,8 @@ private:
     // the connection's fault, not the request's, so it gets one fresh connection.
     void fail_or_retry(const char* stage, beast::error_code ec) {
         bool nothing_received = current_.body_bytes == 0 && current_.status == 0;
-        bool closed_by_peer = ec == http::error::end_of_stream || ec == asio::error::connection_reset ||
+        bool closed_by_peer = ec == http::error::end_of_stream ||
+                              ec == asio::error::connection_reset ||
                               ec == asio::error::broken_pipe || ec == asio::error::eof;
         if (reused_connection_ && nothing_received && closed_by_peer && !state_.stopping()) {
             close_connection();
@@ -500,7 +513,8 @@ private:
             return;
         }
         end_stream();
-        std::string reason = ec == beast::error::timeout ? std::string("idle timeout") : ec.message();
+        std::string reason =
+            ec == beast::error::timeout ? std::string("idle timeout") : ec.message();
         state_.record(current_, clock_type::now(), std::string(stage) + ": " + reason);
         close_connection();
         do_next_request();
@@ -554,7 +568,8 @@ private:
 void load_state::start() {
     started_at_ = clock_type::now();
     double seconds = std::clamp(options_.duration_seconds, 0.0, max_duration_seconds);
-    deadline_ = started_at_ + std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(seconds));
+    deadline_ = started_at_ + std::chrono::duration_cast<clock_type::duration>(
+                                  std::chrono::duration<double>(seconds));
     deadline_timer_.expires_at(deadline_);
     deadline_timer_.async_wait([this](beast::error_code ec) { on_deadline(ec); });
     std::size_t count = std::max<std::size_t>(options_.concurrency, 1);

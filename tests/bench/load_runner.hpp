@@ -54,15 +54,15 @@ struct load_result {
     std::map<std::string, std::uint64_t> errors;  // error text -> how often
     std::map<std::string, model_result> models;
     std::uint64_t content_chunks = 0;
-    std::uint64_t sse_events = 0;          // data: lines, including [DONE] and usage-only chunks
+    std::uint64_t sse_events = 0;  // data: lines, including [DONE] and usage-only chunks
     std::uint64_t body_bytes = 0;
-    std::uint64_t completion_tokens = 0;   // from usage, when the server reports it
-    std::uint64_t unstamped_chunks = 0;    // content chunks without sim_sent_ns in a --stamp run
+    std::uint64_t completion_tokens = 0;  // from usage, when the server reports it
+    std::uint64_t unstamped_chunks = 0;   // content chunks without sim_sent_ns in a --stamp run
     std::size_t peak_open_streams = 0;
     double wall_seconds = 0;
     sample_set time_to_first_token_seconds;
-    sample_set chunk_gap_seconds;          // between consecutive content chunks of one response
-    sample_set delivery_latency_seconds;   // receive time - sim_sent_ns, --stamp only
+    sample_set chunk_gap_seconds;         // between consecutive content chunks of one response
+    sample_set delivery_latency_seconds;  // receive time - sim_sent_ns, --stamp only
     sample_set request_duration_seconds;
 };
 

@@ -1,8 +1,7 @@
 #include "loopback_url.hpp"
 
-#include <boost/asio/ip/address.hpp>
-
 #include <algorithm>
+#include <boost/asio/ip/address.hpp>
 #include <cctype>
 #include <charconv>
 
@@ -16,7 +15,9 @@ bool iequals(std::string_view a, std::string_view b) {
            });
 }
 
-url_result fail(std::string message) { return url_result{std::nullopt, std::move(message)}; }
+url_result fail(std::string message) {
+    return url_result{std::nullopt, std::move(message)};
+}
 
 }  // namespace
 
@@ -28,7 +29,8 @@ url_result parse_loopback_url(std::string_view text) {
     std::string_view rest = text.substr(scheme.size());
     std::size_t slash = rest.find('/');
     std::string_view authority = rest.substr(0, slash);
-    std::string_view path = slash == std::string_view::npos ? std::string_view("/") : rest.substr(slash);
+    std::string_view path =
+        slash == std::string_view::npos ? std::string_view("/") : rest.substr(slash);
     if (authority.find('@') != std::string_view::npos) {
         return fail("credentials in the URL are not supported: " + std::string(text));
     }
@@ -50,7 +52,8 @@ url_result parse_loopback_url(std::string_view text) {
         }
     } else {
         if (std::count(authority.begin(), authority.end(), ':') > 1) {
-            return fail("IPv6 literals need brackets, e.g. http://[::1]:8080: " + std::string(text));
+            return fail("IPv6 literals need brackets, e.g. http://[::1]:8080: " +
+                        std::string(text));
         }
         std::size_t colon = authority.rfind(':');
         host = authority.substr(0, colon);
@@ -65,8 +68,10 @@ url_result parse_loopback_url(std::string_view text) {
     loopback_url url;
     if (!port_text.empty()) {
         unsigned value = 0;
-        auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), value);
-        if (ec != std::errc() || end != port_text.data() + port_text.size() || value == 0 || value > 65535) {
+        auto [end, ec] =
+            std::from_chars(port_text.data(), port_text.data() + port_text.size(), value);
+        if (ec != std::errc() || end != port_text.data() + port_text.size() || value == 0 ||
+            value > 65535) {
             return fail("bad port in " + std::string(text));
         }
         url.port = static_cast<std::uint16_t>(value);
@@ -80,7 +85,8 @@ url_result parse_loopback_url(std::string_view text) {
         boost::system::error_code ec;
         auto address = boost::asio::ip::make_address(std::string(host), ec);
         if (ec) {
-            return fail("host must be an address in 127.0.0.0/8, ::1 or localhost: " + std::string(text));
+            return fail("host must be an address in 127.0.0.0/8, ::1 or localhost: " +
+                        std::string(text));
         }
         if (!address.is_loopback()) {
             return fail("refusing non-loopback target " + std::string(host) +

@@ -13,7 +13,7 @@ struct loopback_url {
     std::string host_header;  // as written (with the port), for the Host header
     std::string address;      // numeric loopback address to connect to
     std::uint16_t port = 80;
-    std::string path;         // "/" when the URL has none
+    std::string path;  // "/" when the URL has none
 };
 
 struct url_result {

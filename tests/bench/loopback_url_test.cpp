@@ -1,6 +1,6 @@
-#include <gtest/gtest.h>
-
 #include "loopback_url.hpp"
+
+#include <gtest/gtest.h>
 
 namespace tokenmeter::load {
 namespace {
@@ -32,10 +32,11 @@ TEST(loopback_url, accepts_loopback_forms) {
 }
 
 TEST(loopback_url, refuses_everything_else) {
-    for (const char* url : {"http://10.0.0.1:80", "http://example.com:80", "http://0.0.0.0:80", "http://[::]:80",
-                            "http://[::ffff:8.8.8.8]:80", "https://127.0.0.1:443", "127.0.0.1:80", "http://:80",
-                            "http://127.0.0.1:0", "http://127.0.0.1:70000", "http://127.0.0.1:8x",
-                            "http://user@127.0.0.1:80", "http://::1:80", "http://[::1", "http://128.0.0.1:1"}) {
+    for (const char* url :
+         {"http://10.0.0.1:80", "http://example.com:80", "http://0.0.0.0:80", "http://[::]:80",
+          "http://[::ffff:8.8.8.8]:80", "https://127.0.0.1:443", "127.0.0.1:80", "http://:80",
+          "http://127.0.0.1:0", "http://127.0.0.1:70000", "http://127.0.0.1:8x",
+          "http://user@127.0.0.1:80", "http://::1:80", "http://[::1", "http://128.0.0.1:1"}) {
         EXPECT_FALSE(parse_loopback_url(url).url) << url;
     }
 }

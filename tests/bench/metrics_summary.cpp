@@ -22,9 +22,11 @@ model_summary& row_for(std::map<row_key, model_summary>& rows, const row_key& ke
         model_summary& row = it->second;
         row.model = key.first;
         row.api = key.second;
-        row.time_to_first_token_p50 = row.time_to_first_token_p90 = row.time_to_first_token_p99 = nan;
+        row.time_to_first_token_p50 = row.time_to_first_token_p90 = row.time_to_first_token_p99 =
+            nan;
         row.time_to_first_token_mean = nan;
-        row.inter_token_latency_p50 = row.inter_token_latency_p99 = row.inter_token_latency_mean = nan;
+        row.inter_token_latency_p50 = row.inter_token_latency_p99 = row.inter_token_latency_mean =
+            nan;
         row.time_per_output_token_p50 = nan;
         row.output_tokens_per_second_p50 = row.decode_tokens_per_second_p50 = nan;
     }
@@ -33,7 +35,8 @@ model_summary& row_for(std::map<row_key, model_summary>& rows, const row_key& ke
 
 // Series of one family merged per (model, api): request_duration also splits by outcome, and a
 // future label must not make the table drop rows.
-std::map<row_key, histogram_series> merged_family(const exposition& metrics, std::string_view family) {
+std::map<row_key, histogram_series> merged_family(const exposition& metrics,
+                                                  std::string_view family) {
     std::map<row_key, histogram_series> merged;
     for (const histogram_series& series : histogram_family(metrics, family)) {
         auto [it, inserted] = merged.try_emplace(key_of(series.labels), series);
@@ -44,7 +47,9 @@ std::map<row_key, histogram_series> merged_family(const exposition& metrics, std
     return merged;
 }
 
-double ms(double seconds) { return seconds * 1000; }
+double ms(double seconds) {
+    return seconds * 1000;
+}
 
 }  // namespace
 
@@ -53,7 +58,8 @@ std::vector<model_summary> summarize_metrics(const exposition& metrics) {
     for (const prom_sample& sample : metrics.samples) {
         if (sample.name == "tokenmeter_requests_total") {
             model_summary& row = row_for(rows, key_of(sample.labels));
-            row.requests_by_outcome[std::string(label_value(sample.labels, "outcome"))] += sample.value;
+            row.requests_by_outcome[std::string(label_value(sample.labels, "outcome"))] +=
+                sample.value;
         } else if (sample.name == "tokenmeter_tokens_total") {
             model_summary& row = row_for(rows, key_of(sample.labels));
             std::string_view type = label_value(sample.labels, "type");
@@ -105,14 +111,21 @@ double total_requests(const exposition& metrics) {
 
 std::string format_summary_table(const std::vector<model_summary>& rows) {
     std::vector<text_column> columns = {
-        {"", "model", true},        {"", "api", true},
-        {"requests", "ok", false},  {"requests", "other", true},
-        {"TTFT ms", "p50", false},  {"TTFT ms", "p90", false},
-        {"TTFT ms", "p99", false},  {"TTFT ms", "mean", false},
+        {"", "model", true},
+        {"", "api", true},
+        {"requests", "ok", false},
+        {"requests", "other", true},
+        {"TTFT ms", "p50", false},
+        {"TTFT ms", "p90", false},
+        {"TTFT ms", "p99", false},
+        {"TTFT ms", "mean", false},
         {"ITL ms", "p50", false},
-        {"ITL ms", "p99", false},   {"ITL ms", "mean", false},
-        {"TPOT ms", "p50", false},  {"output tok/s", "p50", false},
-        {"decode tok/s", "p50", false}, {"tokens", "in", false},
+        {"ITL ms", "p99", false},
+        {"ITL ms", "mean", false},
+        {"TPOT ms", "p50", false},
+        {"output tok/s", "p50", false},
+        {"decode tok/s", "p50", false},
+        {"tokens", "in", false},
         {"tokens", "out", false},
     };
     std::vector<std::vector<std::string>> cells;
@@ -123,7 +136,8 @@ std::string format_summary_table(const std::vector<model_summary>& rows) {
             if (outcome == "complete") {
                 ok += count;
             } else if (count > 0) {
-                // Appended piece by piece: "literal" + std::string trips GCC 12's -Wrestrict at -O3.
+                // Appended piece by piece: "literal" + std::string trips GCC 12's -Wrestrict at
+                // -O3.
                 if (!other.empty()) {
                     other += ',';
                 }
@@ -152,7 +166,8 @@ std::string format_summary_table(const std::vector<model_summary>& rows) {
         });
     }
     return render_table(columns, cells) +
-           "(quantiles estimated from histogram buckets by linear interpolation, as histogram_quantile does, "
+           "(quantiles estimated from histogram buckets by linear interpolation, as "
+           "histogram_quantile does, "
            "so they are only as fine as the bucket bounds; the means are exact)\n";
 }
 

@@ -3,10 +3,9 @@
 #pragma once
 
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "prom_text.hpp"
 
@@ -20,7 +19,8 @@ struct model_summary {
     double time_to_first_token_p50 = 0;
     double time_to_first_token_p90 = 0;
     double time_to_first_token_p99 = 0;
-    double time_to_first_token_mean = 0;  // exact: _sum / _count; quantiles are only as fine as the buckets
+    double time_to_first_token_mean =
+        0;  // exact: _sum / _count; quantiles are only as fine as the buckets
     double inter_token_latency_p50 = 0;
     double inter_token_latency_p99 = 0;
     double inter_token_latency_mean = 0;  // exact: _sum / _count

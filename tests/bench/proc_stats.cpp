@@ -21,7 +21,8 @@ std::optional<double> process_cpu_seconds(pid_t pid) {
         return std::nullopt;
     }
     std::istringstream fields(text.substr(close + 1));
-    // After comm: state(3) ppid pgrp session tty_nr tpgid flags minflt cminflt majflt cmajflt utime(14) stime(15).
+    // After comm: state(3) ppid pgrp session tty_nr tpgid flags minflt cminflt majflt cmajflt
+    // utime(14) stime(15).
     std::string skipped;
     for (int field = 3; field <= 13; ++field) {
         fields >> skipped;

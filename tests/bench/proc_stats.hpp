@@ -1,9 +1,10 @@
 // proc_stats: what /proc says about another process: CPU time used and resident memory.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <optional>
-#include <sys/types.h>
 
 namespace tokenmeter::load {
 

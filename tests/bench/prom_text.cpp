@@ -12,7 +12,9 @@ bool is_name_start(char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == ':';
 }
 
-bool is_name_char(char c) { return is_name_start(c) || (c >= '0' && c <= '9'); }
+bool is_name_char(char c) {
+    return is_name_start(c) || (c >= '0' && c <= '9');
+}
 
 void skip_blanks(std::string_view& s) {
     while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
@@ -164,7 +166,8 @@ exposition_result parse_exposition(std::string_view text) {
         }
         prom_sample sample;
         if (std::string error = parse_sample_line(line, sample); !error.empty()) {
-            return exposition_result{std::nullopt, "line " + std::to_string(line_number) + ": " + error};
+            return exposition_result{std::nullopt,
+                                     "line " + std::to_string(line_number) + ": " + error};
         }
         result.samples.push_back(std::move(sample));
     }
@@ -206,7 +209,9 @@ std::vector<histogram_series> histogram_family(const exposition& metrics, std::s
     std::vector<histogram_series> result;
     for (auto& [labels, series] : by_labels) {
         std::sort(series.buckets.begin(), series.buckets.end(),
-                  [](const histogram_bucket& a, const histogram_bucket& b) { return a.upper_bound < b.upper_bound; });
+                  [](const histogram_bucket& a, const histogram_bucket& b) {
+                      return a.upper_bound < b.upper_bound;
+                  });
         result.push_back(std::move(series));
     }
     return result;
@@ -214,8 +219,9 @@ std::vector<histogram_series> histogram_family(const exposition& metrics, std::s
 
 void merge_into(histogram_series& a, const histogram_series& b) {
     for (const histogram_bucket& bucket : b.buckets) {
-        auto it = std::find_if(a.buckets.begin(), a.buckets.end(),
-                               [&](const histogram_bucket& x) { return x.upper_bound == bucket.upper_bound; });
+        auto it = std::find_if(a.buckets.begin(), a.buckets.end(), [&](const histogram_bucket& x) {
+            return x.upper_bound == bucket.upper_bound;
+        });
         if (it != a.buckets.end()) {
             it->cumulative_count += bucket.cumulative_count;
         } else {
@@ -223,7 +229,9 @@ void merge_into(histogram_series& a, const histogram_series& b) {
         }
     }
     std::sort(a.buckets.begin(), a.buckets.end(),
-              [](const histogram_bucket& x, const histogram_bucket& y) { return x.upper_bound < y.upper_bound; });
+              [](const histogram_bucket& x, const histogram_bucket& y) {
+                  return x.upper_bound < y.upper_bound;
+              });
     a.sum += b.sum;
     a.count += b.count;
 }
@@ -240,11 +248,15 @@ double histogram_quantile(double q, std::vector<histogram_bucket> buckets) {
         return std::numeric_limits<double>::infinity();
     }
     std::sort(buckets.begin(), buckets.end(),
-              [](const histogram_bucket& a, const histogram_bucket& b) { return a.upper_bound < b.upper_bound; });
-    if (buckets.empty() || !std::isinf(buckets.back().upper_bound) || buckets.back().upper_bound < 0) {
+              [](const histogram_bucket& a, const histogram_bucket& b) {
+                  return a.upper_bound < b.upper_bound;
+              });
+    if (buckets.empty() || !std::isinf(buckets.back().upper_bound) ||
+        buckets.back().upper_bound < 0) {
         return nan;
     }
-    // Same bound twice (two scrapes merged badly) counts once, as Prometheus's coalesceBuckets does.
+    // Same bound twice (two scrapes merged badly) counts once, as Prometheus's coalesceBuckets
+    // does.
     std::vector<histogram_bucket> coalesced;
     for (const histogram_bucket& bucket : buckets) {
         if (!coalesced.empty() && coalesced.back().upper_bound == bucket.upper_bound) {
@@ -254,9 +266,11 @@ double histogram_quantile(double q, std::vector<histogram_bucket> buckets) {
         }
     }
     buckets = std::move(coalesced);
-    // Counts scraped while observations arrive can be briefly non-monotonic; Prometheus flattens them.
+    // Counts scraped while observations arrive can be briefly non-monotonic; Prometheus flattens
+    // them.
     for (std::size_t i = 1; i < buckets.size(); ++i) {
-        buckets[i].cumulative_count = std::max(buckets[i].cumulative_count, buckets[i - 1].cumulative_count);
+        buckets[i].cumulative_count =
+            std::max(buckets[i].cumulative_count, buckets[i - 1].cumulative_count);
     }
     if (buckets.size() < 2) {
         return nan;

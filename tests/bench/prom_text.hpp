@@ -37,7 +37,7 @@ struct histogram_bucket {
 };
 
 struct histogram_series {
-    label_set labels;  // without le
+    label_set labels;                       // without le
     std::vector<histogram_bucket> buckets;  // sorted by upper bound
     double sum = 0;
     double count = 0;

@@ -1,16 +1,18 @@
+#include "prom_text.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <string>
 
 #include "metrics_summary.hpp"
-#include "prom_text.hpp"
 
 namespace tokenmeter::load {
 namespace {
 
 // Shaped like prometheus-cpp's TextSerializer output for tokenmeter's families.
-constexpr std::string_view scrape = R"(# HELP tokenmeter_time_to_first_token_seconds Time to first token
+constexpr std::string_view scrape =
+    R"(# HELP tokenmeter_time_to_first_token_seconds Time to first token
 # TYPE tokenmeter_time_to_first_token_seconds histogram
 tokenmeter_time_to_first_token_seconds_count{api="chat_completions",model="demo-small"} 10
 tokenmeter_time_to_first_token_seconds_sum{api="chat_completions",model="demo-small"} 0.55

@@ -29,9 +29,13 @@ double sample_set::mean() const noexcept {
     return count_ == 0 ? std::nan("") : sum_ / static_cast<double>(count_);
 }
 
-double sample_set::min() const noexcept { return count_ == 0 ? std::nan("") : min_; }
+double sample_set::min() const noexcept {
+    return count_ == 0 ? std::nan("") : min_;
+}
 
-double sample_set::max() const noexcept { return count_ == 0 ? std::nan("") : max_; }
+double sample_set::max() const noexcept {
+    return count_ == 0 ? std::nan("") : max_;
+}
 
 double sample_set::quantile(double q) const {
     if (values_.empty()) {

@@ -11,7 +11,7 @@
 namespace tokenmeter::load {
 
 class sample_set {
-public:
+  public:
     // Every sample is kept up to capacity; beyond that, uniform reservoir sampling (Algorithm R).
     explicit sample_set(std::size_t capacity = 1'000'000);
 
@@ -25,7 +25,7 @@ public:
     // Linear interpolation between the closest ranks; NaN when empty.
     [[nodiscard]] double quantile(double q) const;
 
-private:
+  private:
     std::size_t capacity_;
     std::uint64_t count_ = 0;
     double sum_ = 0;

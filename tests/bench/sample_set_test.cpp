@@ -1,8 +1,8 @@
+#include "sample_set.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
-
-#include "sample_set.hpp"
 
 namespace tokenmeter::load {
 namespace {

@@ -2,9 +2,9 @@
 // stream meter. The same bytes fed whole and split at fuzzer-chosen points must give the same
 // token count, chunk count, parse errors and reported usage (the timestamps are all equal here,
 // so only the split can differ). Nothing may crash, hang or grow without bound.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <algorithm>
 #include <cstdlib>
 #include <optional>
 #include <string_view>
@@ -30,8 +30,8 @@ outcome_digest run(std::string_view bytes, const std::vector<std::size_t>& cuts,
     info.model = "fuzz";
     info.stream = !json_body;
     info.body_parsed = true;
-    auto api = chat ? protocol::api_kind::openai_chat_completions
-                    : protocol::api_kind::openai_completions;
+    auto api =
+        chat ? protocol::api_kind::openai_chat_completions : protocol::api_kind::openai_completions;
     meter::exchange ex(api, info, core::time_point{}, &bounds, meter::exchange_limits{4096, 4096});
     ex.on_response_head(200, json_body ? "application/json" : "text/event-stream",
                         core::time_point{});
@@ -42,8 +42,9 @@ outcome_digest run(std::string_view bytes, const std::vector<std::size_t>& cuts,
     }
     ex.on_body(bytes.substr(from), core::time_point{});
     auto s = ex.finish(meter::end_reason::upstream_complete, core::time_point{});
-    return {s.counted_output_tokens, s.text_chunks, s.output_chars, s.parse_errors,
-            s.reported.input_tokens, s.reported.output_tokens, s.done_marker, s.stream_error};
+    return {s.counted_output_tokens, s.text_chunks,           s.output_chars,
+            s.parse_errors,          s.reported.input_tokens, s.reported.output_tokens,
+            s.done_marker,           s.stream_error};
 }
 
 }  // namespace

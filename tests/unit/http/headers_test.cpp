@@ -1,7 +1,7 @@
 // Intermediary header rules: classification, hop-by-hop removal, ambiguous framing.
-#include <gtest/gtest.h>
-
 #include "http/headers.hpp"
+
+#include <gtest/gtest.h>
 
 namespace tokenmeter::http {
 namespace {
@@ -11,7 +11,8 @@ TEST(Classify, MeteredPathsNeedPost) {
               protocol::api_kind::openai_chat_completions);
     EXPECT_EQ(classify(bhttp::verb::post, "/v1/chat/completions?x=1"),
               protocol::api_kind::openai_chat_completions);
-    EXPECT_EQ(classify(bhttp::verb::post, "/v1/completions"), protocol::api_kind::openai_completions);
+    EXPECT_EQ(classify(bhttp::verb::post, "/v1/completions"),
+              protocol::api_kind::openai_completions);
     EXPECT_EQ(classify(bhttp::verb::get, "/v1/chat/completions"), protocol::api_kind::none);
     EXPECT_EQ(classify(bhttp::verb::post, "/v1/embeddings"), protocol::api_kind::none);
     EXPECT_EQ(classify(bhttp::verb::post, "/v1/chat/completions/extra"), protocol::api_kind::none);
@@ -36,15 +37,16 @@ TEST(CopyFields, DropsHopByHopAndFieldsNamedInConnection) {
     copy_end_to_end_fields(from, to);
     EXPECT_EQ(to["X-Keep"], "yes");
     EXPECT_EQ(to["Authorization"], "Bearer k");
-    EXPECT_EQ(std::distance(to.equal_range("Set-Cookie").first, to.equal_range("Set-Cookie").second),
-              2);
+    EXPECT_EQ(
+        std::distance(to.equal_range("Set-Cookie").first, to.equal_range("Set-Cookie").second), 2);
     for (const char* gone : {"Connection", "Keep-Alive", "TE", "Transfer-Encoding", "Upgrade",
                              "Proxy-Connection", "Trailer", "Content-Length", "X-Drop-Me"}) {
         EXPECT_EQ(to.find(gone), to.end()) << gone;
     }
 }
 
-bhttp::request_header<> head_with(std::initializer_list<std::pair<const char*, const char*>> fields) {
+bhttp::request_header<> head_with(
+    std::initializer_list<std::pair<const char*, const char*>> fields) {
     bhttp::request_header<> head;
     head.method(bhttp::verb::post);
     head.target("/");
@@ -60,7 +62,8 @@ TEST(Framing, AmbiguousLengthsAreProblems) {
     EXPECT_FALSE(framing_problem(head_with({{"Transfer-Encoding", "gzip, chunked"}})));
     EXPECT_TRUE(framing_problem(head_with({{"Content-Length", "5"}, {"Content-Length", "6"}})));
     EXPECT_TRUE(framing_problem(head_with({{"Content-Length", "5, 6"}})));
-    EXPECT_TRUE(framing_problem(head_with({{"Content-Length", "5"}, {"Transfer-Encoding", "chunked"}})));
+    EXPECT_TRUE(
+        framing_problem(head_with({{"Content-Length", "5"}, {"Transfer-Encoding", "chunked"}})));
     EXPECT_TRUE(framing_problem(head_with({{"Transfer-Encoding", "gzip"}})));
     EXPECT_TRUE(framing_problem(head_with({{"Transfer-Encoding", "chunked, gzip"}})));
 }

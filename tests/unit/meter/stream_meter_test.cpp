@@ -1,11 +1,12 @@
 // The meter with a manual clock: exact TTFT, ITL, TPOT and TPS for known timings.
+#include "meter/stream_meter.hpp"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <vector>
 
 #include "meter/exchange.hpp"
-#include "meter/stream_meter.hpp"
 
 namespace tokenmeter::meter {
 namespace {
@@ -16,7 +17,9 @@ using protocol::response_chunk;
 
 const std::vector<double> itl_bounds = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1};
 
-core::time_point at(std::chrono::nanoseconds offset) { return core::time_point{} + 1s + offset; }
+core::time_point at(std::chrono::nanoseconds offset) {
+    return core::time_point{} + 1s + offset;
+}
 
 response_chunk text(std::string_view content) {
     response_chunk chunk;
@@ -36,7 +39,7 @@ TEST(StreamMeter, ExactTimingsForOneTokenPerChunk) {
     meter.on_response_head(200, at(2ms));
     response_chunk role;
     role.role_only = true;
-    meter.on_chunk(role, at(5ms));  // role-only: not a token
+    meter.on_chunk(role, at(5ms));      // role-only: not a token
     meter.on_chunk(text(""), at(6ms));  // empty content: not a token
     meter.on_chunk(text("Hello"), at(100ms));
     meter.on_chunk(text(" wor"), at(110ms));

@@ -1,4 +1,6 @@
 // The exported families: names, labels, bounded model names, and per-request batching.
+#include "metrics/registry.hpp"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -6,7 +8,6 @@
 
 #include "config/config.hpp"
 #include "meter/stream_meter.hpp"
-#include "metrics/registry.hpp"
 
 namespace tokenmeter::metrics {
 namespace {
@@ -62,17 +63,35 @@ TEST(Registry, ExposesEveryFamilyWithItsLabels) {
     r.upstream_error("connect_refused");
     r.stream_opened();
     auto text = r.expose();
-    EXPECT_TRUE(contains(text, R"(tokenmeter_time_to_first_token_seconds_count{api="openai_chat",model="llama"} 1)"));
-    EXPECT_TRUE(contains(text, R"(tokenmeter_time_to_first_token_seconds_sum{api="openai_chat",model="llama"} 0.1)"));
-    EXPECT_TRUE(contains(text, R"(tokenmeter_inter_token_latency_seconds_count{api="openai_chat",model="llama"} 2)"));
-    EXPECT_TRUE(contains(text, R"(tokenmeter_inter_token_latency_seconds_bucket{api="openai_chat",model="llama",le="0.025"} 2)"));
-    EXPECT_TRUE(contains(text, R"(tokenmeter_time_per_output_token_seconds_count{api="openai_chat",model="llama"} 1)"));
-    EXPECT_TRUE(contains(text, R"(tokenmeter_output_tokens_per_second_count{api="openai_chat",model="llama"} 1)"));
-    EXPECT_TRUE(contains(text, R"(tokenmeter_decode_tokens_per_second_count{api="openai_chat",model="llama"} 1)"));
-    EXPECT_TRUE(contains(text, R"(tokenmeter_request_duration_seconds_count{api="openai_chat",model="llama",outcome="complete"} 1)"));
-    EXPECT_TRUE(contains(text, R"(tokenmeter_requests_total{api="openai_chat",code="200",model="llama",outcome="complete"} 1)"));
-    EXPECT_TRUE(contains(text, R"(tokenmeter_tokens_total{api="openai_chat",model="llama",type="input"} 7)"));
-    EXPECT_TRUE(contains(text, R"(tokenmeter_tokens_total{api="openai_chat",model="llama",type="output"} 3)"));
+    EXPECT_TRUE(contains(
+        text,
+        R"(tokenmeter_time_to_first_token_seconds_count{api="openai_chat",model="llama"} 1)"));
+    EXPECT_TRUE(contains(
+        text,
+        R"(tokenmeter_time_to_first_token_seconds_sum{api="openai_chat",model="llama"} 0.1)"));
+    EXPECT_TRUE(contains(
+        text,
+        R"(tokenmeter_inter_token_latency_seconds_count{api="openai_chat",model="llama"} 2)"));
+    EXPECT_TRUE(contains(
+        text,
+        R"(tokenmeter_inter_token_latency_seconds_bucket{api="openai_chat",model="llama",le="0.025"} 2)"));
+    EXPECT_TRUE(contains(
+        text,
+        R"(tokenmeter_time_per_output_token_seconds_count{api="openai_chat",model="llama"} 1)"));
+    EXPECT_TRUE(contains(
+        text, R"(tokenmeter_output_tokens_per_second_count{api="openai_chat",model="llama"} 1)"));
+    EXPECT_TRUE(contains(
+        text, R"(tokenmeter_decode_tokens_per_second_count{api="openai_chat",model="llama"} 1)"));
+    EXPECT_TRUE(contains(
+        text,
+        R"(tokenmeter_request_duration_seconds_count{api="openai_chat",model="llama",outcome="complete"} 1)"));
+    EXPECT_TRUE(contains(
+        text,
+        R"(tokenmeter_requests_total{api="openai_chat",code="200",model="llama",outcome="complete"} 1)"));
+    EXPECT_TRUE(contains(
+        text, R"(tokenmeter_tokens_total{api="openai_chat",model="llama",type="input"} 7)"));
+    EXPECT_TRUE(contains(
+        text, R"(tokenmeter_tokens_total{api="openai_chat",model="llama",type="output"} 3)"));
     EXPECT_TRUE(contains(text, R"(tokenmeter_upstream_errors_total{reason="connect_refused"} 1)"));
     EXPECT_TRUE(contains(text, "tokenmeter_streams_active 1"));
     EXPECT_TRUE(contains(text, "tokenmeter_parse_errors_total 0"));
@@ -94,7 +113,9 @@ TEST(Registry, PassThroughRequestsHaveModelNone) {
     m.on_response_head(404, core::time_point{} + 1ms);
     r.record(m.finish(meter::end_reason::upstream_complete, core::time_point{} + 2ms));
     auto text = r.expose();
-    EXPECT_TRUE(contains(text, R"(tokenmeter_requests_total{api="none",code="404",model="none",outcome="upstream_error"} 1)"));
+    EXPECT_TRUE(contains(
+        text,
+        R"(tokenmeter_requests_total{api="none",code="404",model="none",outcome="upstream_error"} 1)"));
     EXPECT_FALSE(contains(text, "tokenmeter_time_to_first_token_seconds_count"));
 }
 
@@ -102,7 +123,9 @@ TEST(Registry, UnforwardedRequestsAreCounted) {
     registry r(settings_with({}, 4));
     r.record_unforwarded(protocol::api_kind::none, "", meter::outcome::rejected, 400, 0.001);
     auto text = r.expose();
-    EXPECT_TRUE(contains(text, R"(tokenmeter_requests_total{api="none",code="400",model="none",outcome="rejected"} 1)"));
+    EXPECT_TRUE(contains(
+        text,
+        R"(tokenmeter_requests_total{api="none",code="400",model="none",outcome="rejected"} 1)"));
 }
 
 }  // namespace

@@ -29,7 +29,7 @@ struct recorded_chunk {
 };
 
 class recording_sink final : public chunk_sink {
-public:
+  public:
     void on_chunk(const response_chunk& chunk, core::time_point) override {
         chunks.push_back({std::string(chunk.content), std::string(chunk.reasoning),
                           std::string(chunk.tool_arguments), std::string(chunk.finish_reason),
@@ -103,11 +103,15 @@ void check_fixture(const std::string& name) {
     }
 }
 
-TEST(OpenAiFixtures, ChatStreamWithUsage) { check_fixture("chat_stream_usage"); }
+TEST(OpenAiFixtures, ChatStreamWithUsage) {
+    check_fixture("chat_stream_usage");
+}
 TEST(OpenAiFixtures, ReasoningToolCallsAndContinuousUsage) {
     check_fixture("chat_stream_reasoning_tools");
 }
-TEST(OpenAiFixtures, CompletionsWithGarbageAndErrorEvent) { check_fixture("completions_garbage"); }
+TEST(OpenAiFixtures, CompletionsWithGarbageAndErrorEvent) {
+    check_fixture("completions_garbage");
+}
 
 TEST(OpenAiAdapter, NonStreamedBody) {
     auto body = read_file(TOKENMETER_FIXTURES_DIR "/openai/chat_nonstream.json");
@@ -129,7 +133,8 @@ TEST(OpenAiAdapter, NonStreamedBody) {
 TEST(OpenAiAdapter, ExplicitZeroUsageIsKeptAndNullUsageIsAbsent) {
     recording_sink sink;
     openai_adapter adapter(api_kind::openai_chat_completions);
-    adapter.on_event("message", R"({"choices":[],"usage":{"prompt_tokens":0,"completion_tokens":0}})",
+    adapter.on_event("message",
+                     R"({"choices":[],"usage":{"prompt_tokens":0,"completion_tokens":0}})",
                      core::time_point{}, sink);
     adapter.on_event("message", R"({"choices":[{"delta":{"content":"x"}}],"usage":null})",
                      core::time_point{}, sink);
@@ -156,10 +161,12 @@ TEST(OpenAiAdapter, LookalikeFieldsElsewhereAreIgnored) {
     openai_adapter adapter(api_kind::openai_chat_completions);
     // logprobs.content holds token objects, an extension holds "content" and "usage"-like keys,
     // and a nested "error" is not a stream error: none of it is generated text or usage.
-    adapter.on_event("message", R"({"choices":[{"index":0,"delta":{"content":"ok","extra":{"content":"no"}},)"
-                                R"("logprobs":{"content":[{"token":"ok","logprob":-0.1}]},"finish_reason":null}],)"
-                                R"("meta":{"usage":{"completion_tokens":99},"error":"x"},"usage":null,"error":null})",
-                     core::time_point{}, sink);
+    adapter.on_event(
+        "message",
+        R"({"choices":[{"index":0,"delta":{"content":"ok","extra":{"content":"no"}},)"
+        R"("logprobs":{"content":[{"token":"ok","logprob":-0.1}]},"finish_reason":null}],)"
+        R"("meta":{"usage":{"completion_tokens":99},"error":"x"},"usage":null,"error":null})",
+        core::time_point{}, sink);
     ASSERT_EQ(sink.chunks.size(), 1u);
     EXPECT_EQ(sink.chunks[0].content, "ok");
     EXPECT_FALSE(sink.chunks[0].usage);
@@ -171,7 +178,8 @@ TEST(OpenAiAdapter, TopLevelErrorStringOrObjectIsAnError) {
     recording_sink sink;
     openai_adapter adapter(api_kind::openai_chat_completions);
     adapter.on_event("message", R"({"error":"boom"})", core::time_point{}, sink);
-    adapter.on_event("error", R"({"error":{"message":"overloaded","code":529}})", core::time_point{}, sink);
+    adapter.on_event("error", R"({"error":{"message":"overloaded","code":529}})",
+                     core::time_point{}, sink);
     ASSERT_EQ(sink.chunks.size(), 2u);
     EXPECT_TRUE(sink.chunks[0].error);
     EXPECT_TRUE(sink.chunks[1].error);
