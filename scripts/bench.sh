@@ -21,6 +21,7 @@ Environment (defaults chosen to finish in about a minute on 2 cores):
   TTFT_MS=10          simulator's time to first token
   ROUNDS=3            rounds each way (direct, proxy), interleaved; medians are reported
   JSON=1              print the report as JSON
+  PROXY_ARGS=...      extra tokenmeter flags, e.g. "--threads 1"
 
 Extra flags after -- go to `tokenmeter-load bench` (see `tokenmeter-load --help`).
 USAGE

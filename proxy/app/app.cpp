@@ -125,7 +125,7 @@ int run(const config::settings& settings) {
     do_accept = [&] {
         worker& target = *ring[next_worker];
         next_worker = (next_worker + 1) % ring.size();
-        acceptor.async_accept(target.ioc, [&, &target = target](error_code ec, tcp::socket socket) {
+        acceptor.async_accept(target.ioc, [&, &target = target](error_code ec, socket_type socket) {
             if (ec == asio::error::operation_aborted || !acceptor.is_open()) {
                 return;
             }

@@ -65,7 +65,7 @@ void session_registry::close_idle() {
     }
 }
 
-proxy_session::proxy_session(tcp::socket socket, proxy_context& context, upstream_pool& pool,
+proxy_session::proxy_session(socket_type socket, proxy_context& context, upstream_pool& pool,
                              session_registry& sessions)
     : context_(context),
       pool_(pool),

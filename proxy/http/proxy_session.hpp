@@ -19,7 +19,7 @@ namespace tokenmeter::http {
 
 class proxy_session : public std::enable_shared_from_this<proxy_session> {
   public:
-    proxy_session(tcp::socket socket, proxy_context& context, upstream_pool& pool,
+    proxy_session(socket_type socket, proxy_context& context, upstream_pool& pool,
                   session_registry& sessions);
     ~proxy_session();
 
@@ -66,7 +66,7 @@ class proxy_session : public std::enable_shared_from_this<proxy_session> {
     proxy_context& context_;
     upstream_pool& pool_;
     session_registry& sessions_;
-    beast::tcp_stream client_;
+    tcp_stream client_;
     beast::flat_buffer client_buffer_;
     phase phase_ = phase::reading_request;
     bool first_request_ = true;

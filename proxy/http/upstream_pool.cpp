@@ -89,7 +89,7 @@ void upstream_pool::acquire(bool allow_reuse, acquire_handler handler) {
         return;
     }
     auto w = std::make_shared<waiter>(
-        waiter{allow_reuse, std::move(handler), std::make_shared<asio::steady_timer>(ioc_)});
+        waiter{allow_reuse, std::move(handler), std::make_shared<steady_timer>(ioc_.get_executor())});
     w->timer->expires_after(settings_.acquire_timeout);
     w->timer->async_wait([this, weak = std::weak_ptr<waiter>(w)](error_code ec) {
         auto self = weak.lock();
@@ -107,7 +107,7 @@ void upstream_pool::connect(acquire_handler handler) {
     auto connection = std::make_unique<upstream_connection>(ioc_);
     resolver_.async_resolve(settings_.host, settings_.port,
                             [this, h = std::move(handler), c = std::move(connection)](
-                                error_code ec, tcp::resolver::results_type results) mutable {
+                                error_code ec, resolver::results_type results) mutable {
                                 if (ec) {
                                     --open_;
                                     h(ec, nullptr, false);

@@ -17,7 +17,7 @@ namespace tokenmeter::http {
 
 struct upstream_connection {
     explicit upstream_connection(asio::io_context& ioc) : stream(ioc) {}
-    beast::tcp_stream stream;
+    tcp_stream stream;
     beast::flat_buffer buffer;
     std::chrono::steady_clock::time_point idle_since{};
     std::uint64_t requests = 0;
@@ -63,7 +63,7 @@ class upstream_pool {
     struct waiter {
         bool allow_reuse;
         acquire_handler handler;
-        std::shared_ptr<asio::steady_timer> timer;
+        std::shared_ptr<steady_timer> timer;
     };
 
     void connect(acquire_handler handler);
@@ -72,7 +72,7 @@ class upstream_pool {
 
     asio::io_context& ioc_;
     upstream_pool_settings settings_;
-    tcp::resolver resolver_;
+    resolver resolver_;
     std::vector<upstream_ptr> idle_;
     std::deque<std::shared_ptr<waiter>> waiters_;
     std::uint32_t open_ = 0;  // idle + in use + connecting

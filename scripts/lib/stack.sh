@@ -60,9 +60,12 @@ wait_for_line() {
   return 1
 }
 
-# start_stack: starts both servers and waits until they listen.
+# start_stack: starts both servers and waits until they listen. PROXY_ARGS (environment) adds
+# flags to tokenmeter's command line, e.g. PROXY_ARGS="--threads 1".
 start_stack() {
   local sim_line proxy_line
+  local -a proxy_args=()
+  read -ra proxy_args <<<"${PROXY_ARGS:-}"
   sim_bin=$(find_binary tokenmeter-sim tests/sim/tokenmeter-sim)
   proxy_bin=$(find_binary tokenmeter proxy/tokenmeter)
   load_bin=$(find_binary tokenmeter-load tests/bench/tokenmeter-load)
@@ -73,7 +76,7 @@ start_stack() {
   sim_line=$(wait_for_line "$work/sim.out" '^listening on ' "$sim_pid" tokenmeter-sim)
   sim_addr=${sim_line#listening on }
 
-  "$proxy_bin" --listen 127.0.0.1:0 --admin 127.0.0.1:0 --upstream "http://$sim_addr" \
+  "$proxy_bin" --listen 127.0.0.1:0 --admin 127.0.0.1:0 --upstream "http://$sim_addr" "${proxy_args[@]}" \
     >"$work/proxy.out" 2>"$work/proxy.err" &
   proxy_pid=$!
   server_pids+=("$proxy_pid")
