@@ -101,7 +101,13 @@ if ! "$load_bin" summary --metrics "http://$admin_addr/metrics" --wait-requests 
   failed=1
 fi
 echo
-echo "raw metrics: curl http://$admin_addr/metrics"
+echo "a few of the raw series on http://$admin_addr/metrics:"
+curl -fsS "http://$admin_addr/metrics" 2>/dev/null |
+  grep -E '^tokenmeter_(requests_total|tokens_total|time_to_first_token_seconds_(sum|count))\{' |
+  sed 's/^/  /' || echo "  (could not read /metrics)"
+if ((keep == 0)); then
+  echo "(the proxy stops when this script ends; run scripts/demo.sh --keep to leave it up and curl it)"
+fi
 
 if ((failed != 0)); then
   exit 1
