@@ -114,17 +114,8 @@ registry::registry(const config::metrics& settings)
 registry::~registry() = default;
 
 void registry::record(const meter::request_summary& s) {
-    std::string model = s.api == protocol::api_kind::none ? "none" : models_.label_for(s.model);
+    std::string model = count_request(s.api, s.model, s.result, s.status, s.duration_seconds);
     std::string api(protocol::to_string(s.api));
-    std::string outcome(meter::to_string(s.result));
-
-    requests_
-        ->Add(
-            {{"model", model}, {"api", api}, {"outcome", outcome}, {"code", code_label(s.status)}})
-        .Increment();
-    duration_
-        ->Add({{"model", model}, {"api", api}, {"outcome", outcome}}, buckets_.request_duration)
-        .Observe(s.duration_seconds);
     if (s.parse_errors > 0) {
         parse_errors_total_->Increment(static_cast<double>(s.parse_errors));
     }
@@ -163,6 +154,12 @@ void registry::record(const meter::request_summary& s) {
 
 void registry::record_unforwarded(protocol::api_kind api, std::string_view model,
                                   meter::outcome result, int code, double duration_seconds) {
+    count_request(api, model, result, code, duration_seconds);
+}
+
+// The two families every request lands in, forwarded or not. Returns the bounded model label.
+std::string registry::count_request(protocol::api_kind api, std::string_view model,
+                                    meter::outcome result, int code, double duration_seconds) {
     std::string model_label = api == protocol::api_kind::none ? "none" : models_.label_for(model);
     std::string api_label(protocol::to_string(api));
     std::string outcome(meter::to_string(result));
@@ -176,6 +173,7 @@ void registry::record_unforwarded(protocol::api_kind api, std::string_view model
         ->Add({{"model", model_label}, {"api", api_label}, {"outcome", outcome}},
               buckets_.request_duration)
         .Observe(duration_seconds);
+    return model_label;
 }
 
 void registry::stream_opened() {

@@ -63,6 +63,9 @@ class registry {
     }
 
   private:
+    std::string count_request(protocol::api_kind api, std::string_view model, meter::outcome result,
+                              int code, double duration_seconds);
+
     config::histogram_buckets buckets_;
     model_labels models_;
     std::shared_ptr<prometheus::Registry> registry_;
