@@ -421,7 +421,10 @@ void proxy_session::on_read_upstream_body(error_code ec, std::size_t /*bytes*/) 
         auto& out = client_response_.body();
         out.data = body_buffer_->data();
         out.size = bytes;
-        out.more = true;
+        // The last bytes carry the end of the message with them (for chunked framing, the final
+        // chunk goes in the same write), so a client that reads them and hangs up at once has
+        // still received a complete response.
+        out.more = !response_parser_->is_done();
         client_.expires_after(context_.settings.timeout.client_write);
         // Write first, observe second: the write is started (and usually completed by the
         // kernel) before the meter looks at the bytes.
@@ -444,12 +447,14 @@ void proxy_session::on_write_client_body(error_code ec, std::size_t /*bytes*/) {
     if (ec == bhttp::error::need_buffer) {
         ec = {};
     }
-    if (ec || client_gone_) {
-        end_for_client_gone();
+    if (!ec && client_serializer_->is_done()) {
+        // Every byte was handed over: the response is complete even if the client hung up
+        // right after reading it (the liveness watch may have seen that close first).
+        on_response_complete();
         return;
     }
-    if (client_serializer_->is_done()) {
-        on_response_complete();
+    if (ec || client_gone_) {
+        end_for_client_gone();
         return;
     }
     if (response_parser_->is_done()) {
@@ -641,7 +646,8 @@ void proxy_session::close_client() {
 }
 
 void proxy_session::next_request_or_close() {
-    if (client_keep_alive_ && !context_.draining.load(std::memory_order_relaxed)) {
+    if (client_keep_alive_ && !client_gone_ &&
+        !context_.draining.load(std::memory_order_relaxed)) {
         do_read_header();
         return;
     }

@@ -193,3 +193,20 @@ test('pipelined requests, a chunked request body and Expect: 100-continue', { ti
   assert.equal(echo.body, 'hello');
   assert.equal(echo.headers.expect, undefined, 'Expect is answered by the proxy, not forwarded');
 });
+
+test('a client that hangs up right after reading a whole response still counts as complete', { timeout: 30_000 }, async () => {
+  // Each request is on its own connection that the client closes as soon as the body is read,
+  // racing the proxy's end-of-response bookkeeping against its client-liveness watch.
+  const sim = await startSim();
+  const proxy = await startProxy({ upstream: sim.port });
+  const rounds = 100;
+  for (let i = 0; i < rounds; i++) {
+    const res = await request({ port: proxy.port, method: 'GET', path: '/v1/models' });
+    assert.equal(res.status, 200, describeResult(res));
+  }
+  const m = await waitMetrics(proxy, (x) => x.value('tokenmeter_requests_total', { api: 'none' }) >= rounds);
+  const byOutcome = ['complete', 'client_cancel', 'upstream_error', 'upstream_truncated', 'rejected']
+    .map((o) => `${o}=${m.value('tokenmeter_requests_total', { api: 'none', outcome: o })}`).join(' ');
+  assert.equal(m.value('tokenmeter_requests_total', { api: 'none', outcome: 'complete' }), rounds, byOutcome);
+  assert.equal(m.value('tokenmeter_requests_total', { api: 'none', outcome: 'client_cancel' }), 0);
+});
