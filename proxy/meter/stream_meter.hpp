@@ -70,6 +70,12 @@ struct request_summary {
 
     std::uint64_t output_tokens = 0;          // best known: reported usage, else counted
     std::uint64_t counted_output_tokens = 0;  // from the stream (1 per text chunk, or usage deltas)
+    // Re-tokenized counts (tokenizer/): the model's own tokenizer when configured ("native"), and
+    // the reference tokenizer shared by every model ("normalized"). nullopt: not configured.
+    std::optional<std::uint64_t> native_output_tokens;
+    std::optional<std::uint64_t> normalized_output_tokens;
+    std::optional<std::uint64_t> native_input_tokens;      // prompt texts, no chat template
+    std::optional<std::uint64_t> normalized_input_tokens;  // prompt texts, no chat template
     protocol::token_usage reported;           // merged usage reports from the server
     std::uint64_t text_chunks = 0;
     std::uint64_t output_chars = 0;
