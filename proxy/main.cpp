@@ -8,11 +8,13 @@
 
 #include "app/app.hpp"
 #include "config/config.hpp"
+#include "usage/report.hpp"
 
 namespace {
 
 constexpr const char* usage_text = R"(usage: tokenmeter [options]
        tokenmeter --check-config FILE
+       tokenmeter usage [--spool DIR] [--from T] [--to T] [--tenant X] [--json]
 
 A reverse proxy that meters LLM inference traffic (TTFT, ITL, TPOT, tokens/s) and exports
 Prometheus metrics. Bytes are forwarded unchanged.
@@ -57,6 +59,9 @@ int check_config(const std::string& path) {
 
 int main(int argc, char** argv) {
     using namespace tokenmeter;
+    if (argc > 1 && std::string_view(argv[1]) == "usage") {
+        return usage::run_usage_command(std::vector<std::string>(argv + 2, argv + argc));
+    }
     std::vector<std::string_view> args(argv + 1, argv + argc);
 
     std::string config_path;

@@ -4,7 +4,9 @@
 #include <spdlog/spdlog.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <iostream>
 #include <list>
@@ -21,7 +23,13 @@
 #include "http/proxy_context.hpp"
 #include "http/proxy_session.hpp"
 #include "http/upstream_pool.hpp"
+#include "http/usage_shipper.hpp"
+#include "metrics/billing.hpp"
 #include "metrics/registry.hpp"
+#include "usage/record.hpp"
+#include "usage/spool.hpp"
+#include "usage/tenant.hpp"
+#include "usage/throughput.hpp"
 
 namespace tokenmeter::app {
 namespace {
@@ -85,6 +93,72 @@ int run(const config::settings& settings) {
     context.exchange_limits.max_buffered_response_bytes =
         settings.limit.max_buffered_response_bytes;
 
+    // Tenants and usage records. Declared before the workers: sessions use them until the last
+    // one is destroyed, and a session destroyed at shutdown still writes its close entry.
+    std::string secret_error;
+    const std::string tenant_secret = usage::load_tenant_secret(settings.tenant, secret_error);
+    if (!secret_error.empty()) {
+        spdlog::critical("{}", secret_error);
+        std::fprintf(stderr, "tokenmeter: %s\n", secret_error.c_str());
+        return 1;
+    }
+    usage::tenant_resolver tenants(settings.tenant, tenant_secret);
+    usage::provisioned_throughput throughput(settings.tenant);
+    usage::id_generator ids;
+    metrics::billing_metrics billing_metrics(registry, settings.tenant);
+    context.billing.tenants = &tenants;
+    context.billing.throughput = &throughput;
+    context.billing.ids = &ids;
+    context.billing.metrics = &billing_metrics;
+    std::atomic<bool> spool_failing{false};
+    std::uint64_t unacknowledged_at_start = 0;
+    std::unique_ptr<usage_shipper> shipper;  // before the spool: the spool's commits wake it
+    std::unique_ptr<usage::spool_writer> spool;
+    const auto& usage_settings = settings.usage_records;
+    if (!usage_settings.spool_dir.empty()) {
+        try {
+            spool = std::make_unique<usage::spool_writer>(
+                usage::spool_options{usage_settings.spool_dir, usage_settings.fsync_interval,
+                                     usage_settings.segment_bytes,
+                                     usage_settings.max_pending_bytes},
+                [](const std::string& message) { spdlog::error("{}", message); });
+        } catch (const std::exception& e) {
+            spdlog::critical("{}", e.what());
+            std::fprintf(stderr, "tokenmeter: %s\n", e.what());
+            return 1;
+        }
+        const std::filesystem::path dir(usage_settings.spool_dir);
+        if (!usage_settings.sink.url.empty()) {
+            unacknowledged_at_start =
+                usage::count_records_after(dir, usage::read_cursor(dir).value_or(usage::cursor{}));
+        }
+        // Every stream a previous process left open (it was killed) becomes a record now,
+        // before any new traffic, with the same id and its last checkpointed counts.
+        auto recovery = usage::find_unclosed(dir);
+        for (const auto& record : recovery.recovered) {
+            spool->append(usage::encode_close(record), true);
+        }
+        if (!spool->flush()) {
+            spdlog::error(
+                "usage spool: the {} recovered records could not be written yet; "
+                "they stay queued and are retried",
+                recovery.recovered.size());
+        }
+        spdlog::info(
+            "usage spool {}: {} segment(s), {} record(s), {} recovered as crash_recovered, {} "
+            "malformed line(s), {} cut tail(s)",
+            usage_settings.spool_dir, recovery.segments, recovery.records,
+            recovery.recovered.size(), recovery.counts.malformed, recovery.counts.partial_tail);
+        context.billing.spool = spool.get();
+        context.billing.hold_until_durable = usage_settings.hold_until_durable;
+        context.billing.checkpoint_interval = usage_settings.checkpoint_interval;
+        if (!usage_settings.sink.url.empty()) {
+            shipper = std::make_unique<usage_shipper>(dir, usage_settings.sink);
+            spool->set_on_commit([s = shipper.get()] { s->wake(); });
+            shipper->start();
+        }
+    }
+
     // Workers are declared before the main io_context so they outlive it: a pending accept on
     // the main context owns a socket bound to a worker's context.
     std::list<worker> workers;
@@ -94,6 +168,9 @@ int run(const config::settings& settings) {
     tcp::acceptor acceptor(main_ioc);
     std::unique_ptr<admin_listener> admin;
     http::admin_state admin_state{registry, context.draining, upstream_ready};
+    if (usage_settings.readyz_fail_on_spool_error) {
+        admin_state.spool_failing = &spool_failing;
+    }
     try {
         auto listen_endpoint = resolve_listen(main_ioc, settings.listen);
         acceptor.open(listen_endpoint.protocol());
@@ -180,6 +257,51 @@ int run(const config::settings& settings) {
             });
     };
 
+    // Usage spool and shipper health into the gauges (and /readyz), twice a second.
+    asio::steady_timer usage_timer(main_ioc);
+    std::uint64_t spool_errors_seen = 0;
+    std::uint64_t ship_errors_seen = 0;
+    std::function<void()> update_usage;
+    update_usage = [&] {
+        if (!spool) {
+            return;
+        }
+        auto stats = spool->stats();
+        billing_metrics.add_spool_errors(stats.errors - spool_errors_seen);
+        spool_errors_seen = stats.errors;
+        spool_failing = stats.failing;
+        std::uint64_t pending = 0;
+        double oldest_age = 0;
+        if (shipper) {
+            std::uint64_t written = unacknowledged_at_start + stats.closes_durable;
+            std::uint64_t acked = shipper->acknowledged();
+            pending = written > acked ? written - acked : 0;
+            billing_metrics.add_ship_errors(shipper->errors() - ship_errors_seen);
+            ship_errors_seen = shipper->errors();
+            auto oldest = shipper->oldest_unacknowledged_ms();
+            if (pending > 0 && oldest > 0) {
+                auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                  std::chrono::system_clock::now().time_since_epoch())
+                                  .count();
+                oldest_age = std::max<double>(0.0, static_cast<double>(now_ms - oldest) / 1000.0);
+            }
+        } else {
+            pending = stats.appended - stats.durable;
+            if (stats.pending_bytes > 0) {
+                oldest_age = std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                                           stats.oldest_pending)
+                                 .count();
+            }
+        }
+        billing_metrics.set_spool(pending, oldest_age);
+        usage_timer.expires_after(std::chrono::milliseconds(500));
+        usage_timer.async_wait([&](error_code ec) {
+            if (!ec) {
+                update_usage();
+            }
+        });
+    };
+
     // Drain: stop accepting, fail /readyz, let in-flight streams finish, then stop.
     asio::signal_set signals(main_ioc, SIGTERM, SIGINT);
     asio::steady_timer drain_timer(main_ioc);
@@ -187,6 +309,7 @@ int run(const config::settings& settings) {
     std::function<void()> check_drained;
     auto stop_everything = [&] {
         probe_timer.cancel();
+        usage_timer.cancel();
         admin->stop();
         for (auto& w : workers) {
             w.guard.reset();
@@ -246,6 +369,7 @@ int run(const config::settings& settings) {
     admin->start();
     do_accept();
     probe();
+    update_usage();
 
     auto listen_text = describe(acceptor.local_endpoint());
     auto admin_text = describe(admin->local_endpoint());
@@ -266,6 +390,13 @@ int run(const config::settings& settings) {
         if (w.thread.joinable()) {
             w.thread.join();
         }
+    }
+    // Last commit; sessions destroyed from here on write their close entries synchronously.
+    if (spool) {
+        spool->stop();
+    }
+    if (shipper) {
+        shipper->stop();
     }
     // Sessions still alive are destroyed with their io_contexts after this and may log, so the
     // logger stays up; flush what is written so far.

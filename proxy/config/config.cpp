@@ -509,6 +509,7 @@ class validator {
 
         check_one_of("log.level", s.log.level, {"trace", "debug", "info", "warn", "error", "off"});
         check_one_of("log.format", s.log.format, {"text", "json"});
+        check_billing(s.tenant, s.usage_records);
         return std::move(errors_);
     }
 
@@ -598,6 +599,57 @@ class validator {
             list += (list.empty() ? "" : ", ") + std::string(a);
         }
         error(key, "must be one of " + list + ", got " + detail::quote(value));
+    }
+
+    void check_billing(const tenants& t, const usage& u) {
+        check_one_of("tenants.source", t.source, {"none", "header", "api_key"});
+        if (t.source == "header" && t.header.empty()) {
+            error("tenants.header", "must name the header that carries the tenant");
+        }
+        if (t.source == "api_key" && t.api_key_secret_env.empty() &&
+            t.api_key_secret_file.empty()) {
+            error("tenants.api_key_secret_env",
+                  "source api_key needs a secret: set api_key_secret_env or api_key_secret_file");
+        }
+        if (!t.api_key_secret_env.empty() && !t.api_key_secret_file.empty()) {
+            error("tenants.api_key_secret_file",
+                  "set either api_key_secret_env or api_key_secret_file, not both");
+        }
+        if (t.max_tenants < 1) {
+            error("tenants.max_tenants", "must be at least 1");
+        }
+        for (const auto& [name, limit] : t.limits) {
+            const double rate = limit.provisioned_tokens_per_second;
+            if (!std::isfinite(rate) || rate < 0) {
+                error("tenants.limits." + name + ".provisioned_tokens_per_second",
+                      "must be a finite number >= 0, got " + detail::format_number(rate));
+            }
+        }
+        check_positive("tenants.provisioned_burst", t.provisioned_burst);
+        check_positive("usage.fsync_interval", u.fsync_interval);
+        check_positive("usage.checkpoint_interval", u.checkpoint_interval);
+        if (u.segment_bytes < 4096) {
+            error("usage.segment_bytes", "must be at least 4KiB");
+        }
+        check_positive("usage.max_pending_bytes", u.max_pending_bytes);
+        if (!u.sink.url.empty()) {
+            if (u.spool_dir.empty()) {
+                error("usage.sink.url",
+                      "shipping needs usage.spool_dir (records ship from the spool)");
+            }
+            if (!parse_upstream(u.sink.url) || parse_upstream(u.sink.url)->scheme != "http") {
+                error("usage.sink.url",
+                      "expected http://host:port/path, got " + detail::quote(u.sink.url));
+            }
+        }
+        if (u.sink.batch_size < 1 || u.sink.batch_size > 10'000) {
+            error("usage.sink.batch_size", "must be between 1 and 10000");
+        }
+        check_positive("usage.sink.backoff_initial", u.sink.backoff_initial);
+        check_positive("usage.sink.request_timeout", u.sink.request_timeout);
+        if (u.sink.backoff_max < u.sink.backoff_initial) {
+            error("usage.sink.backoff_max", "must not be shorter than usage.sink.backoff_initial");
+        }
     }
 
     std::vector<config_error> errors_;
@@ -705,6 +757,8 @@ class yaml_loader {
                          {"readiness", into(&yaml_loader::read_readiness, s.ready)},
                          {"metrics", into(&yaml_loader::read_metrics, s.metric)},
                          {"log", into(&yaml_loader::read_log, s.log)},
+                         {"tenants", into(&yaml_loader::read_tenants, s.tenant)},
+                         {"usage", into(&yaml_loader::read_usage, s.usage_records)},
                      });
     }
 
@@ -983,6 +1037,141 @@ class yaml_loader {
         if (ok) {
             out = std::move(bounds);
         }
+    }
+
+    // ---- tenants and usage (billing) ----
+
+    void read_string(node_ref node, key_ref key, std::string& out) {
+        if (node.IsNull()) {
+            out.clear();
+            return;
+        }
+        if (const auto text = scalar(node, key, "a string")) {
+            out = *text;
+        }
+    }
+
+    void read_strings(node_ref node, key_ref key, std::vector<std::string>& out) {
+        if (node.IsNull()) {
+            out.clear();
+            return;
+        }
+        if (!node.IsSequence()) {
+            error(key, "expected a list of names, got " + describe(node));
+            return;
+        }
+        std::vector<std::string> names;
+        for (std::size_t i = 0; i < node.size(); ++i) {
+            if (const auto text = scalar(node[i], index_key(key, i), "a name")) {
+                names.push_back(*text);
+            }
+        }
+        out = std::move(names);
+    }
+
+    void read_string_map(node_ref node, key_ref key, std::map<std::string, std::string>& out) {
+        if (node.IsNull()) {
+            out.clear();
+            return;
+        }
+        if (!node.IsMap()) {
+            error(key, "expected a mapping of names, got " + describe(node));
+            return;
+        }
+        for (const auto& entry : node) {
+            if (!entry.first.IsScalar()) {
+                error(key, "keys must be plain names, got " + describe(entry.first));
+                continue;
+            }
+            const std::string child = join_key(key, entry.first.Scalar());
+            if (const auto text = scalar(entry.second, child, "a tenant name")) {
+                out[entry.first.Scalar()] = *text;
+            }
+        }
+    }
+
+    void read_rate(node_ref node, key_ref key, double& out) {
+        const auto text = scalar(node, key, "a number");
+        if (!text) {
+            return;
+        }
+        const std::string_view t = detail::trim(*text);
+        double v = 0;
+        const auto [ptr, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+        if (t.empty() || ec != std::errc{} || ptr != t.data() + t.size()) {
+            error(key, "expected a number, got " + detail::quote(*text));
+            return;
+        }
+        out = v;
+    }
+
+    void read_tenant_limits(node_ref node, key_ref key, std::map<std::string, tenant_limit>& out) {
+        if (node.IsNull()) {
+            out.clear();
+            return;
+        }
+        if (!node.IsMap()) {
+            error(key, "expected a mapping of tenant names to limits, got " + describe(node));
+            return;
+        }
+        for (const auto& entry : node) {
+            if (!entry.first.IsScalar()) {
+                error(key, "keys must be plain tenant names, got " + describe(entry.first));
+                continue;
+            }
+            tenant_limit limit;
+            read_mapping(entry.second, join_key(key, entry.first.Scalar()),
+                         {
+                             {"provisioned_tokens_per_second",
+                              into(&yaml_loader::read_rate, limit.provisioned_tokens_per_second)},
+                         });
+            out[entry.first.Scalar()] = limit;
+        }
+    }
+
+    void read_tenants(node_ref node, key_ref key, tenants& t) {
+        read_mapping(
+            node, key,
+            {
+                {"source", into(&yaml_loader::read_word, t.source)},
+                {"header", into(&yaml_loader::read_string, t.header)},
+                {"api_key_secret_env", into(&yaml_loader::read_string, t.api_key_secret_env)},
+                {"api_key_secret_file", into(&yaml_loader::read_string, t.api_key_secret_file)},
+                {"api_key_names", into(&yaml_loader::read_string_map, t.api_key_names)},
+                {"metrics_allowlist", into(&yaml_loader::read_strings, t.metrics_allowlist)},
+                {"max_tenants", into(&yaml_loader::read_count, t.max_tenants)},
+                {"limits", into(&yaml_loader::read_tenant_limits, t.limits)},
+                {"enforce_provisioned", into(&yaml_loader::read_bool, t.enforce_provisioned)},
+                {"provisioned_burst", into(&yaml_loader::read_duration, t.provisioned_burst)},
+            });
+    }
+
+    void read_sink(node_ref node, key_ref key, usage_sink& k) {
+        read_mapping(node, key,
+                     {
+                         {"url", into(&yaml_loader::read_string, k.url)},
+                         {"batch_size", into(&yaml_loader::read_count, k.batch_size)},
+                         {"backoff_initial", into(&yaml_loader::read_duration, k.backoff_initial)},
+                         {"backoff_max", into(&yaml_loader::read_duration, k.backoff_max)},
+                         {"request_timeout", into(&yaml_loader::read_duration, k.request_timeout)},
+                         {"source", into(&yaml_loader::read_string, k.source)},
+                     });
+    }
+
+    void read_usage(node_ref node, key_ref key, usage& u) {
+        read_mapping(
+            node, key,
+            {
+                {"spool_dir", into(&yaml_loader::read_string, u.spool_dir)},
+                {"fsync_interval", into(&yaml_loader::read_duration, u.fsync_interval)},
+                {"segment_bytes", into(&yaml_loader::read_size, u.segment_bytes)},
+                {"checkpoint_interval", into(&yaml_loader::read_duration, u.checkpoint_interval)},
+                {"hold_until_durable", into(&yaml_loader::read_bool, u.hold_until_durable)},
+                {"readyz_fail_on_spool_error",
+                 into(&yaml_loader::read_bool, u.readyz_fail_on_spool_error)},
+                {"max_pending_bytes", into(&yaml_loader::read_size, u.max_pending_bytes)},
+                {"sink", into(&yaml_loader::read_sink, u.sink)},
+            });
     }
 
     std::vector<config_error>& errors_;

@@ -92,6 +92,49 @@ struct logging {
     bool operator==(const logging&) const = default;
 };
 
+// Who a request belongs to, per-tenant metric labels and provisioned throughput (issue 5).
+struct tenant_limit {
+    double provisioned_tokens_per_second = 0;  // input + output tokens per second; 0: none
+    bool operator==(const tenant_limit&) const = default;
+};
+
+struct tenants {
+    std::string source = "none";         // none | header | api_key
+    std::string header = "x-tenant-id";  // source: header; set by a trusted auth layer in front
+    std::string api_key_secret_env;      // source: api_key; env var holding the HMAC secret
+    std::string api_key_secret_file;     // source: api_key; file holding the HMAC secret
+    std::map<std::string, std::string> api_key_names;  // "key:<hash>" -> tenant name
+    std::vector<std::string> metrics_allowlist;        // label values; others "other"
+    std::uint32_t max_tenants = 100;             // without allowlist: first N tenants, then "other"
+    std::map<std::string, tenant_limit> limits;  // tenant name -> limits
+    bool enforce_provisioned = false;  // 429 a new request while its tenant's bucket is in debt
+    milliseconds provisioned_burst{1'000};  // bucket size = rate x burst
+    bool operator==(const tenants&) const = default;
+};
+
+struct usage_sink {
+    std::string url;  // "": no shipping; http://host:port/path
+    std::uint32_t batch_size = 100;
+    milliseconds backoff_initial{200};
+    milliseconds backoff_max{30'000};
+    milliseconds request_timeout{10'000};
+    std::string source = "tokenmeter";  // CloudEvents "source"
+    bool operator==(const usage_sink&) const = default;
+};
+
+// Billing records: the durable spool and its shipper (issue 5). Off while spool_dir is empty.
+struct usage {
+    std::string spool_dir;
+    milliseconds fsync_interval{10};
+    std::uint64_t segment_bytes = 64ull * 1024 * 1024;
+    milliseconds checkpoint_interval{1'000};
+    bool hold_until_durable = true;  // release response head/end only once open/close are on disk
+    bool readyz_fail_on_spool_error = false;
+    std::uint64_t max_pending_bytes = 64ull * 1024 * 1024;  // memory kept while the disk fails
+    usage_sink sink;
+    bool operator==(const usage&) const = default;
+};
+
 struct settings {
     endpoint listen{"127.0.0.1", 8080};
     endpoint admin{"127.0.0.1", 9090};
@@ -104,6 +147,8 @@ struct settings {
     readiness ready;
     metrics metric;
     logging log;
+    tenants tenant;
+    usage usage_records;
     bool operator==(const settings&) const = default;
 };
 

@@ -43,6 +43,9 @@ class admin_session : public std::enable_shared_from_this<admin_session> {
         } else if (path == "/readyz") {
             if (state_.draining.load()) {
                 respond(bhttp::status::service_unavailable, "text/plain", "draining\n");
+            } else if (state_.spool_failing != nullptr && state_.spool_failing->load()) {
+                respond(bhttp::status::service_unavailable, "text/plain",
+                        "usage spool cannot write to disk\n");
             } else if (!state_.upstream_ready.load()) {
                 respond(bhttp::status::service_unavailable, "text/plain",
                         "upstream not accepting connections\n");

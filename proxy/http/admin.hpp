@@ -14,6 +14,8 @@ struct admin_state {
     metrics::registry& metrics;
     const std::atomic<bool>& draining;
     const std::atomic<bool>& upstream_ready;
+    // Set when usage.readyz_fail_on_spool_error: /readyz fails while the usage spool cannot write.
+    const std::atomic<bool>* spool_failing = nullptr;
 };
 
 class admin_listener {

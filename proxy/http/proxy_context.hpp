@@ -13,9 +13,30 @@
 #include "meter/exchange.hpp"
 #include "metrics/registry.hpp"
 
+namespace tokenmeter::usage {
+class spool_writer;
+class tenant_resolver;
+class provisioned_throughput;
+class id_generator;
+}  // namespace tokenmeter::usage
+namespace tokenmeter::metrics {
+class billing_metrics;
+}  // namespace tokenmeter::metrics
+
 namespace tokenmeter::http {
 
 class proxy_session;
+
+// Usage records and tenants (issue 5). Null members: that part is off.
+struct billing_context {
+    usage::spool_writer* spool = nullptr;
+    usage::tenant_resolver* tenants = nullptr;
+    usage::provisioned_throughput* throughput = nullptr;
+    usage::id_generator* ids = nullptr;
+    metrics::billing_metrics* metrics = nullptr;
+    bool hold_until_durable = true;
+    core::duration checkpoint_interval = std::chrono::seconds(1);
+};
 
 struct proxy_context {
     const config::settings& settings;
@@ -25,6 +46,7 @@ struct proxy_context {
     std::atomic<std::int64_t> requests_in_flight{0};
     std::atomic<std::int64_t> client_connections{0};
     meter::exchange_limits exchange_limits{};
+    billing_context billing{};
 };
 
 // Sessions of one worker thread, so a drain can close the idle ones. Touched only on that thread.

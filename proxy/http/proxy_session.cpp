@@ -2,6 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -9,7 +12,11 @@
 #include <vector>
 
 #include "http/headers.hpp"
+#include "metrics/billing.hpp"
 #include "protocol/openai.hpp"
+#include "usage/spool.hpp"
+#include "usage/tenant.hpp"
+#include "usage/throughput.hpp"
 
 namespace tokenmeter::http {
 namespace {
@@ -211,6 +218,7 @@ void proxy_session::handle_request() {
     if (api_ != protocol::api_kind::none) {
         request_info_ = protocol::parse_openai_request(request.body());
     }
+    begin_billing(request);
 
     upstream_request_ = bhttp::request<bhttp::string_body>{};
     upstream_request_.method(request.method());
@@ -231,6 +239,9 @@ void proxy_session::handle_request() {
     exchange_.emplace(api_, request_info_, request_received_,
                       &context_.metrics.inter_token_latency_bounds(), context_.exchange_limits);
     context_.requests_in_flight.fetch_add(1, std::memory_order_relaxed);
+    if (!admit_tenant()) {
+        return;
+    }
     phase_ = phase::proxying;
     retried_ = false;
     client_gone_ = false;
@@ -362,6 +373,15 @@ void proxy_session::on_read_upstream_header(error_code ec, std::size_t /*bytes*/
         context_.metrics.stream_opened();
     }
     client_serializer_.emplace(client_response_);
+    // No byte of a metered response reaches the client before its open entry is on disk, so a
+    // client that saw a response always has a record, even if the proxy is killed next.
+    if (hold_for_spool(open_seq_, &proxy_session::write_client_header)) {
+        return;
+    }
+    write_client_header();
+}
+
+void proxy_session::write_client_header() {
     client_.expires_after(context_.settings.timeout.client_write);
     bhttp::async_write_header(
         client_, *client_serializer_,
@@ -416,6 +436,22 @@ void proxy_session::on_read_upstream_body(error_code ec, std::size_t /*bytes*/) 
         close_client();
         return;
     }
+    if (bytes > 0 && response_parser_->is_done() && billing_holds()) {
+        // The last read: observe it first, put the close entry on disk, then release the end
+        // of the response. A client that saw the end therefore has a complete record; the
+        // price is that the end waits for one group commit (usage.fsync_interval).
+        relayed_bytes_ += bytes;
+        if (api_ != protocol::api_kind::none) {
+            exchange_->on_body(std::string_view(body_buffer_->data(), bytes), now);
+        }
+        seal_exchange(meter::end_reason::upstream_complete);
+        pending_last_bytes_ = bytes;
+        if (hold_for_spool(close_seq_, &proxy_session::write_last_body)) {
+            return;
+        }
+        write_last_body();
+        return;
+    }
     if (bytes > 0) {
         relayed_bytes_ += bytes;
         auto& out = client_response_.body();
@@ -433,6 +469,7 @@ void proxy_session::on_read_upstream_body(error_code ec, std::size_t /*bytes*/) 
             beast::bind_front_handler(&proxy_session::on_write_client_body, shared_from_this()));
         if (api_ != protocol::api_kind::none) {
             exchange_->on_body(std::string_view(body_buffer_->data(), bytes), now);
+            maybe_checkpoint(now);
         }
         return;
     }
@@ -466,6 +503,12 @@ void proxy_session::on_write_client_body(error_code ec, std::size_t /*bytes*/) {
 
 // Tells the serializer the body is over: the final chunk for chunked framing, nothing otherwise.
 void proxy_session::write_body_end() {
+    if (billing_holds() && !sealed_ && exchange_) {
+        seal_exchange(meter::end_reason::upstream_complete);
+        if (hold_for_spool(close_seq_, &proxy_session::write_body_end)) {
+            return;
+        }
+    }
     auto& out = client_response_.body();
     out.data = nullptr;
     out.size = 0;
@@ -531,6 +574,10 @@ void proxy_session::respond_local(bhttp::status status, std::string_view code,
     local_response_.set(bhttp::field::content_type, "application/json");
     local_response_.set(bhttp::field::cache_control, "no-store");
     local_response_.body() = error_body(code, message);
+    if (!retry_after_.empty()) {
+        local_response_.set(bhttp::field::retry_after, retry_after_);
+        retry_after_.clear();
+    }
     local_response_.keep_alive(!close);
     local_response_.prepare_payload();
     client_.expires_after(context_.settings.timeout.client_write);
@@ -598,8 +645,14 @@ void proxy_session::finish_exchange(meter::end_reason reason) {
     if (!exchange_) {
         return;
     }
-    auto summary = exchange_->finish(reason, context_.clock.now());
+    const bool was_sealed = sealed_.has_value();
+    auto summary =
+        was_sealed ? std::move(*sealed_) : exchange_->finish(reason, context_.clock.now());
+    sealed_.reset();
     exchange_.reset();
+    if (!was_sealed) {
+        write_close(summary);
+    }
     if (stream_counted_) {
         stream_counted_ = false;
         context_.metrics.stream_closed();
@@ -610,6 +663,7 @@ void proxy_session::finish_exchange(meter::end_reason reason) {
                       summary.model);
     }
     context_.metrics.record(summary);
+    record_tenant(summary);
     if (context_.settings.log.access_log) {
         spdlog::info(
             "access api={} model={} status={} outcome={} ttft={} output_tokens={} "
@@ -646,12 +700,183 @@ void proxy_session::close_client() {
 }
 
 void proxy_session::next_request_or_close() {
-    if (client_keep_alive_ && !client_gone_ &&
-        !context_.draining.load(std::memory_order_relaxed)) {
+    if (client_keep_alive_ && !client_gone_ && !context_.draining.load(std::memory_order_relaxed)) {
         do_read_header();
         return;
     }
     close_client();
+}
+
+// ---- usage records ------------------------------------------------------------------------
+
+namespace {
+
+std::string_view header_value(const bhttp::request<bhttp::string_body>& request,
+                              std::string_view name) {
+    auto value = request[beast::string_view(name.data(), name.size())];
+    return {value.data(), value.size()};
+}
+
+// The client's own request id, kept only when it is short plain text.
+std::string client_request_id(std::string_view value) {
+    if (value.empty() || value.size() > 128) {
+        return {};
+    }
+    for (char c : value) {
+        auto u = static_cast<unsigned char>(c);
+        if (u < 0x21 || u > 0x7e || c == '"' || c == '\\') {
+            return {};
+        }
+    }
+    return std::string(value);
+}
+
+}  // namespace
+
+std::int64_t proxy_session::wall_ms(core::time_point t) const noexcept {
+    return wall_start_ms_ +
+           std::chrono::duration_cast<std::chrono::milliseconds>(t - request_received_).count();
+}
+
+void proxy_session::begin_billing(const bhttp::request<bhttp::string_body>& request) {
+    open_ = {};
+    sealed_.reset();
+    retry_after_.clear();
+    tenant_.clear();
+    auto& billing = context_.billing;
+    if (api_ == protocol::api_kind::none || billing.tenants == nullptr) {
+        return;
+    }
+    usage::tenant_headers headers;
+    if (billing.tenants->source() == usage::tenant_source::header) {
+        headers.tenant = header_value(request, billing.tenants->header_name());
+    }
+    headers.authorization = header_value(request, "authorization");
+    headers.x_api_key = header_value(request, "x-api-key");
+    tenant_ = billing.tenants->resolve(headers);
+    if (billing.spool == nullptr || billing.ids == nullptr) {
+        return;
+    }
+    // The one wall-clock reading per request; every later time is this plus steady time.
+    wall_start_ms_ = std::chrono::duration_cast<std::chrono::milliseconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
+    std::string_view target(request.target().data(), request.target().size());
+    open_.id = billing.ids->next();
+    open_.tenant = tenant_;
+    open_.model = request_info_.model;
+    open_.api = std::string(protocol::to_string(api_));
+    open_.route = std::string(target.substr(0, target.find('?')));
+    open_.request_id = client_request_id(header_value(request, "x-request-id"));
+    open_.start_unix_ms = wall_start_ms_;
+    open_.streamed = request_info_.stream;
+    open_seq_ = billing.spool->append(usage::encode_open(open_));
+    close_seq_ = 0;
+    last_checkpoint_ = request_received_;
+}
+
+bool proxy_session::admit_tenant() {
+    auto& billing = context_.billing;
+    if (billing.throughput == nullptr || tenant_.empty()) {
+        return true;
+    }
+    auto decision = billing.throughput->admit(tenant_, request_received_);
+    if (decision.admitted) {
+        return true;
+    }
+    auto seconds = static_cast<long long>(std::ceil(decision.retry_after_seconds));
+    seconds = std::max(1LL, seconds);
+    retry_after_ = std::to_string(seconds);
+    if (billing.metrics != nullptr) {
+        billing.metrics->rate_limited(tenant_);
+    }
+    respond_local(bhttp::status::too_many_requests, "provisioned_throughput_exceeded",
+                  "tenant " + tenant_ + " is over its provisioned tokens per second; retry after " +
+                      retry_after_ + " s",
+                  false, meter::outcome::rejected);
+    return false;
+}
+
+void proxy_session::maybe_checkpoint(core::time_point now) {
+    auto* spool = context_.billing.spool;
+    if (spool == nullptr || open_.id.empty() || !exchange_ ||
+        now - last_checkpoint_ < context_.billing.checkpoint_interval) {
+        return;
+    }
+    last_checkpoint_ = now;
+    spool->append(usage::encode_checkpoint(
+        usage::make_checkpoint(open_.id, exchange_->current(), wall_ms(now))));
+}
+
+void proxy_session::seal_exchange(meter::end_reason reason) {
+    if (!exchange_ || sealed_) {
+        return;
+    }
+    sealed_ = exchange_->finish(reason, context_.clock.now());
+    write_close(*sealed_);
+}
+
+void proxy_session::write_close(const meter::request_summary& summary) {
+    auto* spool = context_.billing.spool;
+    if (spool == nullptr || open_.id.empty()) {
+        return;
+    }
+    close_seq_ = spool->append(
+        usage::encode_close(usage::make_record(open_, summary, wall_ms(summary.end))), true);
+    open_.id.clear();
+}
+
+void proxy_session::record_tenant(const meter::request_summary& summary) {
+    auto& billing = context_.billing;
+    if (tenant_.empty() || summary.api == protocol::api_kind::none) {
+        return;
+    }
+    auto input = usage::best_input(summary).value.value_or(0);
+    auto output = usage::best_output(summary).value.value_or(0);
+    if (billing.metrics != nullptr) {
+        metrics::tenant_usage u;
+        std::string model = context_.metrics.model_label(summary.model);
+        u.tenant = tenant_;
+        u.model_label = model;
+        u.outcome = meter::to_string(summary.result);
+        u.input_tokens = input;
+        u.output_tokens = output;
+        u.reasoning_tokens = summary.reported.reasoning_tokens.value_or(0);
+        u.cached_input_tokens = summary.reported.cached_input_tokens.value_or(0);
+        billing.metrics->record(u);
+    }
+    if (billing.throughput != nullptr) {
+        billing.throughput->charge(tenant_, input + output, summary.end);
+    }
+}
+
+bool proxy_session::billing_holds() const noexcept {
+    return context_.billing.spool != nullptr && context_.billing.hold_until_durable;
+}
+
+bool proxy_session::hold_for_spool(std::uint64_t seq, void (proxy_session::*next)()) {
+    auto* spool = context_.billing.spool;
+    if (!billing_holds() || seq == 0 || spool->is_durable(seq)) {
+        return false;
+    }
+    auto self = shared_from_this();
+    auto exec = client_.get_executor();
+    spool->when_durable(seq, [self, next, exec](bool /*ok*/) {
+        // On the writer thread: hop back to the connection's own thread.
+        asio::post(exec, [self, next] { ((*self).*next)(); });
+    });
+    return true;
+}
+
+void proxy_session::write_last_body() {
+    auto& out = client_response_.body();
+    out.data = body_buffer_->data();
+    out.size = pending_last_bytes_;
+    out.more = false;
+    client_.expires_after(context_.settings.timeout.client_write);
+    bhttp::async_write(
+        client_, *client_serializer_,
+        beast::bind_front_handler(&proxy_session::on_write_client_body, shared_from_this()));
 }
 
 }  // namespace tokenmeter::http

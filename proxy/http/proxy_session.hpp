@@ -14,6 +14,7 @@
 #include "http/upstream_pool.hpp"
 #include "meter/exchange.hpp"
 #include "protocol/types.hpp"
+#include "usage/record.hpp"
 
 namespace tokenmeter::http {
 
@@ -63,6 +64,20 @@ class proxy_session : public std::enable_shared_from_this<proxy_session> {
     void close_client();
     void next_request_or_close();
 
+    // Usage records (usage/): open entry, checkpoints, close entry; tenant admission.
+    void begin_billing(const bhttp::request<bhttp::string_body>& request);
+    bool admit_tenant();
+    void maybe_checkpoint(core::time_point now);
+    void seal_exchange(meter::end_reason reason);
+    void write_close(const meter::request_summary& summary);
+    void record_tenant(const meter::request_summary& summary);
+    [[nodiscard]] bool billing_holds() const noexcept;
+    // Runs `next` once spool entry `seq` is on disk; false when it already is (run it now).
+    bool hold_for_spool(std::uint64_t seq, void (proxy_session::*next)());
+    void write_client_header();
+    void write_last_body();
+    [[nodiscard]] std::int64_t wall_ms(core::time_point t) const noexcept;
+
     proxy_context& context_;
     upstream_pool& pool_;
     session_registry& sessions_;
@@ -93,6 +108,16 @@ class proxy_session : public std::enable_shared_from_this<proxy_session> {
     bool client_gone_ = false;
     std::uint64_t watch_generation_ = 0;
     bool watching_ = false;
+
+    std::string tenant_;     // "" when the request is not metered
+    usage::open_info open_;  // id "" when no record is being written
+    std::uint64_t open_seq_ = 0;
+    std::uint64_t close_seq_ = 0;
+    std::int64_t wall_start_ms_ = 0;
+    core::time_point last_checkpoint_{};
+    std::optional<meter::request_summary> sealed_;  // finished before its last bytes were sent
+    std::string retry_after_;
+    std::size_t pending_last_bytes_ = 0;
 
     static constexpr std::size_t body_buffer_size = 16 * 1024;
     std::unique_ptr<std::array<char, body_buffer_size>> body_buffer_;

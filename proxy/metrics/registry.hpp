@@ -61,6 +61,8 @@ class registry {
     [[nodiscard]] std::shared_ptr<prometheus::Registry> prometheus_registry() const {
         return registry_;
     }
+    // The bounded `model` label value for a model name (the same bounding as every family).
+    std::string model_label(std::string_view model) { return models_.label_for(model); }
 
   private:
     std::string count_request(protocol::api_kind api, std::string_view model, meter::outcome result,

@@ -1,0 +1,105 @@
+#include "metrics/billing.hpp"
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/registry.h>
+
+namespace tokenmeter::metrics {
+
+billing_metrics::billing_metrics(registry& base, const config::tenants& settings)
+    : tenants_(settings.metrics_allowlist, settings.max_tenants) {
+    using prometheus::BuildCounter;
+    using prometheus::BuildGauge;
+    auto& reg = *base.prometheus_registry();
+    tokens_ = &BuildCounter()
+                   .Name("tokenmeter_tenant_tokens_total")
+                   .Help(
+                       "Tokens by tenant, model and type (input, output, reasoning, "
+                       "cached_input), best known count as in the usage records")
+                   .Register(reg);
+    requests_ = &BuildCounter()
+                     .Name("tokenmeter_tenant_requests_total")
+                     .Help("Metered requests by tenant, model and outcome")
+                     .Register(reg);
+    rate_limited_ = &BuildCounter()
+                         .Name("tokenmeter_tenant_rate_limited_total")
+                         .Help(
+                             "Requests refused with 429 because the tenant's provisioned "
+                             "throughput bucket was in debt")
+                         .Register(reg);
+    auto& provisioned = BuildGauge()
+                            .Name("tokenmeter_tenant_provisioned_tokens_per_second")
+                            .Help("Provisioned input + output tokens per second, from config")
+                            .Register(reg);
+    for (const auto& [name, limit] : settings.limits) {
+        if (limit.provisioned_tokens_per_second > 0) {
+            provisioned.Add({{"tenant", tenant_label(name)}})
+                .Set(limit.provisioned_tokens_per_second);
+        }
+    }
+    spool_records_ = &BuildGauge()
+                          .Name("tokenmeter_usage_spool_records")
+                          .Help(
+                              "Usage records not yet acknowledged by the sink (without a sink: "
+                              "spool entries not yet fsynced)")
+                          .Register(reg)
+                          .Add({});
+    spool_oldest_age_ = &BuildGauge()
+                             .Name("tokenmeter_usage_spool_oldest_age_seconds")
+                             .Help(
+                                 "Age of the oldest record counted in "
+                                 "tokenmeter_usage_spool_records (0 when there is none)")
+                             .Register(reg)
+                             .Add({});
+    ship_errors_ = &BuildCounter()
+                        .Name("tokenmeter_usage_ship_errors_total")
+                        .Help("Batches the sink did not acknowledge with 2xx (each is retried)")
+                        .Register(reg)
+                        .Add({});
+    spool_errors_ = &BuildCounter()
+                         .Name("tokenmeter_usage_spool_errors_total")
+                         .Help("Failed spool writes or fsyncs (entries are kept and retried)")
+                         .Register(reg)
+                         .Add({});
+}
+
+std::string billing_metrics::tenant_label(std::string_view tenant) {
+    return tenants_.label_for(tenant);
+}
+
+void billing_metrics::record(const tenant_usage& u) {
+    std::string tenant = tenant_label(u.tenant);
+    std::string model(u.model_label);
+    requests_->Add({{"tenant", tenant}, {"model", model}, {"outcome", std::string(u.outcome)}})
+        .Increment();
+    auto add = [&](const char* type, std::uint64_t n) {
+        if (n > 0) {
+            tokens_->Add({{"tenant", tenant}, {"model", model}, {"type", type}})
+                .Increment(static_cast<double>(n));
+        }
+    };
+    add("input", u.input_tokens);
+    add("output", u.output_tokens);
+    add("reasoning", u.reasoning_tokens);
+    add("cached_input", u.cached_input_tokens);
+}
+
+void billing_metrics::rate_limited(std::string_view tenant) {
+    rate_limited_->Add({{"tenant", tenant_label(tenant)}}).Increment();
+}
+
+void billing_metrics::set_spool(std::uint64_t records_pending, double oldest_age_seconds) {
+    spool_records_->Set(static_cast<double>(records_pending));
+    spool_oldest_age_->Set(oldest_age_seconds);
+}
+
+void billing_metrics::add_ship_errors(std::uint64_t n) {
+    ship_errors_->Increment(static_cast<double>(n));
+}
+
+void billing_metrics::add_spool_errors(std::uint64_t n) {
+    spool_errors_->Increment(static_cast<double>(n));
+}
+
+}  // namespace tokenmeter::metrics

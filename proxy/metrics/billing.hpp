@@ -1,0 +1,48 @@
+// metrics/billing: per-tenant token and request counters (label-bounded like models), the
+// provisioned-throughput gauge and rate-limit counter, and the usage spool's health.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "config/config.hpp"
+#include "metrics/registry.hpp"
+
+namespace tokenmeter::metrics {
+
+struct tenant_usage {
+    std::string_view tenant;
+    std::string_view model_label;  // already bounded by registry::model_label
+    std::string_view outcome;
+    std::uint64_t input_tokens = 0;
+    std::uint64_t output_tokens = 0;
+    std::uint64_t reasoning_tokens = 0;
+    std::uint64_t cached_input_tokens = 0;
+};
+
+class billing_metrics {
+  public:
+    billing_metrics(registry& base, const config::tenants& settings);
+
+    std::string tenant_label(std::string_view tenant);
+    void record(const tenant_usage& usage);
+    void rate_limited(std::string_view tenant);
+
+    // Spool and shipper health, set by a periodic updater.
+    void set_spool(std::uint64_t records_pending, double oldest_age_seconds);
+    void add_ship_errors(std::uint64_t n);
+    void add_spool_errors(std::uint64_t n);
+
+  private:
+    model_labels tenants_;
+    prometheus::Family<prometheus::Counter>* tokens_;
+    prometheus::Family<prometheus::Counter>* requests_;
+    prometheus::Family<prometheus::Counter>* rate_limited_;
+    prometheus::Gauge* spool_records_;
+    prometheus::Gauge* spool_oldest_age_;
+    prometheus::Counter* ship_errors_;
+    prometheus::Counter* spool_errors_;
+};
+
+}  // namespace tokenmeter::metrics

@@ -1,0 +1,478 @@
+#include "usage/record.hpp"
+
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <random>
+
+namespace tokenmeter::usage {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+void put_count(json& j, const char* value_key, const char* source_key, const token_count& c) {
+    if (c.value) {
+        j[value_key] = *c.value;
+    } else {
+        j[value_key] = nullptr;
+    }
+    j[source_key] = to_string(c.source);
+}
+
+std::optional<double> ttft_of(const json& j) {
+    auto it = j.find("ttft_s");
+    if (it == j.end() || !it->is_number()) {
+        return std::nullopt;
+    }
+    return it->get<double>();
+}
+
+token_count get_count(const json& j, const char* value_key, const char* source_key) {
+    token_count c;
+    auto v = j.find(value_key);
+    if (v != j.end() && v->is_number_unsigned()) {
+        c.value = v->get<std::uint64_t>();
+    } else if (v != j.end() && v->is_number_integer() && v->get<std::int64_t>() >= 0) {
+        c.value = static_cast<std::uint64_t>(v->get<std::int64_t>());
+    }
+    auto s = j.find(source_key);
+    if (s != j.end() && s->is_string()) {
+        c.source = token_source_from(s->get_ref<const std::string&>());
+    }
+    if (!c.value) {
+        c.source = token_source::none;
+    }
+    return c;
+}
+
+std::string get_string(const json& j, const char* key) {
+    auto it = j.find(key);
+    return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+std::optional<std::int64_t> get_time(const json& j, const char* key) {
+    auto it = j.find(key);
+    if (it == j.end() || !it->is_string()) {
+        return std::nullopt;
+    }
+    return parse_time(it->get_ref<const std::string&>());
+}
+
+int get_int(const json& j, const char* key) {
+    auto it = j.find(key);
+    return it != j.end() && it->is_number_integer() ? it->get<int>() : 0;
+}
+
+// Milliseconds are enough for invoices; more digits would only look precise.
+double round_micros(double seconds) {
+    return std::round(seconds * 1e6) / 1e6;
+}
+
+json record_json(const usage_record& r) {
+    json j;
+    j["id"] = r.id;
+    j["tenant"] = r.tenant;
+    j["model"] = r.model;
+    j["api"] = r.api;
+    j["route"] = r.route;
+    j["request_id"] = r.request_id.empty() ? json(nullptr) : json(r.request_id);
+    j["start"] = format_time(r.start_unix_ms);
+    j["end"] = format_time(r.end_unix_ms);
+    j["ttft_s"] = r.ttft_seconds ? json(round_micros(*r.ttft_seconds)) : json(nullptr);
+    j["duration_s"] = round_micros(r.duration_seconds);
+    j["streamed"] = r.streamed;
+    put_count(j, "input_tokens", "input_source", r.input);
+    put_count(j, "output_tokens", "output_source", r.output);
+    put_count(j, "reasoning_tokens", "reasoning_source", r.reasoning);
+    put_count(j, "cached_tokens", "cached_source", r.cached_input);
+    j["outcome"] = r.outcome;
+    j["status"] = r.status;
+    return j;
+}
+
+// Days since 1970-01-01 to a civil date (Howard Hinnant's algorithm), and back.
+void civil_from_days(std::int64_t z, std::int64_t& y, unsigned& m, unsigned& d) {
+    z += 719468;
+    const std::int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+    const auto doe = static_cast<unsigned>(z - era * 146097);
+    const unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    y = static_cast<std::int64_t>(yoe) + era * 400;
+    const unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    const unsigned mp = (5 * doy + 2) / 153;
+    d = doy - (153 * mp + 2) / 5 + 1;
+    m = mp < 10 ? mp + 3 : mp - 9;
+    y += m <= 2 ? 1 : 0;
+}
+
+std::int64_t days_from_civil(std::int64_t y, unsigned m, unsigned d) {
+    y -= m <= 2 ? 1 : 0;
+    const std::int64_t era = (y >= 0 ? y : y - 399) / 400;
+    const auto yoe = static_cast<unsigned>(y - era * 400);
+    const unsigned doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
+    const unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + static_cast<std::int64_t>(doe) - 719468;
+}
+
+bool read_digits(std::string_view& text, std::size_t n, unsigned& out) {
+    if (text.size() < n) {
+        return false;
+    }
+    unsigned v = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+        if (text[i] < '0' || text[i] > '9') {
+            return false;
+        }
+        v = v * 10 + static_cast<unsigned>(text[i] - '0');
+    }
+    out = v;
+    text.remove_prefix(n);
+    return true;
+}
+
+bool expect(std::string_view& text, char c) {
+    if (text.empty() || text.front() != c) {
+        return false;
+    }
+    text.remove_prefix(1);
+    return true;
+}
+
+}  // namespace
+
+std::string_view to_string(token_source s) noexcept {
+    switch (s) {
+        case token_source::none:
+            return "none";
+        case token_source::reported:
+            return "reported";
+        case token_source::native:
+            return "native";
+        case token_source::normalized:
+            return "normalized";
+        case token_source::counted:
+            return "counted";
+    }
+    return "none";
+}
+
+token_source token_source_from(std::string_view text) noexcept {
+    for (auto s : {token_source::reported, token_source::native, token_source::normalized,
+                   token_source::counted}) {
+        if (text == to_string(s)) {
+            return s;
+        }
+    }
+    return token_source::none;
+}
+
+std::string encode_open(const open_info& o) {
+    json j;
+    j["v"] = record_version;
+    j["type"] = "open";
+    j["id"] = o.id;
+    j["tenant"] = o.tenant;
+    j["model"] = o.model;
+    j["api"] = o.api;
+    j["route"] = o.route;
+    j["request_id"] = o.request_id.empty() ? json(nullptr) : json(o.request_id);
+    j["start"] = format_time(o.start_unix_ms);
+    j["streamed"] = o.streamed;
+    // Replacing invalid UTF-8 (a model name is client input) keeps every line valid JSON.
+    return j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
+std::string encode_checkpoint(const checkpoint_info& c) {
+    json j;
+    j["v"] = record_version;
+    j["type"] = "checkpoint";
+    j["id"] = c.id;
+    j["at"] = format_time(c.at_unix_ms);
+    j["status"] = c.status;
+    j["ttft_s"] = c.ttft_seconds ? json(round_micros(*c.ttft_seconds)) : json(nullptr);
+    put_count(j, "input_tokens", "input_source", c.input);
+    put_count(j, "output_tokens", "output_source", c.output);
+    return j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
+std::string encode_close(const usage_record& r) {
+    json j;
+    j["v"] = record_version;
+    j["type"] = "close";
+    json fields = record_json(r);
+    for (auto it = fields.begin(); it != fields.end(); ++it) {
+        j[it.key()] = std::move(it.value());
+    }
+    return j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
+std::string encode_record_fields(const usage_record& r) {
+    return record_json(r).dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::optional<spool_entry> decode_line(std::string_view line) {
+    json j = json::parse(line.begin(), line.end(), nullptr, false);
+    if (j.is_discarded() || !j.is_object()) {
+        return std::nullopt;
+    }
+    auto v = j.find("v");
+    if (v == j.end() || !v->is_number_integer() || v->get<int>() != record_version) {
+        return std::nullopt;
+    }
+    const std::string type = get_string(j, "type");
+    const std::string id = get_string(j, "id");
+    if (id.empty()) {
+        return std::nullopt;
+    }
+    spool_entry e;
+    if (type == "open") {
+        e.kind = entry_kind::open;
+        auto start = get_time(j, "start");
+        if (!start) {
+            return std::nullopt;
+        }
+        e.open = open_info{id,
+                           get_string(j, "tenant"),
+                           get_string(j, "model"),
+                           get_string(j, "api"),
+                           get_string(j, "route"),
+                           get_string(j, "request_id"),
+                           *start,
+                           j.value("streamed", false)};
+        return e;
+    }
+    if (type == "checkpoint") {
+        e.kind = entry_kind::checkpoint;
+        auto at = get_time(j, "at");
+        if (!at) {
+            return std::nullopt;
+        }
+        e.checkpoint.id = id;
+        e.checkpoint.at_unix_ms = *at;
+        e.checkpoint.status = get_int(j, "status");
+        e.checkpoint.ttft_seconds = ttft_of(j);
+        e.checkpoint.input = get_count(j, "input_tokens", "input_source");
+        e.checkpoint.output = get_count(j, "output_tokens", "output_source");
+        return e;
+    }
+    if (type == "close") {
+        e.kind = entry_kind::close;
+        auto start = get_time(j, "start");
+        auto end = get_time(j, "end");
+        auto outcome = get_string(j, "outcome");
+        if (!start || !end || outcome.empty()) {
+            return std::nullopt;
+        }
+        usage_record& r = e.record;
+        r.id = id;
+        r.tenant = get_string(j, "tenant");
+        r.model = get_string(j, "model");
+        r.api = get_string(j, "api");
+        r.route = get_string(j, "route");
+        r.request_id = get_string(j, "request_id");
+        r.start_unix_ms = *start;
+        r.end_unix_ms = *end;
+        r.ttft_seconds = ttft_of(j);
+        auto d = j.find("duration_s");
+        r.duration_seconds = d != j.end() && d->is_number() ? d->get<double>() : 0.0;
+        r.streamed = j.value("streamed", false);
+        r.input = get_count(j, "input_tokens", "input_source");
+        r.output = get_count(j, "output_tokens", "output_source");
+        r.reasoning = get_count(j, "reasoning_tokens", "reasoning_source");
+        r.cached_input = get_count(j, "cached_tokens", "cached_source");
+        r.outcome = outcome;
+        r.status = get_int(j, "status");
+        return e;
+    }
+    return std::nullopt;
+}
+
+token_count best_output(const meter::request_summary& s) {
+    if (s.reported.output_tokens) {
+        return {s.reported.output_tokens, token_source::reported};
+    }
+    if (s.native_output_tokens) {
+        return {s.native_output_tokens, token_source::native};
+    }
+    if (s.normalized_output_tokens) {
+        return {s.normalized_output_tokens, token_source::normalized};
+    }
+    return {s.counted_output_tokens, token_source::counted};
+}
+
+token_count best_input(const meter::request_summary& s) {
+    if (s.reported.input_tokens) {
+        return {s.reported.input_tokens, token_source::reported};
+    }
+    if (s.native_input_tokens) {
+        return {s.native_input_tokens, token_source::native};
+    }
+    if (s.normalized_input_tokens) {
+        return {s.normalized_input_tokens, token_source::normalized};
+    }
+    return {};
+}
+
+usage_record make_record(const open_info& open, const meter::request_summary& s,
+                         std::int64_t end_unix_ms) {
+    usage_record r;
+    r.id = open.id;
+    r.tenant = open.tenant;
+    r.model = open.model;
+    r.api = open.api;
+    r.route = open.route;
+    r.request_id = open.request_id;
+    r.start_unix_ms = open.start_unix_ms;
+    r.end_unix_ms = end_unix_ms;
+    r.ttft_seconds = s.time_to_first_token;
+    r.duration_seconds = s.duration_seconds;
+    r.streamed = s.streamed;
+    r.input = best_input(s);
+    r.output = best_output(s);
+    if (s.reported.reasoning_tokens) {
+        r.reasoning = {s.reported.reasoning_tokens, token_source::reported};
+    }
+    if (s.reported.cached_input_tokens) {
+        r.cached_input = {s.reported.cached_input_tokens, token_source::reported};
+    }
+    r.outcome = std::string(meter::to_string(s.result));
+    r.status = s.status;
+    return r;
+}
+
+checkpoint_info make_checkpoint(const std::string& id, const meter::request_summary& running,
+                                std::int64_t at_unix_ms) {
+    checkpoint_info c;
+    c.id = id;
+    c.at_unix_ms = at_unix_ms;
+    c.status = running.status;
+    if (running.first_token) {
+        c.ttft_seconds = core::to_seconds(*running.first_token - running.request_received);
+    }
+    c.input = best_input(running);
+    c.output = best_output(running);
+    return c;
+}
+
+usage_record recover_record(const open_info& open, const std::optional<checkpoint_info>& last) {
+    usage_record r;
+    r.id = open.id;
+    r.tenant = open.tenant;
+    r.model = open.model;
+    r.api = open.api;
+    r.route = open.route;
+    r.request_id = open.request_id;
+    r.start_unix_ms = open.start_unix_ms;
+    r.end_unix_ms = last ? std::max(last->at_unix_ms, open.start_unix_ms) : open.start_unix_ms;
+    r.duration_seconds = static_cast<double>(r.end_unix_ms - r.start_unix_ms) / 1000.0;
+    r.streamed = open.streamed;
+    if (last) {
+        r.ttft_seconds = last->ttft_seconds;
+        r.input = last->input;
+        r.output = last->output;
+        r.status = last->status;
+    } else {
+        // Nothing was checkpointed: the stream was younger than one checkpoint interval.
+        r.output = {0, token_source::counted};
+    }
+    r.outcome = "crash_recovered";
+    return r;
+}
+
+std::string format_time(std::int64_t unix_ms) {
+    std::int64_t days = unix_ms >= 0 ? unix_ms / 86'400'000 : (unix_ms - 86'399'999) / 86'400'000;
+    std::int64_t ms_of_day = unix_ms - days * 86'400'000;
+    std::int64_t y = 0;
+    unsigned m = 0;
+    unsigned d = 0;
+    civil_from_days(days, y, m, d);
+    std::array<char, 96> buf{};
+    std::snprintf(buf.data(), buf.size(), "%04lld-%02u-%02uT%02lld:%02lld:%02lld.%03lldZ",
+                  static_cast<long long>(y), m, d, static_cast<long long>(ms_of_day / 3'600'000),
+                  static_cast<long long>(ms_of_day / 60'000 % 60),
+                  static_cast<long long>(ms_of_day / 1000 % 60),
+                  static_cast<long long>(ms_of_day % 1000));
+    return buf.data();
+}
+
+std::optional<std::int64_t> parse_time(std::string_view text) {
+    unsigned year = 0;
+    unsigned month = 0;
+    unsigned day = 0;
+    unsigned hour = 0;
+    unsigned minute = 0;
+    unsigned second = 0;
+    unsigned millis = 0;
+    if (!read_digits(text, 4, year) || !expect(text, '-') || !read_digits(text, 2, month) ||
+        !expect(text, '-') || !read_digits(text, 2, day)) {
+        return std::nullopt;
+    }
+    if (month < 1 || month > 12 || day < 1 || day > 31) {
+        return std::nullopt;
+    }
+    if (!text.empty() && (text.front() == 'T' || text.front() == ' ')) {
+        text.remove_prefix(1);
+        if (!read_digits(text, 2, hour) || !expect(text, ':') || !read_digits(text, 2, minute)) {
+            return std::nullopt;
+        }
+        if (!text.empty() && text.front() == ':') {
+            text.remove_prefix(1);
+            if (!read_digits(text, 2, second)) {
+                return std::nullopt;
+            }
+            if (!text.empty() && text.front() == '.') {
+                text.remove_prefix(1);
+                std::size_t digits = 0;
+                unsigned scale = 100;
+                while (!text.empty() && text.front() >= '0' && text.front() <= '9') {
+                    if (digits < 3) {
+                        millis += static_cast<unsigned>(text.front() - '0') * scale;
+                        scale /= 10;
+                    }
+                    ++digits;
+                    text.remove_prefix(1);
+                }
+                if (digits == 0) {
+                    return std::nullopt;
+                }
+            }
+        }
+        if (hour > 23 || minute > 59 || second > 60) {
+            return std::nullopt;
+        }
+    }
+    if (!text.empty() && text.front() == 'Z') {
+        text.remove_prefix(1);
+    }
+    if (!text.empty()) {
+        return std::nullopt;
+    }
+    std::int64_t days = days_from_civil(year, month, day);
+    return days * 86'400'000 + static_cast<std::int64_t>(hour) * 3'600'000 +
+           static_cast<std::int64_t>(minute) * 60'000 + static_cast<std::int64_t>(second) * 1000 +
+           millis;
+}
+
+id_generator::id_generator() : prefix_(0), counter_(0) {
+    std::random_device device;
+    std::uint64_t a = (static_cast<std::uint64_t>(device()) << 32) ^ device();
+    std::uint64_t b = (static_cast<std::uint64_t>(device()) << 32) ^ device();
+    prefix_ = a;
+    // The counter starts at a random point too, so two processes that drew the same prefix
+    // (a broken random_device) still collide only if their counters overlap.
+    counter_.store(b >> 16, std::memory_order_relaxed);
+}
+
+id_generator::id_generator(std::uint64_t prefix, std::uint64_t counter_start)
+    : prefix_(prefix), counter_(counter_start) {}
+
+std::string id_generator::next() {
+    std::uint64_t n = counter_.fetch_add(1, std::memory_order_relaxed);
+    std::array<char, 33> buf{};
+    std::snprintf(buf.data(), buf.size(), "%016llx%016llx",
+                  static_cast<unsigned long long>(prefix_), static_cast<unsigned long long>(n));
+    return buf.data();
+}
+
+}  // namespace tokenmeter::usage

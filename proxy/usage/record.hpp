@@ -1,0 +1,125 @@
+// usage/record: the billing record of one metered request and the spool's line format (open,
+// checkpoint, close entries, JSON Lines, versioned). Encoding and decoding only: no I/O, no clock.
+// The format is documented field by field in docs/usage-records.md.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "meter/stream_meter.hpp"
+
+namespace tokenmeter::usage {
+
+// Bump when a field changes meaning or is removed; adding an optional field keeps the version.
+inline constexpr int record_version = 1;
+
+// Where a token count came from, best first: the server's usage report, the model's own
+// tokenizer, the shared reference tokenizer, one per streamed text chunk, or nothing.
+enum class token_source : std::uint8_t { none, reported, native, normalized, counted };
+std::string_view to_string(token_source s) noexcept;
+token_source token_source_from(std::string_view text) noexcept;
+
+struct token_count {
+    std::optional<std::uint64_t> value;  // nullopt: unknown (never guessed)
+    token_source source = token_source::none;
+    bool operator==(const token_count&) const = default;
+};
+
+struct usage_record {
+    std::string id;          // idempotency id: unique across restarts, kept by crash recovery
+    std::string tenant;      // "anonymous" when the config names no source
+    std::string model;       // as the client asked for it
+    std::string api;         // protocol::to_string(api_kind)
+    std::string route;       // request path without the query
+    std::string request_id;  // the client's x-request-id, "" when absent
+    std::int64_t start_unix_ms = 0;
+    std::int64_t end_unix_ms = 0;
+    std::optional<double> ttft_seconds;
+    double duration_seconds = 0.0;
+    bool streamed = false;
+    token_count input;
+    token_count output;
+    token_count reasoning;
+    token_count cached_input;
+    std::string outcome;  // complete, client_cancel, upstream_error, upstream_truncated, rejected,
+                          // crash_recovered
+    int status = 0;       // status code the client got (0: none)
+};
+
+// The request's identity, known when it starts (the "open" entry).
+struct open_info {
+    std::string id;
+    std::string tenant;
+    std::string model;
+    std::string api;
+    std::string route;
+    std::string request_id;
+    std::int64_t start_unix_ms = 0;
+    bool streamed = false;
+};
+
+// Running counts while a response streams (a "checkpoint" entry).
+struct checkpoint_info {
+    std::string id;
+    std::int64_t at_unix_ms = 0;
+    int status = 0;
+    std::optional<double> ttft_seconds;
+    token_count input;
+    token_count output;
+};
+
+enum class entry_kind : std::uint8_t { open, checkpoint, close };
+
+struct spool_entry {
+    entry_kind kind = entry_kind::close;
+    open_info open;              // kind == open
+    checkpoint_info checkpoint;  // kind == checkpoint
+    usage_record record;         // kind == close
+};
+
+// One line each, newline included.
+std::string encode_open(const open_info& o);
+std::string encode_checkpoint(const checkpoint_info& c);
+std::string encode_close(const usage_record& r);
+// The record's fields as one JSON object without "v"/"type" (CloudEvents data, CLI --json).
+std::string encode_record_fields(const usage_record& r);
+
+// Parses one line (without its newline). nullopt: not JSON, an unknown version or type, or a
+// required field missing; readers count and skip such lines.
+std::optional<spool_entry> decode_line(std::string_view line);
+
+// The best counts of a finished or running request, reported usage first.
+token_count best_output(const meter::request_summary& s);
+token_count best_input(const meter::request_summary& s);
+
+// The close record of a finished request.
+usage_record make_record(const open_info& open, const meter::request_summary& s,
+                         std::int64_t end_unix_ms);
+// The counts of a running request, for a checkpoint.
+checkpoint_info make_checkpoint(const std::string& id, const meter::request_summary& running,
+                                std::int64_t at_unix_ms);
+// The record of a request whose process died before its close entry: the open entry and the
+// last checkpoint (if any), outcome crash_recovered, same id.
+usage_record recover_record(const open_info& open, const std::optional<checkpoint_info>& last);
+
+// "2026-11-22T01:02:03.456Z".
+std::string format_time(std::int64_t unix_ms);
+// Accepts "YYYY-MM-DD", "YYYY-MM-DDTHH:MM[:SS[.fff]]" with an optional trailing "Z" (UTC).
+std::optional<std::int64_t> parse_time(std::string_view text);
+
+// 128-bit ids: a random per-process prefix and a counter, as 32 hex digits. Thread-safe.
+class id_generator {
+  public:
+    id_generator();  // seeds from std::random_device once
+    id_generator(std::uint64_t prefix, std::uint64_t counter_start);
+    std::string next();
+
+  private:
+    std::uint64_t prefix_;
+    std::atomic<std::uint64_t> counter_;
+};
+
+}  // namespace tokenmeter::usage

@@ -1,0 +1,323 @@
+#include "usage/report.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <unordered_map>
+
+#include "config/config.hpp"
+#include "usage/spool.hpp"
+
+namespace tokenmeter::usage {
+namespace {
+
+constexpr const char* help_text = R"(usage: tokenmeter usage [--spool DIR | --config FILE] [options]
+
+Reads the usage spool and prints totals per tenant and model: requests, input, output,
+reasoning and cached tokens, and the peak tokens per second.
+
+  --spool DIR      the spool directory (usage.spool_dir)
+  --config FILE    take the spool directory from this config file instead
+  --from TIME      records that started at or after TIME (UTC): 2026-11-21 or 2026-11-21T13:00[:00]
+  --to TIME        records that started before TIME
+  --tenant NAME    only this tenant
+  --model NAME     only this model
+  --json           JSON instead of a table
+
+Peak tokens/s: input + output tokens per UTC second, summed over the group's records. A
+record's input tokens count in the second of its first token (prefill ends there); its output
+tokens are spread evenly from the first token to the end. Records sharing an id count once.
+)";
+
+using per_second = std::map<std::int64_t, double>;
+
+void spread(per_second& bins, double tokens, std::int64_t from_ms, std::int64_t to_ms) {
+    if (tokens <= 0) {
+        return;
+    }
+    if (to_ms <= from_ms) {
+        bins[to_ms >= 0 ? to_ms / 1000 : (to_ms - 999) / 1000] += tokens;
+        return;
+    }
+    const double span = static_cast<double>(to_ms - from_ms);
+    std::int64_t t = from_ms;
+    while (t < to_ms) {
+        std::int64_t second = t >= 0 ? t / 1000 : (t - 999) / 1000;
+        std::int64_t bin_end = std::min(to_ms, (second + 1) * 1000);
+        bins[second] += tokens * static_cast<double>(bin_end - t) / span;
+        t = bin_end;
+    }
+}
+
+void add_record(usage_totals& totals, per_second& bins, const usage_record& r) {
+    totals.requests += 1;
+    totals.outcomes[r.outcome] += 1;
+    const std::uint64_t input = r.input.value.value_or(0);
+    const std::uint64_t output = r.output.value.value_or(0);
+    totals.input_tokens += input;
+    totals.output_tokens += output;
+    totals.reasoning_tokens += r.reasoning.value.value_or(0);
+    totals.cached_tokens += r.cached_input.value.value_or(0);
+    std::int64_t first = r.end_unix_ms;
+    if (r.ttft_seconds) {
+        first = r.start_unix_ms + static_cast<std::int64_t>(std::llround(*r.ttft_seconds * 1000));
+        first = std::min(first, r.end_unix_ms);
+    }
+    spread(bins, static_cast<double>(input), first, first);
+    spread(bins, static_cast<double>(output), first, r.end_unix_ms);
+}
+
+void finish_peak(usage_totals& totals, const per_second& bins) {
+    for (const auto& [second, tokens] : bins) {
+        if (tokens > totals.peak_tokens_per_second) {
+            totals.peak_tokens_per_second = tokens;
+            totals.peak_second_unix_ms = second * 1000;
+        }
+    }
+}
+
+int rank(const std::string& outcome) {
+    return outcome == "crash_recovered" ? 0 : 1;
+}
+
+nlohmann::ordered_json totals_json(const usage_totals& t) {
+    nlohmann::ordered_json j;
+    j["requests"] = t.requests;
+    j["outcomes"] = t.outcomes;
+    j["input_tokens"] = t.input_tokens;
+    j["output_tokens"] = t.output_tokens;
+    j["reasoning_tokens"] = t.reasoning_tokens;
+    j["cached_tokens"] = t.cached_tokens;
+    j["peak_tokens_per_second"] = std::round(t.peak_tokens_per_second * 1000) / 1000;
+    j["peak_second"] = t.requests > 0 ? nlohmann::ordered_json(format_time(t.peak_second_unix_ms))
+                                      : nlohmann::ordered_json(nullptr);
+    return j;
+}
+
+std::string partial_count(const usage_totals& t) {
+    std::uint64_t complete = 0;
+    if (auto it = t.outcomes.find("complete"); it != t.outcomes.end()) {
+        complete = it->second;
+    }
+    return std::to_string(t.requests - complete);
+}
+
+void print_table(const usage_report& report) {
+    std::vector<std::vector<std::string>> rows;
+    rows.push_back({"TENANT", "MODEL", "REQUESTS", "NOT_COMPLETE", "INPUT", "OUTPUT", "REASONING",
+                    "CACHED", "PEAK_TOK/S", "PEAK_SECOND"});
+    auto row = [&](const std::string& tenant, const std::string& model, const usage_totals& t) {
+        char peak[32];
+        std::snprintf(peak, sizeof peak, "%.1f", t.peak_tokens_per_second);
+        rows.push_back({tenant, model, std::to_string(t.requests), partial_count(t),
+                        std::to_string(t.input_tokens), std::to_string(t.output_tokens),
+                        std::to_string(t.reasoning_tokens), std::to_string(t.cached_tokens), peak,
+                        format_time(t.peak_second_unix_ms).substr(0, 19)});
+    };
+    for (const auto& [tenant, totals] : report.by_tenant) {
+        for (const auto& [key, t] : report.by_tenant_model) {
+            if (key.first == tenant) {
+                row(key.first, key.second, t);
+            }
+        }
+        row(tenant, "(all)", totals);
+    }
+    std::vector<std::size_t> widths(rows.front().size(), 0);
+    for (const auto& r : rows) {
+        for (std::size_t i = 0; i < r.size(); ++i) {
+            widths[i] = std::max(widths[i], r[i].size());
+        }
+    }
+    for (const auto& r : rows) {
+        std::string line;
+        for (std::size_t i = 0; i < r.size(); ++i) {
+            std::string cell = r[i];
+            // Names left, numbers right.
+            if (i < 2 || i == r.size() - 1) {
+                cell.resize(widths[i], ' ');
+            } else {
+                cell.insert(0, widths[i] - cell.size(), ' ');
+            }
+            line += (i == 0 ? "" : "  ") + cell;
+        }
+        while (!line.empty() && line.back() == ' ') {
+            line.pop_back();
+        }
+        std::printf("%s\n", line.c_str());
+    }
+    std::printf("%llu record(s), %llu duplicate(s) ignored, %llu unreadable line(s)\n",
+                static_cast<unsigned long long>(report.records),
+                static_cast<unsigned long long>(report.duplicates),
+                static_cast<unsigned long long>(report.malformed));
+}
+
+}  // namespace
+
+usage_report build_report(const std::vector<usage_record>& records, const report_filter& filter) {
+    usage_report report;
+    std::unordered_map<std::string, const usage_record*> by_id;
+    std::vector<const usage_record*> order;
+    for (const auto& r : records) {
+        auto [it, inserted] = by_id.emplace(r.id, &r);
+        if (inserted) {
+            order.push_back(&r);
+            continue;
+        }
+        report.duplicates += 1;
+        if (rank(r.outcome) > rank(it->second->outcome)) {
+            std::replace(order.begin(), order.end(), it->second, &r);
+            it->second = &r;
+        }
+    }
+    std::map<std::pair<std::string, std::string>, per_second> model_bins;
+    std::map<std::string, per_second> tenant_bins;
+    for (const usage_record* r : order) {
+        if ((filter.from_unix_ms && r->start_unix_ms < *filter.from_unix_ms) ||
+            (filter.to_unix_ms && r->start_unix_ms >= *filter.to_unix_ms) ||
+            (filter.tenant && r->tenant != *filter.tenant) ||
+            (filter.model && r->model != *filter.model)) {
+            continue;
+        }
+        report.records += 1;
+        auto key = std::make_pair(r->tenant, r->model);
+        add_record(report.by_tenant_model[key], model_bins[key], *r);
+        add_record(report.by_tenant[r->tenant], tenant_bins[r->tenant], *r);
+    }
+    for (auto& [key, totals] : report.by_tenant_model) {
+        finish_peak(totals, model_bins[key]);
+    }
+    for (auto& [tenant, totals] : report.by_tenant) {
+        finish_peak(totals, tenant_bins[tenant]);
+    }
+    return report;
+}
+
+int run_usage_command(const std::vector<std::string>& args) {
+    std::string spool;
+    std::string config_file;
+    report_filter filter;
+    bool json = false;
+    for (std::size_t i = 0; i < args.size(); ++i) {
+        const std::string& arg = args[i];
+        auto value = [&]() -> std::optional<std::string> {
+            if (i + 1 >= args.size()) {
+                std::fprintf(stderr, "tokenmeter usage: %s needs a value\n", arg.c_str());
+                return std::nullopt;
+            }
+            return args[++i];
+        };
+        if (arg == "--help" || arg == "-h") {
+            std::fputs(help_text, stdout);
+            return 0;
+        }
+        if (arg == "--json") {
+            json = true;
+            continue;
+        }
+        const bool takes_value = arg == "--spool" || arg == "--config" || arg == "--from" ||
+                                 arg == "--to" || arg == "--tenant" || arg == "--model";
+        if (!takes_value) {
+            std::fprintf(stderr, "tokenmeter usage: unknown argument '%s' (see --help)\n",
+                         arg.c_str());
+            return 2;
+        }
+        auto v = value();
+        if (!v) {
+            return 2;
+        }
+        if (arg == "--spool") {
+            spool = *v;
+        } else if (arg == "--config") {
+            config_file = *v;
+        } else if (arg == "--tenant") {
+            filter.tenant = *v;
+        } else if (arg == "--model") {
+            filter.model = *v;
+        } else {
+            auto t = parse_time(*v);
+            if (!t) {
+                std::fprintf(stderr,
+                             "tokenmeter usage: %s: expected a UTC time like 2026-11-21 or "
+                             "2026-11-21T13:00:00Z, got '%s'\n",
+                             arg.c_str(), v->c_str());
+                return 2;
+            }
+            (arg == "--from" ? filter.from_unix_ms : filter.to_unix_ms) = *t;
+        }
+    }
+    if (spool.empty() && !config_file.empty()) {
+        auto loaded = config::load_file(config_file);
+        if (!loaded.ok()) {
+            for (const auto& e : loaded.errors) {
+                std::fprintf(stderr, "%s: %s\n", config_file.c_str(), config::to_string(e).c_str());
+            }
+            return 1;
+        }
+        spool = loaded.value.usage_records.spool_dir;
+    }
+    if (spool.empty()) {
+        std::fprintf(stderr, "tokenmeter usage: give --spool DIR or --config FILE (see --help)\n");
+        return 2;
+    }
+    std::error_code ec;
+    if (!std::filesystem::is_directory(spool, ec)) {
+        std::fprintf(stderr, "tokenmeter usage: %s is not a directory\n", spool.c_str());
+        return 1;
+    }
+    std::vector<usage_record> records;
+    std::uint64_t malformed = 0;
+    for (const auto& segment : list_segments(spool)) {
+        auto counts = scan_segment(segment.path, 0, [&](const spool_entry& e, std::uint64_t) {
+            if (e.kind == entry_kind::close) {
+                records.push_back(e.record);
+            }
+            return true;
+        });
+        malformed += counts.malformed;
+    }
+    usage_report report = build_report(records, filter);
+    report.malformed = malformed;
+    if (json) {
+        nlohmann::ordered_json out;
+        out["from"] = filter.from_unix_ms
+                          ? nlohmann::ordered_json(format_time(*filter.from_unix_ms))
+                          : nlohmann::ordered_json(nullptr);
+        out["to"] = filter.to_unix_ms ? nlohmann::ordered_json(format_time(*filter.to_unix_ms))
+                                      : nlohmann::ordered_json(nullptr);
+        out["records"] = report.records;
+        out["duplicates"] = report.duplicates;
+        out["malformed_lines"] = report.malformed;
+        auto rows = nlohmann::ordered_json::array();
+        for (const auto& [key, t] : report.by_tenant_model) {
+            nlohmann::ordered_json row;
+            row["tenant"] = key.first;
+            row["model"] = key.second;
+            auto fields = totals_json(t);
+            for (auto it = fields.begin(); it != fields.end(); ++it) {
+                row[it.key()] = it.value();
+            }
+            rows.push_back(std::move(row));
+        }
+        out["rows"] = std::move(rows);
+        auto tenants = nlohmann::ordered_json::array();
+        for (const auto& [tenant, t] : report.by_tenant) {
+            nlohmann::ordered_json row;
+            row["tenant"] = tenant;
+            auto fields = totals_json(t);
+            for (auto it = fields.begin(); it != fields.end(); ++it) {
+                row[it.key()] = it.value();
+            }
+            tenants.push_back(std::move(row));
+        }
+        out["tenants"] = std::move(tenants);
+        std::printf(
+            "%s\n",
+            out.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
+    } else {
+        print_table(report);
+    }
+    return 0;
+}
+
+}  // namespace tokenmeter::usage

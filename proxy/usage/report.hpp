@@ -1,0 +1,49 @@
+// usage/report: `tokenmeter usage`, which reads spool files and prints totals per tenant and
+// model for a time range, with the peak tokens per second, as a text table or JSON. Lets an
+// operator answer "what did tenant X use yesterday, and at what peak" without another system.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "usage/record.hpp"
+
+namespace tokenmeter::usage {
+
+struct usage_totals {
+    std::uint64_t requests = 0;
+    std::map<std::string, std::uint64_t> outcomes;
+    std::uint64_t input_tokens = 0;
+    std::uint64_t output_tokens = 0;
+    std::uint64_t reasoning_tokens = 0;
+    std::uint64_t cached_tokens = 0;
+    double peak_tokens_per_second = 0;
+    std::int64_t peak_second_unix_ms = 0;  // start of the peak second
+};
+
+struct usage_report {
+    std::uint64_t records = 0;     // after de-duplication by id
+    std::uint64_t duplicates = 0;  // records with an id seen before (ignored)
+    std::uint64_t malformed = 0;   // lines that could not be read
+    std::map<std::pair<std::string, std::string>, usage_totals> by_tenant_model;
+    std::map<std::string, usage_totals> by_tenant;
+};
+
+struct report_filter {
+    std::optional<std::int64_t> from_unix_ms;  // records that started at or after
+    std::optional<std::int64_t> to_unix_ms;    // records that started before
+    std::optional<std::string> tenant;
+    std::optional<std::string> model;
+};
+
+// Totals of the records in `records` that pass the filter. Records sharing an id count once:
+// a real outcome wins over crash_recovered (the same request recovered after a lost close).
+usage_report build_report(const std::vector<usage_record>& records, const report_filter& filter);
+
+// The subcommand; args are the arguments after "usage". Returns the exit status.
+int run_usage_command(const std::vector<std::string>& args);
+
+}  // namespace tokenmeter::usage

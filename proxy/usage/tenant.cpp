@@ -1,0 +1,146 @@
+#include "usage/tenant.hpp"
+
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
+#include <array>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+namespace tokenmeter::usage {
+namespace {
+
+constexpr std::size_t max_tenant_length = 128;
+
+std::string_view trim(std::string_view s) {
+    while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
+        s.remove_prefix(1);
+    }
+    while (!s.empty() &&
+           (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n')) {
+        s.remove_suffix(1);
+    }
+    return s;
+}
+
+bool plausible_name(std::string_view s) {
+    if (s.empty() || s.size() > max_tenant_length) {
+        return false;
+    }
+    for (char c : s) {
+        auto u = static_cast<unsigned char>(c);
+        if (u < 0x20 || u == 0x7f || c == '"' || c == '\\') {
+            return false;
+        }
+    }
+    return true;
+}
+
+bool iequals_prefix(std::string_view s, std::string_view prefix) {
+    if (s.size() < prefix.size()) {
+        return false;
+    }
+    for (std::size_t i = 0; i < prefix.size(); ++i) {
+        char a = s[i];
+        char b = prefix[i];
+        if (a >= 'A' && a <= 'Z') {
+            a = static_cast<char>(a - 'A' + 'a');
+        }
+        if (a != b) {
+            return false;
+        }
+    }
+    return true;
+}
+
+}  // namespace
+
+tenant_resolver::tenant_resolver(const config::tenants& settings, std::string secret)
+    : source_(settings.source == "header"    ? tenant_source::header
+              : settings.source == "api_key" ? tenant_source::api_key
+                                             : tenant_source::none),
+      header_(settings.header),
+      secret_(std::move(secret)),
+      names_(settings.api_key_names.begin(), settings.api_key_names.end()) {}
+
+std::string tenant_resolver::key_tenant(std::string_view api_key) const {
+    std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
+    unsigned int length = 0;
+    HMAC(EVP_sha256(), secret_.data(), static_cast<int>(secret_.size()),
+         reinterpret_cast<const unsigned char*>(api_key.data()), api_key.size(), digest.data(),
+         &length);
+    static constexpr char hex[] = "0123456789abcdef";
+    std::string out = "key:";
+    // 128 bits: collisions are out of reach, and the full digest would only be longer.
+    for (unsigned int i = 0; i < 16 && i < length; ++i) {
+        out += hex[digest[i] >> 4];
+        out += hex[digest[i] & 0x0f];
+    }
+    return out;
+}
+
+std::string tenant_resolver::resolve(const tenant_headers& headers) const {
+    switch (source_) {
+        case tenant_source::none:
+            return std::string(anonymous_tenant);
+        case tenant_source::header: {
+            std::string_view value = trim(headers.tenant);
+            if (value.empty()) {
+                return std::string(anonymous_tenant);
+            }
+            return plausible_name(value) ? std::string(value) : std::string(invalid_tenant);
+        }
+        case tenant_source::api_key: {
+            std::string_view key;
+            std::string_view auth = trim(headers.authorization);
+            if (iequals_prefix(auth, "bearer ")) {
+                key = trim(auth.substr(7));
+            }
+            if (key.empty()) {
+                key = trim(headers.x_api_key);
+            }
+            if (key.empty()) {
+                return std::string(anonymous_tenant);
+            }
+            std::string hashed = key_tenant(key);
+            if (auto it = names_.find(hashed); it != names_.end()) {
+                return it->second;
+            }
+            return hashed;
+        }
+    }
+    return std::string(anonymous_tenant);
+}
+
+std::string load_tenant_secret(const config::tenants& settings, std::string& error) {
+    if (settings.source != "api_key") {
+        return {};
+    }
+    std::string secret;
+    if (!settings.api_key_secret_env.empty()) {
+        const char* value = std::getenv(settings.api_key_secret_env.c_str());
+        if (value == nullptr || *value == '\0') {
+            error = "tenants.api_key_secret_env: environment variable " +
+                    settings.api_key_secret_env + " is not set or empty";
+            return {};
+        }
+        secret = value;
+    } else {
+        std::ifstream in(settings.api_key_secret_file, std::ios::binary);
+        if (!in) {
+            error = "tenants.api_key_secret_file: cannot read " + settings.api_key_secret_file;
+            return {};
+        }
+        std::ostringstream text;
+        text << in.rdbuf();
+        secret = std::string(trim(text.str()));
+        if (secret.empty()) {
+            error = "tenants.api_key_secret_file: " + settings.api_key_secret_file + " is empty";
+            return {};
+        }
+    }
+    return secret;
+}
+
+}  // namespace tokenmeter::usage

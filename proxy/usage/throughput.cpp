@@ -1,0 +1,68 @@
+#include "usage/throughput.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+namespace tokenmeter::usage {
+
+provisioned_throughput::provisioned_throughput(const config::tenants& settings)
+    : enforce_(settings.enforce_provisioned),
+      burst_seconds_(std::chrono::duration<double>(settings.provisioned_burst).count()) {
+    for (const auto& [name, limit] : settings.limits) {
+        if (limit.provisioned_tokens_per_second > 0) {
+            rates_[name] = limit.provisioned_tokens_per_second;
+        }
+    }
+}
+
+provisioned_throughput::bucket* provisioned_throughput::find(const std::string& tenant,
+                                                             core::time_point now) {
+    auto rate = rates_.find(tenant);
+    if (rate == rates_.end()) {
+        return nullptr;
+    }
+    bucket& b = buckets_[tenant];
+    double capacity = rate->second * burst_seconds_;
+    if (!b.started) {
+        b.started = true;
+        b.level = capacity;
+        b.updated = now;
+        return &b;
+    }
+    if (now > b.updated) {
+        b.level = std::min(capacity, b.level + rate->second * core::to_seconds(now - b.updated));
+        b.updated = now;
+    }
+    return &b;
+}
+
+admission provisioned_throughput::admit(const std::string& tenant, core::time_point now) {
+    if (!enforce_) {
+        return {};
+    }
+    std::lock_guard lock(mutex_);
+    bucket* b = find(tenant, now);
+    if (b == nullptr || b->level >= 0) {
+        return {};
+    }
+    return {false, -b->level / rates_.at(tenant)};
+}
+
+void provisioned_throughput::charge(const std::string& tenant, std::uint64_t tokens,
+                                    core::time_point now) {
+    if (tokens == 0) {
+        return;
+    }
+    std::lock_guard lock(mutex_);
+    if (bucket* b = find(tenant, now)) {
+        b->level -= static_cast<double>(tokens);
+    }
+}
+
+double provisioned_throughput::level(const std::string& tenant, core::time_point now) {
+    std::lock_guard lock(mutex_);
+    bucket* b = find(tenant, now);
+    return b == nullptr ? 0.0 : b->level;
+}
+
+}  // namespace tokenmeter::usage

@@ -1,0 +1,52 @@
+// usage/throughput: provisioned tokens per second per tenant, as a token bucket over input plus
+// output tokens. Admission happens before a request is forwarded, when its output is unknown,
+// so tokens are charged after the fact and the bucket may go into debt; a new request is
+// admitted only while the bucket is not negative. An admitted stream is never cut.
+// One lock, taken twice per request (admit, charge), never per token. Time comes in as data.
+#pragma once
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "config/config.hpp"
+#include "core/time.hpp"
+
+namespace tokenmeter::usage {
+
+struct admission {
+    bool admitted = true;
+    double retry_after_seconds = 0;  // until the bucket is back at zero
+};
+
+class provisioned_throughput {
+  public:
+    explicit provisioned_throughput(const config::tenants& settings);
+
+    // Whether a new request of `tenant` may start now. Always admitted when enforcement is off
+    // or the tenant has no provisioned rate.
+    admission admit(const std::string& tenant, core::time_point now);
+    // Charges the tokens a finished request used.
+    void charge(const std::string& tenant, std::uint64_t tokens, core::time_point now);
+
+    [[nodiscard]] const std::map<std::string, double>& rates() const noexcept { return rates_; }
+    // The bucket level (tokens) after refilling to `now`; for tests and debugging.
+    double level(const std::string& tenant, core::time_point now);
+
+  private:
+    struct bucket {
+        double level = 0;
+        core::time_point updated{};
+        bool started = false;
+    };
+    bucket* find(const std::string& tenant, core::time_point now);
+
+    bool enforce_;
+    double burst_seconds_;
+    std::map<std::string, double> rates_;
+    std::mutex mutex_;
+    std::unordered_map<std::string, bucket> buckets_;
+};
+
+}  // namespace tokenmeter::usage
