@@ -1,0 +1,260 @@
+// Usage records through the real proxy: a client that disconnects mid-stream is billed the
+// tokens streamed so far (client_cancel); an explicit usage of 0 is recorded as 0, not guessed;
+// tenants come from a trusted header or from a keyed hash of the API key (which a client-sent
+// tenant header cannot override, and which never reaches disk); provisioned throughput answers
+// 429 with Retry-After once a tenant's bucket is in debt, without cutting admitted streams;
+// per-tenant metrics are bounded; `tokenmeter usage` totals what is in the spool.
+import { after, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { createHmac } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+
+import {
+  binaries, chatBody, completionBody, makeTempDir, request, startProxy, startSim, stopAll,
+  waitMetrics,
+} from './lib/harness.mjs';
+import { readRecords, waitRecord } from './lib/usage.mjs';
+
+after(stopAll);
+
+function usageConfig(spool, extra = '') {
+  return `usage:\n  spool_dir: ${spool}\n  checkpoint_interval: 100ms\n${extra}`;
+}
+
+function runUsage(args) {
+  const { bin } = binaries();
+  return new Promise((resolve) => {
+    execFile(bin, ['usage', ...args], (error, stdout, stderr) => {
+      resolve({ code: error ? error.code : 0, stdout, stderr });
+    });
+  });
+}
+
+test('client disconnects mid-stream: client_cancel record with the tokens streamed so far', { timeout: 30_000 }, async () => {
+  const sim = await startSim();
+  const spool = makeTempDir('tokenmeter-spool-');
+  const proxy = await startProxy({ upstream: sim.port, config: usageConfig(spool) });
+  let contentChunks = 0;
+  await new Promise((resolve, reject) => {
+    const req = http.request({
+      host: '127.0.0.1', port: proxy.port, method: 'POST', path: '/v1/chat/completions', agent: false,
+      headers: {
+        'content-type': 'application/json', 'x-request-id': 'cancel-1',
+        'x-sim-ttft-ms': '0', 'x-sim-itl-ms': '20', 'x-sim-output-tokens': '1000',
+      },
+    });
+    req.on('error', () => { /* our own destroy */ });
+    req.on('response', (res) => {
+      let text = '';
+      res.on('data', (chunk) => {
+        text += chunk.toString();
+        contentChunks = (text.match(/"content":"[^"]/g) || []).length;
+        if (contentChunks >= 10) {
+          req.destroy();
+          resolve();
+        }
+      });
+      res.on('error', () => {});
+      res.on('end', () => reject(new Error('the stream ended before the disconnect')));
+    });
+    req.end(JSON.stringify(chatBody('cancel-model', { includeUsage: true })));
+  });
+  const record = await waitRecord(spool, 'cancel-1');
+  assert.equal(record.outcome, 'client_cancel');
+  assert.equal(record.status, 200);
+  assert.equal(record.model, 'cancel-model');
+  assert.equal(record.tenant, 'anonymous');
+  // No usage report arrives before the end: the count is the tokens the proxy relayed, at least
+  // what this client read, and far from the 1000 it would have been.
+  assert.equal(record.output_source, 'counted');
+  assert.ok(record.output_tokens >= contentChunks && record.output_tokens <= contentChunks + 5,
+    `output_tokens ${record.output_tokens}, client read ${contentChunks}`);
+  assert.equal(record.v, 1);
+  assert.match(record.id, /^[0-9a-f]{32}$/);
+  assert.ok(record.ttft_s >= 0 && record.duration_s >= record.ttft_s, JSON.stringify(record));
+});
+
+test('a stream whose server reports usage 0 records 0 tokens (reported), not a guess', { timeout: 30_000 }, async () => {
+  const sim = await startSim();
+  const spool = makeTempDir('tokenmeter-spool-');
+  const proxy = await startProxy({ upstream: sim.port, config: usageConfig(spool) });
+  const res = await request({
+    port: proxy.port,
+    body: completionBody('zero-model', { includeUsage: true, prompt: 'a b c d' }),
+    path: '/v1/completions',
+    headers: { 'x-request-id': 'zero-1', 'x-sim-output-tokens': '0' },
+  });
+  assert.equal(res.status, 200);
+  assert.ok(res.complete);
+  assert.match(res.body.toString(), /"completion_tokens":0/);
+  const record = await waitRecord(spool, 'zero-1');
+  assert.equal(record.outcome, 'complete');
+  assert.equal(record.output_tokens, 0);
+  assert.equal(record.output_source, 'reported');
+  assert.equal(record.input_tokens, 4);
+  assert.equal(record.input_source, 'reported');
+  assert.equal(record.api, 'openai_completions');
+  assert.equal(record.route, '/v1/completions');
+  // Without a usage report at all, the count says where it came from and input stays unknown.
+  const res2 = await request({
+    port: proxy.port, body: chatBody('zero-model'),
+    headers: { 'x-request-id': 'nousage-1', 'x-sim-output-tokens': '7', 'x-sim-usage': 'never' },
+  });
+  assert.equal(res2.status, 200);
+  const record2 = await waitRecord(spool, 'nousage-1');
+  assert.equal(record2.output_tokens, 7);
+  assert.equal(record2.output_source, 'counted');
+  assert.equal(record2.input_tokens, null);
+  assert.equal(record2.input_source, 'none');
+});
+
+test('tenants from the API key: keyed hash, mapping, client tenant header ignored, key never stored', { timeout: 30_000 }, async () => {
+  const secret = 'test-secret-for-hmac';
+  process.env.TOKENMETER_TEST_TENANT_SECRET = secret;
+  const keyTenant = (key) => `key:${createHmac('sha256', secret).update(key).digest('hex').slice(0, 32)}`;
+  const sim = await startSim();
+  const spool = makeTempDir('tokenmeter-spool-');
+  const config = usageConfig(spool) + [
+    'tenants:',
+    '  source: api_key',
+    '  api_key_secret_env: TOKENMETER_TEST_TENANT_SECRET',
+    '  api_key_names:',
+    `    "${keyTenant('sk-beta-0123')}": team-beta`,
+    '',
+  ].join('\n');
+  const proxy = await startProxy({ upstream: sim.port, config, args: ['--access-log'] });
+  const send = (requestId, headers) => request({
+    port: proxy.port, body: chatBody('tenant-model'),
+    headers: { 'x-request-id': requestId, 'x-sim-output-tokens': '3', ...headers },
+  });
+  await send('t-alpha', { authorization: 'Bearer sk-alpha-4567', 'x-tenant-id': 'team-beta' });
+  await send('t-beta', { 'x-api-key': 'sk-beta-0123' });
+  await send('t-none', { 'x-tenant-id': 'team-beta' });
+  assert.equal((await waitRecord(spool, 't-alpha')).tenant, keyTenant('sk-alpha-4567'));
+  assert.equal((await waitRecord(spool, 't-beta')).tenant, 'team-beta');
+  assert.equal((await waitRecord(spool, 't-none')).tenant, 'anonymous');
+  for (const file of readdirSync(spool)) {
+    const text = readFileSync(path.join(spool, file), 'utf8');
+    assert.ok(!text.includes('sk-alpha') && !text.includes('sk-beta'), `an API key in ${file}`);
+  }
+  const m = await waitMetrics(proxy, (x) => x.value('tokenmeter_tenant_requests_total', { tenant: 'team-beta' }) >= 1);
+  assert.equal(m.value('tokenmeter_tenant_requests_total', { tenant: 'team-beta', model: 'tenant-model', outcome: 'complete' }), 1);
+  assert.equal(m.value('tokenmeter_tenant_tokens_total', { tenant: 'team-beta', model: 'tenant-model', type: 'output' }), 3);
+  await proxy.stop('SIGTERM');
+  assert.ok(!proxy.child.stderrText.includes('sk-alpha') && !proxy.child.stderrText.includes(secret),
+    'the key or the secret was logged');
+});
+
+test('provisioned throughput: 429 + Retry-After + JSON once the bucket is in debt; admitted streams finish', { timeout: 30_000 }, async () => {
+  const sim = await startSim();
+  const spool = makeTempDir('tokenmeter-spool-');
+  const config = usageConfig(spool) + [
+    'tenants:',
+    '  source: header',
+    '  enforce_provisioned: true',
+    '  provisioned_burst: 1s',
+    '  limits:',
+    '    slow: { provisioned_tokens_per_second: 10 }',
+    '',
+  ].join('\n');
+  const proxy = await startProxy({ upstream: sim.port, config });
+  const send = (requestId, tenant, tokens = 40) => request({
+    port: proxy.port, body: chatBody('pt-model', { includeUsage: true, content: 'one two three' }),
+    headers: { 'x-request-id': requestId, 'x-tenant-id': tenant, 'x-sim-output-tokens': String(tokens),
+      'x-sim-ttft-ms': '0', 'x-sim-itl-ms': '1' },
+  });
+  // Two streams start together while the bucket is full: both are admitted and run to the end,
+  // although together they use 86 tokens against a bucket of 10.
+  const [a, b] = await Promise.all([send('pt-1', 'slow'), send('pt-2', 'slow')]);
+  for (const res of [a, b]) {
+    assert.equal(res.status, 200);
+    assert.ok(res.complete);
+  }
+  // Now the bucket is about 10 - 86 = -76 tokens: about 7.6 s at 10 tokens/s.
+  const refused = await send('pt-3', 'slow');
+  assert.equal(refused.status, 429);
+  const retryAfter = Number(refused.headers['retry-after']);
+  assert.ok(retryAfter >= 6 && retryAfter <= 9, `Retry-After ${refused.headers['retry-after']}`);
+  const error = JSON.parse(refused.body.toString()).error;
+  assert.equal(error.code, 'provisioned_throughput_exceeded');
+  // Another tenant is not limited.
+  assert.equal((await send('pt-4', 'fast')).status, 200);
+  const record = await waitRecord(spool, 'pt-3');
+  assert.equal(record.outcome, 'rejected');
+  assert.equal(record.status, 429);
+  assert.equal(record.tenant, 'slow');
+  const m = await waitMetrics(proxy, (x) => x.value('tokenmeter_tenant_rate_limited_total', { tenant: 'slow' }) >= 1);
+  assert.equal(m.value('tokenmeter_tenant_rate_limited_total', { tenant: 'slow' }), 1);
+  assert.equal(m.value('tokenmeter_tenant_provisioned_tokens_per_second', { tenant: 'slow' }), 10);
+  assert.equal(m.value('tokenmeter_tenant_tokens_total', { tenant: 'slow', model: 'pt-model', type: 'output' }), 80);
+  assert.equal(m.value('tokenmeter_tenant_tokens_total', { tenant: 'slow', model: 'pt-model', type: 'input' }), 6);
+});
+
+test('per-tenant metrics are bounded: first N tenants, then "other"', { timeout: 30_000 }, async () => {
+  const sim = await startSim();
+  const proxy = await startProxy({
+    upstream: sim.port,
+    config: 'tenants:\n  source: header\n  max_tenants: 2\n',
+  });
+  for (const tenant of ['t1', 't2', 't3', 't4']) {
+    const res = await request({ port: proxy.port, body: chatBody('bound-model'),
+      headers: { 'x-tenant-id': tenant, 'x-sim-output-tokens': '2' } });
+    assert.equal(res.status, 200);
+  }
+  const m = await waitMetrics(proxy, (x) => x.value('tokenmeter_tenant_requests_total', { tenant: 'other' }) >= 2);
+  const tenants = new Set(m.select('tokenmeter_tenant_requests_total').map((s) => s.labels.tenant));
+  assert.deepEqual([...tenants].sort(), ['other', 't1', 't2']);
+  assert.equal(m.value('tokenmeter_tenant_requests_total', { tenant: 'other' }), 2);
+});
+
+test('tokenmeter usage: totals per tenant and model, time range, tenant filter, JSON and table', { timeout: 30_000 }, async () => {
+  const sim = await startSim();
+  const spool = makeTempDir('tokenmeter-spool-');
+  const proxy = await startProxy({ upstream: sim.port,
+    config: usageConfig(spool, 'tenants:\n  source: header\n') });
+  const plan = [['acme', 'm-a', 10], ['acme', 'm-a', 20], ['acme', 'm-b', 5], ['globex', 'm-a', 7]];
+  for (const [tenant, model, tokens] of plan) {
+    const res = await request({ port: proxy.port,
+      body: chatBody(model, { includeUsage: true, content: 'w1 w2' }),
+      headers: { 'x-tenant-id': tenant, 'x-sim-output-tokens': String(tokens), 'x-sim-itl-ms': '1' } });
+    assert.equal(res.status, 200);
+  }
+  await proxy.stop('SIGTERM');
+  assert.equal(readRecords(spool).length, 4);
+
+  const all = await runUsage(['--spool', spool, '--json']);
+  assert.equal(all.code, 0, all.stderr);
+  const report = JSON.parse(all.stdout);
+  assert.equal(report.records, 4);
+  const row = (tenant, model) => report.rows.find((r) => r.tenant === tenant && r.model === model);
+  assert.equal(row('acme', 'm-a').requests, 2);
+  assert.equal(row('acme', 'm-a').output_tokens, 30);
+  assert.equal(row('acme', 'm-a').input_tokens, 4);
+  assert.equal(row('acme', 'm-b').output_tokens, 5);
+  assert.equal(row('globex', 'm-a').output_tokens, 7);
+  const acme = report.tenants.find((t) => t.tenant === 'acme');
+  assert.equal(acme.output_tokens, 35);
+  assert.equal(acme.outcomes.complete, 3);
+  // All of acme's tokens fell within a second or two, so the peak is a large share of them.
+  assert.ok(acme.peak_tokens_per_second > 0 && acme.peak_tokens_per_second <= 41, JSON.stringify(acme));
+
+  const only = JSON.parse((await runUsage(['--spool', spool, '--json', '--tenant', 'globex'])).stdout);
+  assert.deepEqual(only.rows.map((r) => r.tenant), ['globex']);
+  const future = JSON.parse((await runUsage(['--spool', spool, '--json', '--from', '2999-01-01'])).stdout);
+  assert.equal(future.records, 0);
+  const past = JSON.parse((await runUsage(['--spool', spool, '--json', '--to', '2000-01-01T00:00'])).stdout);
+  assert.equal(past.records, 0);
+
+  const table = await runUsage(['--spool', spool]);
+  assert.equal(table.code, 0);
+  assert.match(table.stdout, /^TENANT\s+MODEL\s+REQUESTS/m);
+  assert.match(table.stdout, /^acme\s+m-a\s+2\s+0\s+4\s+30\s/m);
+  assert.match(table.stdout, /4 record\(s\)/);
+
+  const bad = await runUsage(['--spool', spool, '--from', 'yesterday']);
+  assert.equal(bad.code, 2);
+  assert.match(bad.stderr, /--from: expected a UTC time/);
+});
