@@ -112,17 +112,21 @@ spool_writer::spool_writer(spool_options options, error_log log)
     }
     // Two processes appending to one spool would interleave segments: refuse the second. The
     // lock dies with the process, so a SIGKILLed predecessor never blocks a restart.
-    int lock_fd = ::open((options_.dir / lock_file).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (lock_fd < 0 || ::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
-        throw std::runtime_error(errno_text("usage.spool_dir " + options_.dir.string() +
-                                            " is in use by another tokenmeter (lock)"));
+    lock_fd_ = ::open((options_.dir / lock_file).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (lock_fd_ < 0 || ::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+        std::string message = errno_text("usage.spool_dir " + options_.dir.string() +
+                                         " is in use by another tokenmeter (lock)");
+        if (lock_fd_ >= 0) {
+            ::close(lock_fd_);
+        }
+        throw std::runtime_error(message);
     }
-    // Kept open (and locked) for the life of the process on purpose.
     std::uint64_t highest = 0;
     for (const auto& segment : list_segments(options_.dir)) {
         highest = std::max(highest, segment.number);
     }
     if (!open_segment(highest + 1)) {
+        ::close(lock_fd_);
         throw std::runtime_error(
             errno_text("cannot create a spool segment in " + options_.dir.string()));
     }
@@ -139,6 +143,7 @@ spool_writer::~spool_writer() {
         ::close(fd_);
         fd_ = -1;
     }
+    ::close(lock_fd_);
 }
 
 bool spool_writer::open_segment(std::uint64_t number) {
@@ -212,7 +217,7 @@ bool spool_writer::flush() {
         return durable_seq_ >= target;
     }
     wake_.notify_one();
-    committed_.wait(lock, [&] { return attempted_seq_ >= target || stopped_; });
+    committed_.wait(lock, [&] { return notified_seq_ >= target || stopped_; });
     return durable_seq_ >= target;
 }
 
@@ -324,7 +329,6 @@ void spool_writer::commit_once(std::unique_lock<std::mutex>& lock) {
     waiters_.erase(waiters_.begin(), end);
     auto on_commit = on_commit_;
     lock.unlock();
-    committed_.notify_all();
     for (auto& cb : ready) {
         cb(ok);
     }
@@ -333,6 +337,8 @@ void spool_writer::commit_once(std::unique_lock<std::mutex>& lock) {
         on_commit();
     }
     lock.lock();
+    notified_seq_ = std::max(notified_seq_, seq_high);
+    committed_.notify_all();
 }
 
 bool spool_writer::write_batch(const std::string& batch) {

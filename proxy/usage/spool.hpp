@@ -94,6 +94,7 @@ class spool_writer {
     std::uint64_t next_seq_ = 1;
     std::uint64_t durable_seq_ = 0;
     std::uint64_t attempted_seq_ = 0;
+    std::uint64_t notified_seq_ = 0;  // callbacks up to here have run
     std::multimap<std::uint64_t, durable_callback> waiters_;
     std::function<void()> on_commit_;
     spool_stats stats_;
@@ -102,6 +103,7 @@ class spool_writer {
     bool stopped_ = false;
     bool committing_ = false;
     int fd_ = -1;
+    int lock_fd_ = -1;  // flock'ed for the writer's lifetime
     std::uint64_t segment_number_ = 0;
     std::uint64_t segment_size_ = 0;
     std::thread thread_;

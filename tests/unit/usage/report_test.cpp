@@ -1,0 +1,68 @@
+#include "usage/report.hpp"
+
+#include <gtest/gtest.h>
+
+namespace tokenmeter::usage {
+namespace {
+
+usage_record rec(std::string id, std::string tenant, std::int64_t start, std::int64_t end,
+                 std::optional<double> ttft, std::uint64_t in, std::uint64_t out,
+                 std::string outcome = "complete") {
+    usage_record r;
+    r.id = std::move(id);
+    r.tenant = std::move(tenant);
+    r.model = "m";
+    r.start_unix_ms = start;
+    r.end_unix_ms = end;
+    r.ttft_seconds = ttft;
+    r.input = {in, token_source::reported};
+    r.output = {out, token_source::reported};
+    r.outcome = std::move(outcome);
+    return r;
+}
+
+TEST(UsageReport, TotalsAndPeakPerSecond) {
+    // a: input 10 at t=1.0 s, 100 output spread evenly over [1.0 s, 3.0 s): 50 per second.
+    // b: input 5 at t=2.5 s, 20 output over [2.5 s, 3.0 s) -> all in second 2.
+    std::vector<usage_record> records{rec("a", "t", 0, 3000, 1.0, 10, 100),
+                                      rec("b", "t", 2000, 3000, 0.5, 5, 20)};
+    auto report = build_report(records, {});
+    const auto& t = report.by_tenant.at("t");
+    EXPECT_EQ(t.requests, 2u);
+    EXPECT_EQ(t.input_tokens, 15u);
+    EXPECT_EQ(t.output_tokens, 120u);
+    // Second 1: 10 + 50 = 60. Second 2: 50 + 5 + 20 = 75.
+    EXPECT_NEAR(t.peak_tokens_per_second, 75.0, 1e-9);
+    EXPECT_EQ(t.peak_second_unix_ms, 2000);
+}
+
+TEST(UsageReport, DuplicateIdsCountOnceAndTheRealOutcomeWins) {
+    std::vector<usage_record> records{rec("a", "t", 0, 1000, 0.1, 1, 5, "crash_recovered"),
+                                      rec("a", "t", 0, 2000, 0.1, 1, 9, "complete"),
+                                      rec("a", "t", 0, 2000, 0.1, 1, 9, "complete")};
+    auto report = build_report(records, {});
+    EXPECT_EQ(report.records, 1u);
+    EXPECT_EQ(report.duplicates, 2u);
+    EXPECT_EQ(report.by_tenant.at("t").output_tokens, 9u);
+    EXPECT_EQ(report.by_tenant.at("t").outcomes.at("complete"), 1u);
+}
+
+TEST(UsageReport, FiltersByStartTimeTenantAndModel) {
+    std::vector<usage_record> records{rec("a", "x", 1000, 2000, 0.1, 1, 1),
+                                      rec("b", "x", 5000, 6000, 0.1, 1, 2),
+                                      rec("c", "y", 5000, 6000, 0.1, 1, 4)};
+    report_filter f;
+    f.from_unix_ms = 2000;
+    f.to_unix_ms = 6000;
+    auto r = build_report(records, f);
+    EXPECT_EQ(r.records, 2u);
+    f.tenant = "x";
+    r = build_report(records, f);
+    EXPECT_EQ(r.records, 1u);
+    EXPECT_EQ(r.by_tenant.at("x").output_tokens, 2u);
+    f.model = "other";
+    EXPECT_EQ(build_report(records, f).records, 0u);
+}
+
+}  // namespace
+}  // namespace tokenmeter::usage

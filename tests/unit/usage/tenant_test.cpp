@@ -1,0 +1,103 @@
+#include "usage/tenant.hpp"
+
+#include <gtest/gtest.h>
+
+#include "usage/throughput.hpp"
+
+namespace tokenmeter::usage {
+namespace {
+
+config::tenants settings(std::string source) {
+    config::tenants t;
+    t.source = std::move(source);
+    return t;
+}
+
+TEST(Tenant, NoSourceIsAnonymous) {
+    tenant_resolver r(settings("none"), "");
+    EXPECT_EQ(r.resolve({"team-a", "Bearer sk-1", ""}), "anonymous");
+}
+
+TEST(Tenant, HeaderFromTrustedLayer) {
+    tenant_resolver r(settings("header"), "");
+    EXPECT_EQ(r.resolve({"team-a", "", ""}), "team-a");
+    EXPECT_EQ(r.resolve({"  team-b \r", "", ""}), "team-b");
+    EXPECT_EQ(r.resolve({"", "Bearer sk", ""}), "anonymous");
+    EXPECT_EQ(r.resolve({std::string(200, 'x'), "", ""}), "invalid");
+    EXPECT_EQ(r.resolve({"a\x01b", "", ""}), "invalid");
+}
+
+TEST(Tenant, ApiKeyIsAKeyedHashNeverTheKey) {
+    tenant_resolver r(settings("api_key"), "secret");
+    // HMAC-SHA256("secret", "sk-test-123"), first 16 bytes (Python's hmac module agrees).
+    const std::string expected = "key:fb730cd51be67ad76da3ba7ba0306aa0";
+    EXPECT_EQ(r.key_tenant("sk-test-123"), expected);
+    EXPECT_EQ(r.resolve({"", "Bearer sk-test-123", ""}), expected);
+    EXPECT_EQ(r.resolve({"", "bearer   sk-test-123 ", ""}), expected);
+    EXPECT_EQ(r.resolve({"", "", "sk-test-123"}), expected);
+    // A tenant header from the client cannot pick someone else's tenant.
+    EXPECT_EQ(r.resolve({"victim", "Bearer sk-test-123", ""}), expected);
+    EXPECT_EQ(r.resolve({"victim", "", ""}), "anonymous");
+    EXPECT_EQ(r.resolve({"", "Basic abc", ""}), "anonymous");
+    // Another secret, another tenant id: the hash cannot be precomputed without the secret.
+    tenant_resolver other(settings("api_key"), "other");
+    EXPECT_NE(other.key_tenant("sk-test-123"), expected);
+}
+
+TEST(Tenant, MappingTableNamesHashedKeys) {
+    auto s = settings("api_key");
+    s.api_key_names["key:fb730cd51be67ad76da3ba7ba0306aa0"] = "team-x";
+    tenant_resolver r(s, "secret");
+    EXPECT_EQ(r.resolve({"", "Bearer sk-test-123", ""}), "team-x");
+    EXPECT_EQ(r.resolve({"", "Bearer sk-other", ""}).substr(0, 4), "key:");
+}
+
+TEST(Tenant, SecretFromEnvironment) {
+    auto s = settings("api_key");
+    s.api_key_secret_env = "TOKENMETER_UNIT_TEST_SECRET";
+    ::unsetenv("TOKENMETER_UNIT_TEST_SECRET");
+    std::string error;
+    EXPECT_EQ(load_tenant_secret(s, error), "");
+    EXPECT_NE(error.find("TOKENMETER_UNIT_TEST_SECRET"), std::string::npos);
+    ::setenv("TOKENMETER_UNIT_TEST_SECRET", "s3cr3t", 1);
+    error.clear();
+    EXPECT_EQ(load_tenant_secret(s, error), "s3cr3t");
+    EXPECT_EQ(error, "");
+}
+
+core::time_point at(double seconds) {
+    return core::time_point{std::chrono::nanoseconds(static_cast<std::int64_t>(seconds * 1e9))};
+}
+
+TEST(ProvisionedThroughput, DebtBlocksNewRequestsUntilRefilled) {
+    config::tenants s;
+    s.enforce_provisioned = true;
+    s.provisioned_burst = std::chrono::milliseconds(2000);
+    s.limits["slow"].provisioned_tokens_per_second = 100;
+    provisioned_throughput p(s);
+    EXPECT_TRUE(p.admit("slow", at(0)).admitted);
+    EXPECT_DOUBLE_EQ(p.level("slow", at(0)), 200);  // full bucket: rate x burst
+    p.charge("slow", 500, at(1));                   // refilled to the cap, then -300
+    EXPECT_DOUBLE_EQ(p.level("slow", at(1)), -300);
+    auto refused = p.admit("slow", at(1));
+    EXPECT_FALSE(refused.admitted);
+    EXPECT_DOUBLE_EQ(refused.retry_after_seconds, 3.0);
+    EXPECT_FALSE(p.admit("slow", at(3.9)).admitted);
+    EXPECT_TRUE(p.admit("slow", at(4.0)).admitted);
+    EXPECT_DOUBLE_EQ(p.level("slow", at(100)), 200);  // never above the burst
+    // Tenants without a provisioned rate are never limited.
+    p.charge("free", 1'000'000, at(1));
+    EXPECT_TRUE(p.admit("free", at(1)).admitted);
+}
+
+TEST(ProvisionedThroughput, WithoutEnforcementEveryoneIsAdmitted) {
+    config::tenants s;
+    s.limits["slow"].provisioned_tokens_per_second = 1;
+    provisioned_throughput p(s);
+    p.charge("slow", 1000, at(0));
+    EXPECT_TRUE(p.admit("slow", at(0)).admitted);
+    EXPECT_EQ(p.rates().at("slow"), 1);
+}
+
+}  // namespace
+}  // namespace tokenmeter::usage
