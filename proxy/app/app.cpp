@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
@@ -116,6 +117,9 @@ int run(const config::settings& settings) {
     std::unique_ptr<usage::spool_writer> spool;
     const auto& usage_settings = settings.usage_records;
     if (!usage_settings.spool_dir.empty()) {
+        // A file-size limit must fail the write (EFBIG, counted and retried), not kill the
+        // process with SIGXFSZ in the middle of everyone's streams.
+        std::signal(SIGXFSZ, SIG_IGN);
         try {
             spool = std::make_unique<usage::spool_writer>(
                 usage::spool_options{usage_settings.spool_dir, usage_settings.fsync_interval,

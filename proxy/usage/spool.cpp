@@ -266,7 +266,11 @@ void spool_writer::run() {
             break;  // stopping, nothing left
         }
         // Group commit: at most one fsync per interval; entries arriving meanwhile join the batch.
-        auto due = last_commit_ + options_.fsync_interval;
+        // A failing disk is retried ten times a second at most.
+        auto interval = stats_.failing
+                            ? std::max(options_.fsync_interval, std::chrono::milliseconds(100))
+                            : options_.fsync_interval;
+        auto due = last_commit_ + interval;
         if (!stopping_ && std::chrono::steady_clock::now() < due) {
             wake_.wait_until(lock, due, [&] { return stopping_; });
         }
@@ -295,6 +299,14 @@ void spool_writer::commit_once(std::unique_lock<std::mutex>& lock) {
     last_commit_ = now;
     stats_.commits += 1;
     attempted_seq_ = seq_high;
+    if (ok && failures_in_a_row_ > 0 && log_) {
+        std::string message = "usage spool writes succeed again in " + options_.dir.string() +
+                              " after " + std::to_string(failures_in_a_row_) + " failed attempts";
+        failures_in_a_row_ = 0;
+        lock.unlock();
+        log_(message);
+        lock.lock();
+    }
     if (ok) {
         durable_seq_ = seq_high;
         stats_.durable += count_lines(batch);
@@ -304,7 +316,9 @@ void spool_writer::commit_once(std::unique_lock<std::mutex>& lock) {
     } else {
         stats_.errors += 1;
         stats_.failing = true;
+        failures_in_a_row_ += 1;
         std::string message = errno_text("usage spool write failed in " + options_.dir.string());
+        message += " (attempt " + std::to_string(failures_in_a_row_) + ")";
         if (batch.size() + queue_.size() > options_.max_pending_bytes) {
             std::uint64_t lost = count_lines(batch);
             stats_.dropped += lost;
@@ -315,7 +329,9 @@ void spool_writer::commit_once(std::unique_lock<std::mutex>& lock) {
             retry_closes_ = closes;
             message += "; entries kept in memory and retried";
         }
-        if (log_) {
+        // The first failure, then every 50th (about every 5 s), and every drop: loud, not a flood.
+        bool dropped_now = message.find("DROPPED") != std::string::npos;
+        if (log_ && (failures_in_a_row_ == 1 || failures_in_a_row_ % 50 == 0 || dropped_now)) {
             lock.unlock();
             log_(message);
             lock.lock();
@@ -355,10 +371,13 @@ bool spool_writer::write_batch(const std::string& batch) {
     }
     if (!write_all(fd_, batch) || ::fdatasync(fd_) != 0) {
         int saved = errno;
-        // Whatever part reached the file is a cut tail now; the retry goes to a new segment,
-        // whose readers skip the old segment's tail.
-        ::close(fd_);
-        fd_ = -1;
+        // Take back whatever part of the batch reached the file, so the retry appends whole
+        // lines to the same segment. If even that fails, the part is a cut tail: the retry goes
+        // to a new segment, and readers skip an older segment's cut tail.
+        if (::ftruncate(fd_, static_cast<off_t>(segment_size_)) != 0) {
+            ::close(fd_);
+            fd_ = -1;
+        }
         errno = saved;
         return false;
     }

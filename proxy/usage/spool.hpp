@@ -106,6 +106,7 @@ class spool_writer {
     int lock_fd_ = -1;  // flock'ed for the writer's lifetime
     std::uint64_t segment_number_ = 0;
     std::uint64_t segment_size_ = 0;
+    std::uint64_t failures_in_a_row_ = 0;
     std::thread thread_;
 };
 
