@@ -138,7 +138,8 @@ int run(const config::settings& settings) {
         }
         // Every stream a previous process left open (it was killed) becomes a record now,
         // before any new traffic, with the same id and its last checkpointed counts.
-        auto recovery = usage::find_unclosed(dir);
+        // Only segments since the last completed recovery can hold unclosed opens.
+        auto recovery = usage::find_unclosed(dir, usage::read_recovery_mark(dir).value_or(0));
         for (const auto& record : recovery.recovered) {
             spool->append(usage::encode_close(record), true);
         }
@@ -147,6 +148,11 @@ int run(const config::settings& settings) {
                 "usage spool: the {} recovered records could not be written yet; "
                 "they stay queued and are retried",
                 recovery.recovered.size());
+        } else if (!usage::write_recovery_mark(dir, spool->first_segment())) {
+            spdlog::warn(
+                "usage spool: cannot write the recovery mark in {}; the next start "
+                "reads more segments than needed",
+                usage_settings.spool_dir);
         }
         spdlog::info(
             "usage spool {}: {} segment(s), {} record(s), {} recovered as crash_recovered, {} "

@@ -25,6 +25,7 @@ constexpr std::string_view segment_prefix = "usage-";
 constexpr std::string_view segment_suffix = ".jsonl";
 constexpr const char* cursor_file = "shipper.cursor";
 constexpr const char* lock_file = ".lock";
+constexpr const char* recovery_mark_file = "recovered.mark";
 
 std::string errno_text(const std::string& what) {
     return what + ": " + std::strerror(errno);
@@ -130,6 +131,7 @@ spool_writer::spool_writer(spool_options options, error_log log)
         throw std::runtime_error(
             errno_text("cannot create a spool segment in " + options_.dir.string()));
     }
+    first_segment_ = segment_number_;
     thread_ = std::thread([this] { run(); });
 }
 
@@ -449,12 +451,15 @@ scan_counts scan_segment(const fs::path& file, std::uint64_t offset, const entry
     return counts;
 }
 
-recovery_result find_unclosed(const fs::path& dir) {
+recovery_result find_unclosed(const fs::path& dir, std::uint64_t from_segment) {
     recovery_result result;
     std::unordered_map<std::string, open_info> opens;
     std::vector<std::string> order;  // recovered records come out in the order they started
     std::unordered_map<std::string, checkpoint_info> checkpoints;
     for (const auto& segment : list_segments(dir)) {
+        if (segment.number < from_segment) {
+            continue;
+        }
         result.segments += 1;
         auto counts = scan_segment(segment.path, 0, [&](const spool_entry& e, std::uint64_t) {
             switch (e.kind) {
@@ -494,6 +499,53 @@ recovery_result find_unclosed(const fs::path& dir) {
     return result;
 }
 
+namespace {
+
+std::optional<nlohmann::json> read_json_file(const fs::path& file) {
+    std::ifstream in(file);
+    if (!in) {
+        return std::nullopt;
+    }
+    std::ostringstream text;
+    text << in.rdbuf();
+    auto j = nlohmann::json::parse(text.str(), nullptr, false);
+    if (j.is_discarded() || !j.is_object()) {
+        return std::nullopt;
+    }
+    return j;
+}
+
+// Write, fsync, rename over, fsync the directory: the file is the old one or the new one.
+bool replace_file(const fs::path& dir, const char* name, const std::string& text) {
+    const fs::path tmp = dir / (std::string(name) + ".tmp");
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        return false;
+    }
+    bool ok = write_all(fd, text) && ::fsync(fd) == 0;
+    ::close(fd);
+    if (!ok || ::rename(tmp.c_str(), (dir / name).c_str()) != 0) {
+        return false;
+    }
+    return fsync_dir(dir);
+}
+
+}  // namespace
+
+std::optional<std::uint64_t> read_recovery_mark(const fs::path& dir) {
+    auto j = read_json_file(dir / recovery_mark_file);
+    if (!j || !j->contains("closed_below_segment") ||
+        !(*j)["closed_below_segment"].is_number_unsigned()) {
+        return std::nullopt;
+    }
+    return (*j)["closed_below_segment"].get<std::uint64_t>();
+}
+
+bool write_recovery_mark(const fs::path& dir, std::uint64_t first_unscanned) {
+    nlohmann::json j = {{"closed_below_segment", first_unscanned}};
+    return replace_file(dir, recovery_mark_file, j.dump() + "\n");
+}
+
 std::optional<cursor> read_cursor(const fs::path& dir) {
     std::ifstream in(dir / cursor_file);
     if (!in) {
@@ -510,19 +562,8 @@ std::optional<cursor> read_cursor(const fs::path& dir) {
 }
 
 bool write_cursor(const fs::path& dir, const cursor& c) {
-    const fs::path tmp = dir / (std::string(cursor_file) + ".tmp");
     nlohmann::json j = {{"segment", c.segment}, {"offset", c.offset}};
-    std::string text = j.dump() + "\n";
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        return false;
-    }
-    bool ok = write_all(fd, text) && ::fsync(fd) == 0;
-    ::close(fd);
-    if (!ok || ::rename(tmp.c_str(), (dir / cursor_file).c_str()) != 0) {
-        return false;
-    }
-    return fsync_dir(dir);
+    return replace_file(dir, cursor_file, j.dump() + "\n");
 }
 
 record_batch read_batch(const fs::path& dir, const cursor& from, std::size_t max_records) {

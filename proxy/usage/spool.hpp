@@ -74,6 +74,8 @@ class spool_writer {
 
     [[nodiscard]] spool_stats stats() const;
     [[nodiscard]] const std::filesystem::path& dir() const noexcept { return options_.dir; }
+    // The segment this writer started with: every earlier segment belongs to earlier processes.
+    [[nodiscard]] std::uint64_t first_segment() const noexcept { return first_segment_; }
 
   private:
     void run();
@@ -107,6 +109,7 @@ class spool_writer {
     std::uint64_t segment_number_ = 0;
     std::uint64_t segment_size_ = 0;
     std::uint64_t failures_in_a_row_ = 0;
+    std::uint64_t first_segment_ = 0;
     std::thread thread_;
 };
 
@@ -140,7 +143,14 @@ struct recovery_result {
     std::uint64_t records = 0;  // close entries seen
     scan_counts counts;
 };
-recovery_result find_unclosed(const std::filesystem::path& dir);
+// Only segments numbered from_segment or later are read (see recovery marks below).
+recovery_result find_unclosed(const std::filesystem::path& dir, std::uint64_t from_segment = 0);
+
+// The recovery mark: "every open entry in a segment numbered below N has its close". A process
+// writes it (N = its first segment) once its recovered records are on disk; the next start then
+// reads only the segments from N on, so start-up time does not grow with the spool.
+std::optional<std::uint64_t> read_recovery_mark(const std::filesystem::path& dir);
+bool write_recovery_mark(const std::filesystem::path& dir, std::uint64_t first_unscanned);
 
 // The shipper's position: every close entry before it has been acknowledged by the sink.
 struct cursor {

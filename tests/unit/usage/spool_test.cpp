@@ -270,5 +270,28 @@ TEST_F(SpoolTest, FailingDiskKeepsEntriesAndRetries) {
     EXPECT_EQ(ids.size(), 41u);
 }
 
+TEST_F(SpoolTest, RecoveryMarkLimitsTheScanToLaterSegments) {
+    EXPECT_FALSE(read_recovery_mark(dir_));
+    std::uint64_t second = 0;
+    {
+        spool_writer writer(options(), nullptr);
+        writer.append(encode_open(open("old")));  // before the mark: must already be closed
+        writer.flush();
+    }
+    {
+        spool_writer writer(options(), nullptr);
+        second = writer.first_segment();
+        writer.append(encode_open(open("new")));
+        writer.flush();
+    }
+    EXPECT_EQ(find_unclosed(dir_).recovered.size(), 2u);
+    ASSERT_TRUE(write_recovery_mark(dir_, second));
+    EXPECT_EQ(read_recovery_mark(dir_), second);
+    auto limited = find_unclosed(dir_, *read_recovery_mark(dir_));
+    ASSERT_EQ(limited.recovered.size(), 1u);
+    EXPECT_EQ(limited.recovered[0].id, "new");
+    EXPECT_EQ(limited.segments, 1u);
+}
+
 }  // namespace
 }  // namespace tokenmeter::usage
