@@ -4,8 +4,9 @@
 //   {"name": "...", "hex": "...", "text": "...", "ids": [...]}    invalid UTF-8: the engine is fed
 //       the bytes in "hex"; "text" is what a conformant UTF-8 decoder makes of them (U+FFFD per
 //       maximal ill-formed subpart), the only form of those bytes the references accept.
-// Cases: the short ones in cases.mjs, every corpus file whole ("file/<name>"), and every
-// paragraph of every corpus file ("para/<name>#<n>", split at blank lines).
+// Cases: the short ones in cases.mjs, the whole corpus concatenated ("corpus/all"), every corpus
+// file whole ("file/<name>"), and every paragraph of every corpus file ("para/<name>#<n>", split
+// at blank lines).
 //
 // Usage: node generate.mjs --out DIR [--tokenizers o200k_base,llama3,...]
 import fs from "node:fs";
@@ -54,7 +55,10 @@ export function corpusFiles() {
 
 export function allCases() {
   const cases = [...shortCases()];
-  for (const file of corpusFiles()) {
+  const files = corpusFiles();
+  // The whole corpus as one text too: the longest input, every file boundary inside it.
+  cases.push({ name: "corpus/all", text: files.map((f) => f.text).join("") });
+  for (const file of files) {
     cases.push({ name: `file/${file.name}`, text: file.text });
     file.text.split(/\n\n/).forEach((para, i) => {
       if (para.length > 0) {

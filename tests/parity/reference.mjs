@@ -4,12 +4,13 @@
 // - tiktoken (OpenAI's Rust tiktoken compiled to WASM): encode_ordinary, so special-token text
 //   such as "<|endoftext|>" is ordinary text, as tokenmeter counts it.
 // - Hugging Face tokenizers (the Rust crate as a native Node addon): the tokenizer.json with every
-//   added token marked `"special": true` taken out of `added_tokens` (their ids stay in the vocab;
-//   only the "match this text as one control token" rule goes), encoded without the
+//   added token marked `"special": true` made unmatchable in `added_tokens` (only the "match this
+//   text as one control token" rule goes), encoded without the
 //   post-processor's BOS/EOS (addSpecialTokens: false). That is what the Rust crate's
 //   `encode_special_tokens = true` does, which this binding does not expose. Non-special added
 //   tokens (Qwen3's <think>, Gemma 3's "\n\n" and <table> ...) stay: they are how those models
-//   tokenize ordinary output.
+//   tokenize ordinary output. (The special entries are renamed to unmatchable text rather than
+//   deleted, which would renumber the others; see loadReference.)
 import fs from "node:fs";
 import path from "node:path";
 import { createRequire } from "node:module";
@@ -67,9 +68,23 @@ export function loadReference(name, dir = tokenizerDir()) {
   }
   const { Tokenizer } = loadPackage("@anush008/tokenizers");
   const json = JSON.parse(fs.readFileSync(file, "utf8"));
-  const removed = json.added_tokens.filter((t) => t.special).map((t) => t.content);
-  json.added_tokens = json.added_tokens.filter((t) => !t.special);
+  // Rename rather than delete: the library numbers added tokens that are not in the model's
+  // vocab by their position in the list, so deleting entries would shift the ids of the
+  // non-special ones after them (Qwen3's <|fim_prefix|> would become 151645 instead of 151659).
+  // The new content cannot occur in any test text.
+  const removed = [];
+  for (const t of json.added_tokens) {
+    if (t.special) {
+      removed.push(t.content);
+      t.content = `\u0000\u0001tokenmeter: special token ${t.id} not matched\u0001\u0000`;
+    }
+  }
   const tok = Tokenizer.fromString(JSON.stringify(json));
+  for (const t of json.added_tokens) {
+    if (!t.special && tok.tokenToId(t.content) !== t.id) {
+      throw new Error(`${file}: added token ${JSON.stringify(t.content)} has id ${tok.tokenToId(t.content)}, file says ${t.id}`);
+    }
+  }
   return {
     name,
     kind: spec.kind,
