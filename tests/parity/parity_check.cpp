@@ -9,14 +9,13 @@
 //
 // Usage: tokenmeter-tokenizer-parity --spec SPEC --dir TOKENIZER_DIR --expected FILE.jsonl
 //                                    [--seed N] [--max-reports N] [--no-stream]
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 #include <string>
@@ -194,7 +193,8 @@ class reporter {
     explicit reporter(int max_reports) : max_reports_(max_reports) {}
 
     // Returns true when `actual` equals `expected`; otherwise reports the first difference.
-    bool check(const parity_case& c, std::string_view how, const std::vector<tok::token_id>& actual) {
+    bool check(const parity_case& c, std::string_view how,
+               const std::vector<tok::token_id>& actual) {
         const auto& expected = c.ids;
         if (actual == expected) {
             return true;
@@ -303,9 +303,9 @@ bool check_stream(const tok::encoder& enc, const parity_case& c, std::string_vie
         ok = false;
     }
     if (s.tokens_emitted() != got.size()) {
-        report.note(c, std::string(how) + ": tokens_emitted() = " +
-                           std::to_string(s.tokens_emitted()) + ", callbacks = " +
-                           std::to_string(got.size()));
+        report.note(c, std::string(how) +
+                           ": tokens_emitted() = " + std::to_string(s.tokens_emitted()) +
+                           ", callbacks = " + std::to_string(got.size()));
         ok = false;
     }
     if (s.pending_bytes() != 0) {
@@ -369,8 +369,8 @@ int main(int argc, char** argv) {
         chunkings.push_back({"stream whole", {c.text.size()}});
         chunkings.push_back({"stream 1-byte", std::vector<std::size_t>(c.text.size(), 1)});
         for (int k = 0; k < 3; ++k) {
-            chunkings.push_back({"stream random 1..64 #" + std::to_string(k),
-                                 random_chunks(c.text, rng, 64)});
+            chunkings.push_back(
+                {"stream random 1..64 #" + std::to_string(k), random_chunks(c.text, rng, 64)});
         }
         chunkings.push_back({"stream cut inside UTF-8", utf8_cutting_chunks(c.text)});
         for (const auto& ch : chunkings) {
