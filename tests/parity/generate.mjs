@@ -8,7 +8,8 @@
 // file whole ("file/<name>"), and every paragraph of every corpus file ("para/<name>#<n>", split
 // at blank lines).
 //
-// Usage: node generate.mjs --out DIR [--tokenizers o200k_base,llama3,...]
+// Usage: node generate.mjs --out DIR [--tokenizers o200k_base,llama3,...] [--corrupt]
+//   --corrupt also writes <name>.corrupted.jsonl, the negative control (see writeCorrupted).
 import fs from "node:fs";
 import path from "node:path";
 import { TOKENIZERS, loadReference, tokenizerDir } from "./reference.mjs";
@@ -17,10 +18,12 @@ import { shortCases, invalidUtf8Cases } from "./cases.mjs";
 const here = path.dirname(new URL(import.meta.url).pathname);
 
 function parseArgs(argv) {
-  const args = { out: null, tokenizers: Object.keys(TOKENIZERS) };
+  const args = { out: null, tokenizers: Object.keys(TOKENIZERS), corrupt: false };
   for (let i = 0; i < argv.length; i++) {
     if (argv[i] === "--out") {
       args.out = argv[++i];
+    } else if (argv[i] === "--corrupt") {
+      args.corrupt = true;
     } else if (argv[i] === "--tokenizers") {
       args.tokenizers = argv[++i].split(",").filter(Boolean);
     } else {
@@ -73,6 +76,32 @@ export function allCases() {
   return cases;
 }
 
+// The negative control: the same expectations with exactly CORRUPTED_CASES cases altered (one
+// id changed, one dropped, one added), so the checker must report those cases and no others
+// (parity.self_check runs it with --expect-failing-cases).
+const CORRUPTED_CASES = ["case/one_letter", "file/prose_en", "para/cjk#3"];
+
+function writeCorrupted(lines, file) {
+  const out = lines.map((line) => {
+    const c = JSON.parse(line);
+    if (c.name === CORRUPTED_CASES[0]) {
+      c.ids[0] += 1;
+    } else if (c.name === CORRUPTED_CASES[1]) {
+      c.ids.pop();
+    } else if (c.name === CORRUPTED_CASES[2]) {
+      c.ids.push(c.ids[0]);
+    } else {
+      return line;
+    }
+    return JSON.stringify(c);
+  });
+  const changed = out.filter((l, i) => l !== lines[i]).length;
+  if (changed !== CORRUPTED_CASES.length) {
+    throw new Error(`negative control: changed ${changed} cases, wanted ${CORRUPTED_CASES.length}`);
+  }
+  fs.writeFileSync(file, out.join("\n") + "\n");
+}
+
 async function main() {
   const args = parseArgs(process.argv.slice(2));
   fs.mkdirSync(args.out, { recursive: true });
@@ -92,6 +121,9 @@ async function main() {
     const file = path.join(args.out, `${name}.jsonl`);
     fs.writeFileSync(`${file}.tmp`, lines.join("\n") + "\n");
     fs.renameSync(`${file}.tmp`, file);
+    if (args.corrupt) {
+      writeCorrupted(lines, path.join(args.out, `${name}.corrupted.jsonl`));
+    }
     console.log(
       `generate: ${name}: ${cases.length} cases, ${tokens} tokens -> ${file} (${Date.now() - started} ms)` +
         (ref.removedSpecialTokens ? `; ${ref.removedSpecialTokens.length} special added tokens treated as text` : ""),

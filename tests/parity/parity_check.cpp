@@ -9,12 +9,16 @@
 //
 // Usage: tokenmeter-tokenizer-parity --spec SPEC --dir TOKENIZER_DIR --expected FILE.jsonl
 //                                    [--seed N] [--max-reports N] [--no-stream]
+//                                    [--expect-failing-cases N]
+// --expect-failing-cases N turns the run into a negative control: it succeeds only if exactly N
+// distinct cases fail, each in every check (generate.mjs --corrupt writes such a file).
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
@@ -38,6 +42,8 @@ struct options {
     std::uint64_t seed = 20241114;
     int max_reports = 20;
     bool stream = true;
+    // Negative control: succeed only if exactly this many distinct cases fail (-1: none may).
+    int expect_failing_cases = -1;
 };
 
 struct parity_case {
@@ -61,6 +67,8 @@ bool parse_options(int argc, char** argv, options& opt) {
             opt.seed = std::stoull(argv[++i]);
         } else if (arg == "--max-reports" && has_value) {
             opt.max_reports = std::stoi(argv[++i]);
+        } else if (arg == "--expect-failing-cases" && has_value) {
+            opt.expect_failing_cases = std::stoi(argv[++i]);
         } else if (arg == "--no-stream") {
             opt.stream = false;
         } else {
@@ -200,6 +208,7 @@ class reporter {
             return true;
         }
         ++failures_;
+        ++failed_checks_[c.name];
         if (failures_ > max_reports_) {
             return false;
         }
@@ -228,16 +237,20 @@ class reporter {
 
     void note(const parity_case& c, std::string_view what) {
         ++failures_;
+        ++failed_checks_[c.name];
         if (failures_ <= max_reports_) {
             std::cout << "FAIL " << c.name << ": " << what << "\n";
         }
     }
 
     [[nodiscard]] int failures() const { return failures_; }
+    // case name -> number of failed checks
+    [[nodiscard]] const std::map<std::string, int>& failed_checks() const { return failed_checks_; }
 
   private:
     int max_reports_;
     int failures_ = 0;
+    std::map<std::string, int> failed_checks_;
 };
 
 // Chunk lengths that cut `text` the named way; they add up to text.size().
@@ -388,6 +401,19 @@ int main(int argc, char** argv) {
         std::cout << ", streaming " << stream_ok << "/" << stream_runs << " chunkings match";
     }
     std::cout << " (load " << load_s << " s, checks " << run_s << " s)\n";
+    if (opt.expect_failing_cases >= 0) {
+        // Each altered case must fail the one-shot check and every streamed chunking.
+        const int min_checks = opt.stream ? 7 : 1;
+        bool ok = static_cast<int>(report.failed_checks().size()) == opt.expect_failing_cases;
+        for (const auto& [name, n] : report.failed_checks()) {
+            std::cout << "negative control: " << name << " failed " << n << " check(s)\n";
+            ok = ok && n >= min_checks;
+        }
+        std::cout << "negative control: " << report.failed_checks().size()
+                  << " case(s) failed, expected exactly " << opt.expect_failing_cases
+                  << (ok ? " (the checker catches altered ids)" : " -- CHECKER BROKEN") << "\n";
+        return ok ? 0 : 1;
+    }
     if (report.failures() > 0) {
         std::cout << report.failures() << " failure(s)";
         if (report.failures() > opt.max_reports) {
