@@ -198,7 +198,7 @@ std::string id_window(const std::vector<tok::token_id>& ids, std::size_t at) {
 
 class reporter {
   public:
-    explicit reporter(int max_reports) : max_reports_(max_reports) {}
+    reporter(const tok::encoder& enc, int max_reports) : enc_(&enc), max_reports_(max_reports) {}
 
     // Returns true when `actual` equals `expected`; otherwise reports the first difference.
     bool check(const parity_case& c, std::string_view how,
@@ -219,18 +219,19 @@ class reporter {
         std::cout << "MISMATCH " << c.name << " [" << how << "] at id index " << at << "\n"
                   << "  expected " << id_window(expected, at) << "\n"
                   << "  actual   " << id_window(actual, at) << "\n";
-        // Ids do not map to bytes without a decoder, so show the text near the proportional
-        // position of the first difference (short texts whole).
+        // Ids do not map to bytes without a decoder. Where the engine's first `at` ids agree
+        // with the reference, the byte at which the engine's stream (fed 1 byte at a time)
+        // emits its id number `at` is within a pre-token of the difference; show the text
+        // around it (short texts whole).
         const std::string_view text = c.text;
         if (text.size() <= 240) {
             std::cout << "  text     \"" << escaped(text) << "\" (" << text.size() << " bytes)\n";
         } else {
-            const std::size_t guess =
-                expected.empty() ? 0 : text.size() * at / std::max<std::size_t>(1, expected.size());
-            const std::size_t from = guess > 120 ? guess - 120 : 0;
+            const std::size_t near = locate(text, at);
+            const std::size_t from = near > 160 ? near - 160 : 0;
             std::cout << "  text     bytes " << from << ".." << std::min(text.size(), from + 240)
-                      << " of " << text.size() << " (near the difference): \""
-                      << escaped(text.substr(from, 240)) << "\"\n";
+                      << " of " << text.size() << " (the difference is near byte " << near
+                      << "): \"" << escaped(text.substr(from, 240)) << "\"\n";
         }
         return false;
     }
@@ -248,6 +249,21 @@ class reporter {
     [[nodiscard]] const std::map<std::string, int>& failed_checks() const { return failed_checks_; }
 
   private:
+    // The offset after which the engine's stream has emitted more than `index` ids.
+    std::size_t locate(std::string_view text, std::size_t index) const {
+        tok::stream s(*enc_);
+        std::size_t emitted = 0;
+        auto count = [&emitted](tok::token_id, time_point) { ++emitted; };
+        for (std::size_t i = 0; i < text.size(); ++i) {
+            s.feed(text.substr(i, 1), time_point{}, count);
+            if (emitted > index) {
+                return i + 1;
+            }
+        }
+        return text.size();
+    }
+
+    const tok::encoder* enc_;
     int max_reports_;
     int failures_ = 0;
     std::map<std::string, int> failed_checks_;
@@ -350,7 +366,7 @@ int main(int argc, char** argv) {
     const double load_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
 
-    reporter report(opt.max_reports);
+    reporter report(*enc, opt.max_reports);
     std::mt19937_64 rng(opt.seed);
     std::size_t bytes = 0;
     std::size_t tokens = 0;
