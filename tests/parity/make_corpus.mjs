@@ -1,6 +1,7 @@
 // make_corpus.mjs: writes the synthesized corpus files (corpus/synth_*.txt), the ones whose
 // content is easier to generate than to type: whitespace runs with CRLF, long numbers, emoji
-// sequences, special-token text in running text, unusual whitespace and combining marks. A seeded
+// sequences, special-token text in running text, unusual whitespace and combining marks, and
+// machine-made text (logs, base64, hashes, URLs). A seeded
 // generator, so the files are the same on every run; they are checked in, and this script is
 // how they were made (run it again after changing it: node tests/parity/make_corpus.mjs).
 import fs from "node:fs";
@@ -206,12 +207,57 @@ function unusualWhitespaceAndCombiningFile() {
   return parts.join("");
 }
 
+// Machine-made text models often echo: log lines, stack traces, base64 and hex blobs, UUIDs,
+// hashes, URLs with query strings, CSV. Long unbroken pieces (base64) matter for streaming.
+function machineTextFile() {
+  const r = rng(6);
+  const hex = (n) => Array.from({ length: n }, () => "0123456789abcdef"[r.int(16)]).join("");
+  const b64chars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  const b64 = (n) => Array.from({ length: n }, () => b64chars[r.int(64)]).join("");
+  const levels = ["DEBUG", "INFO", "INFO", "INFO", "WARN", "ERROR"];
+  const services = ["gateway", "billing-worker", "tide-api", "auth", "scheduler"];
+  const lines = [];
+  for (let i = 0; i < 250; i++) {
+    const ts = `2024-11-${String(1 + r.int(28)).padStart(2, "0")}T${String(r.int(24)).padStart(2, "0")}:${String(r.int(60)).padStart(2, "0")}:${String(r.int(60)).padStart(2, "0")}.${String(r.int(1000)).padStart(3, "0")}Z`;
+    switch (r.int(9)) {
+      case 0:
+        lines.push(`${ts} ${r.pick(levels)} [${r.pick(services)}] request_id=${hex(8)}-${hex(4)}-${hex(4)}-${hex(4)}-${hex(12)} status=${r.pick([200, 201, 204, 400, 401, 404, 429, 500, 503])} latency_ms=${(r.int(100000) / 100).toFixed(2)} bytes=${r.int(1 << 20)}`);
+        break;
+      case 1:
+        lines.push(`${ts} ERROR [${r.pick(services)}] unhandled exception\nTraceback (most recent call last):\n  File "/srv/app/${r.pick(words)}.py", line ${r.int(900)}, in handle\n    return self.${r.pick(words)}(payload)\nKeyError: '${r.pick(words)}_id'`);
+        break;
+      case 2:
+        lines.push(`data:image/png;base64,${b64(40 + r.int(400))}${r.pick(["", "=", "=="])}`);
+        break;
+      case 3:
+        lines.push(`sha256:${hex(64)}  ${r.pick(words)}-${r.int(10)}.${r.int(30)}.${r.int(100)}.tar.gz`);
+        break;
+      case 4:
+        lines.push(`https://api.example.org/v${1 + r.int(3)}/${r.pick(words)}s/${r.int(100000)}?${r.pick(words)}=${hex(6)}&page=${r.int(50)}&sort=-created_at&fields=id,name,${r.pick(words)}`);
+        break;
+      case 5:
+        lines.push(`${r.int(100000)},${r.pick(words)},"${r.pick(words)}, ${r.pick(words)}",${(r.int(1000000) / 1000).toFixed(3)},${r.pick(["true", "false", ""])},${ts}`);
+        break;
+      case 6:
+        lines.push(`0x${hex(8)}: ${Array.from({ length: 8 }, () => hex(4)).join(" ")}  ${Array.from({ length: 16 }, () => String.fromCharCode(33 + r.int(94))).join("")}`);
+        break;
+      case 7:
+        lines.push(`    at ${r.pick(words)}.${r.pick(words)} (/app/node_modules/${r.pick(words)}/dist/index.js:${r.int(5000)}:${r.int(80)})`);
+        break;
+      default:
+        lines.push(`eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.${b64(60 + r.int(80)).replace(/[+/]/g, "_")}.${b64(43).replace(/[+/]/g, "-")}`);
+    }
+  }
+  return lines.join("\n") + "\n";
+}
+
 const files = {
   "synth_whitespace.txt": whitespaceFile(),
   "synth_numbers.txt": numbersFile(),
   "synth_emoji.txt": emojiFile(),
   "synth_special_text.txt": specialTextFile(),
   "synth_unusual_ws_combining.txt": unusualWhitespaceAndCombiningFile(),
+  "synth_machine_text.txt": machineTextFile(),
 };
 
 for (const [name, text] of Object.entries(files)) {
