@@ -114,6 +114,12 @@ async function main() {
     let tokens = 0;
     for (const c of cases) {
       const ids = Array.from(await ref.encode(c.text));
+      if (ref.encodeNoSpecial) {
+        const other = ref.encodeNoSpecial(c.text);
+        if (other.length !== ids.length || other.some((id, i) => id !== ids[i])) {
+          throw new Error(`${name}: encode(text, [], []) differs from encode_ordinary on ${c.name}`);
+        }
+      }
       tokens += ids.length;
       const line = c.hex !== undefined ? { name: c.name, hex: c.hex, text: c.text, ids } : { name: c.name, text: c.text, ids };
       lines.push(JSON.stringify(line));

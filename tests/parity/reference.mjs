@@ -64,6 +64,9 @@ export function loadReference(name, dir = tokenizerDir()) {
       file,
       encodeSync: (text) => enc.encode_ordinary(text),
       encode: async (text) => Array.from(enc.encode_ordinary(text)),
+      // encode() with no special token allowed and none disallowed: the same ids, documented
+      // and cross-checked by generate.mjs (the default arguments throw on "<|endoftext|>").
+      encodeNoSpecial: (text) => Array.from(enc.encode(text, [], [])),
     };
   }
   const { Tokenizer } = loadPackage("@anush008/tokenizers");
