@@ -151,8 +151,16 @@ std::size_t hf_encoder::segment(std::string_view text, std::size_t begin, std::s
     if (m_->mode == hf_model::kind::sentencepiece) {
         return sentencepiece_segment(text, begin, end, at_start, open, out);
     }
-    if (m_->nfc && !nfc_is_trivially_normalized(text.substr(begin, end - begin))) {
-        return nfc_segment(text, begin, end, open, out);
+    if (m_->nfc) {
+        if (!nfc_is_trivially_normalized(text.substr(begin, end - begin))) {
+            return nfc_segment(text, begin, end, open, out);
+        }
+        if (open) {
+            // The next character may be a combining mark that NFC composes with the last one
+            // ("s" + U+0307 is "ṡ"), so the last character is not final yet. Every other
+            // character here is below U+0300 and never combines with what precedes it.
+            return byte_level_segment(text, begin, prev_char_start(text, end), true, out);
+        }
     }
     return byte_level_segment(text, begin, end, open, out);
 }
@@ -272,18 +280,23 @@ std::size_t hf_encoder::sentencepiece_segment(std::string_view text, std::size_t
         }
         return m.byte_fallback ? kind::bytes : kind::unk;
     };
+    // start/end number the symbols: the long-piece merge uses them to detect stale pairs.
+    auto add = [&](token_id id) {
+        const auto at = static_cast<std::uint32_t>(s.symbols.size());
+        s.symbols.push_back({at, at + 1, id});
+    };
     auto push = [&](std::string_view ch) {
         token_id id = 0;
         const kind k = classify(ch, id);
         if (k == kind::known) {
-            s.symbols.push_back({0, 0, id});
+            add(id);
             last_id = id;
         } else if (k == kind::bytes) {
             for (char b : ch) {
-                s.symbols.push_back({0, 0, m.byte_ids[static_cast<unsigned char>(b)]});
+                add(m.byte_ids[static_cast<unsigned char>(b)]);
             }
         } else if (!(m.fuse_unk && last_kind == kind::unk)) {
-            s.symbols.push_back({0, 0, m.unk});
+            add(m.unk);
         }
         last_kind = k;
     };
