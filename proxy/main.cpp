@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "app/app.hpp"
+#include "app/tokenize_command.hpp"
 #include "app/tokenizers.hpp"
 #include "config/config.hpp"
 
@@ -14,6 +15,7 @@ namespace {
 
 constexpr const char* usage_text = R"(usage: tokenmeter [options]
        tokenmeter --check-config FILE
+       tokenmeter tokenize --tokenizer SPEC [--ids] [--tokenizer-dir DIR]   (see tokenize --help)
 
 A reverse proxy that meters LLM inference traffic (TTFT, ITL, TPOT, tokens/s) and exports
 Prometheus metrics. Bytes are forwarded unchanged.
@@ -68,6 +70,9 @@ int check_config(const std::string& path) {
 
 int main(int argc, char** argv) {
     using namespace tokenmeter;
+    if (argc >= 2 && std::string_view(argv[1]) == "tokenize") {
+        return app::tokenize_command(argc - 2, argv + 2);
+    }
     std::vector<std::string_view> args(argv + 1, argv + argc);
 
     std::string config_path;
