@@ -1,5 +1,4 @@
 #include "app/app.hpp"
-#include "app/tokenizers.hpp"
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -15,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "app/tokenizers.hpp"
 #include "core/time.hpp"
 #include "http/admin.hpp"
 #include "http/beast.hpp"

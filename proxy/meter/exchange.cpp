@@ -103,9 +103,9 @@ request_summary exchange::finish(end_reason reason, core::time_point at) {
     }
     request_summary summary = meter_.finish(reason, at);
     const bool count_input =
-        prompt_parsed_ && (input_policy_ == input_counting::always ||
-                           (input_policy_ == input_counting::when_unreported &&
-                            !summary.reported.input_tokens));
+        prompt_parsed_ &&
+        (input_policy_ == input_counting::always ||
+         (input_policy_ == input_counting::when_unreported && !summary.reported.input_tokens));
     if (count_input) {
         // An approximation: the texts alone, without the chat template's tokens.
         if (encoders_.native != nullptr) {

@@ -232,8 +232,8 @@ request_summary stream_meter::finish(end_reason reason, core::time_point at) {
 
     flush_tokens();
     // Best known output count: what the server says, else our own count of its tokens.
-    s.output_tokens = s.reported.output_tokens.value_or(
-        s.native_output_tokens.value_or(s.normalized_output_tokens.value_or(s.counted_output_tokens)));
+    s.output_tokens = s.reported.output_tokens.value_or(s.native_output_tokens.value_or(
+        s.normalized_output_tokens.value_or(s.counted_output_tokens)));
 
     // The count the timing figures divide by: the model's own tokens where known (a native
     // tokenizer, or the server's report), else the reference tokenizer's, else one per chunk.

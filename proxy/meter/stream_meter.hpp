@@ -83,7 +83,7 @@ struct request_summary {
     // "chunks" (one per text chunk: nothing better was known).
     std::string_view timing_token_source = "chunks";
     std::optional<double> normalized_output_tokens_per_second;  // normalized / (end - request)
-    protocol::token_usage reported;           // merged usage reports from the server
+    protocol::token_usage reported;  // merged usage reports from the server
     std::uint64_t text_chunks = 0;
     std::uint64_t output_chars = 0;
     std::uint64_t parse_errors = 0;

@@ -20,7 +20,7 @@ struct selection {
 };
 
 struct catalog_options {
-    std::string reference;  // a spec, or "none"
+    std::string reference;            // a spec, or "none"
     bool reference_required = false;  // false: a missing reference file only warns
     std::string search_dir;
     std::vector<std::pair<std::string, std::string>> models;  // model name → spec

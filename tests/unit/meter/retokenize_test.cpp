@@ -249,14 +249,14 @@ request_summary run_exchange(input_counting policy, std::string_view body, encod
 TEST(Retokenize, ThePromptIsCountedOnlyWhenTheServerDoesNotReportIt) {
     word_encoder native;
     word_encoder reference(2);
-    auto reported = run_exchange(input_counting::when_unreported, sse_usage_stream,
-                                 {&native, &reference});
+    auto reported =
+        run_exchange(input_counting::when_unreported, sse_usage_stream, {&native, &reference});
     EXPECT_EQ(*reported.reported.input_tokens, 11u);
     EXPECT_FALSE(reported.native_input_tokens);
     EXPECT_FALSE(reported.normalized_input_tokens);
 
-    auto unreported = run_exchange(input_counting::when_unreported, sse_plain_stream,
-                                   {&native, &reference});
+    auto unreported =
+        run_exchange(input_counting::when_unreported, sse_plain_stream, {&native, &reference});
     // "system", " words\nuser"... the word encoder splits on spaces only.
     ASSERT_TRUE(unreported.native_input_tokens);
     EXPECT_EQ(*unreported.native_input_tokens, 5u);
