@@ -238,6 +238,11 @@ void proxy_session::handle_request() {
 
     exchange_.emplace(api_, request_info_, request_received_,
                       &context_.metrics.inter_token_latency_bounds(), context_.exchange_limits);
+    if (context_.tokenizers != nullptr && api_ != protocol::api_kind::none) {
+        const tokenizer::selection chosen = context_.tokenizers->for_model(request_info_.model);
+        exchange_->use_encoders({chosen.native, chosen.reference}, context_.input_counting,
+                                std::move(request_info_.prompt_text));
+    }
     context_.requests_in_flight.fetch_add(1, std::memory_order_relaxed);
     if (!admit_tenant()) {
         return;
