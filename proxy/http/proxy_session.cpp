@@ -836,8 +836,10 @@ void proxy_session::record_tenant(const meter::request_summary& summary) {
     if (tenant_.empty() || summary.api == protocol::api_kind::none) {
         return;
     }
-    auto input = usage::best_input(summary).value.value_or(0);
-    auto output = usage::best_output(summary).value.value_or(0);
+    // A rejected request was never forwarded: whatever its prompt counts, it used no tokens.
+    const bool used = summary.result != meter::outcome::rejected;
+    auto input = used ? usage::best_input(summary).value.value_or(0) : 0;
+    auto output = used ? usage::best_output(summary).value.value_or(0) : 0;
     if (billing.metrics != nullptr) {
         metrics::tenant_usage u;
         std::string model = context_.metrics.model_label(summary.model);

@@ -338,6 +338,11 @@ usage_record make_record(const open_info& open, const meter::request_summary& s,
     }
     r.outcome = std::string(meter::to_string(s.result));
     r.status = s.status;
+    if (s.result == meter::outcome::rejected) {
+        // Never forwarded: the prompt may have been counted, but no model consumed it.
+        r.input = {};
+        r.output = {0, token_source::counted};
+    }
     return r;
 }
 
