@@ -441,7 +441,7 @@ void proxy_session::on_read_upstream_body(error_code ec, std::size_t /*bytes*/) 
         close_client();
         return;
     }
-    if (bytes > 0 && response_parser_->is_done() && billing_holds()) {
+    if (bytes > 0 && response_parser_->is_done() && billing_holds() && !open_.id.empty()) {
         // The last read: observe it first, put the close entry on disk, then release the end
         // of the response. A client that saw the end therefore has a complete record; the
         // price is that the end waits for one group commit (usage.fsync_interval).
@@ -508,7 +508,7 @@ void proxy_session::on_write_client_body(error_code ec, std::size_t /*bytes*/) {
 
 // Tells the serializer the body is over: the final chunk for chunked framing, nothing otherwise.
 void proxy_session::write_body_end() {
-    if (billing_holds() && !sealed_ && exchange_) {
+    if (billing_holds() && !sealed_ && exchange_ && !open_.id.empty()) {
         seal_exchange(meter::end_reason::upstream_complete);
         if (hold_for_spool(close_seq_, &proxy_session::write_body_end)) {
             return;
@@ -745,6 +745,8 @@ std::int64_t proxy_session::wall_ms(core::time_point t) const noexcept {
 
 void proxy_session::begin_billing(const bhttp::request<bhttp::string_body>& request) {
     open_ = {};
+    open_seq_ = 0;
+    close_seq_ = 0;
     sealed_.reset();
     retry_after_.clear();
     tenant_.clear();
@@ -776,7 +778,6 @@ void proxy_session::begin_billing(const bhttp::request<bhttp::string_body>& requ
     open_.start_unix_ms = wall_start_ms_;
     open_.streamed = request_info_.stream;
     open_seq_ = billing.spool->append(usage::encode_open(open_));
-    close_seq_ = 0;
     last_checkpoint_ = request_received_;
 }
 
