@@ -79,7 +79,7 @@ int run(const config::settings& settings) {
                                 ? settings.threads
                                 : std::max(1u, std::thread::hardware_concurrency());
     core::steady_clock_source clock;
-    metrics::registry registry(settings.metric);
+    metrics::registry registry(settings.metric, settings.slo);
     proxy_context context{settings, registry, clock};
     context.exchange_limits.max_sse_event_bytes = settings.limit.max_sse_event_bytes;
     context.exchange_limits.max_buffered_response_bytes =
