@@ -1264,7 +1264,9 @@ class yaml_loader {
         if (v >= 100.0) {
             return detail::failure<double>("must be below 100%");
         }
-        return detail::success(v / 100.0);
+        // Via whole units of 1e-10 %, so "99.9%" becomes exactly the double nearest 0.999 (a
+        // plain v / 100 gives 0.9990000000000001, which would show up in the exported gauge).
+        return detail::success(std::round(v * 1e10) / 1e12);
     }
 
     std::vector<config_error>& errors_;
