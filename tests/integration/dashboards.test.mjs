@@ -111,6 +111,11 @@ function variant(i) {
   if (i % 13 === 6) headers['x-sim-fail'] = 'close-after:2';       // upstream truncated
   if (i % 17 === 8) headers['x-sim-fail'] = 'status:503';          // 5xx
   if (i % 19 === 9) { headers['x-sim-fail'] = 'status:500'; usage = true; stream = true; }
+  if (i % 23 === 10) {  // an event above limits.max_sse_event_bytes: a parse error
+    headers['x-sim-pad-bytes'] = '70000';
+    headers['x-sim-output-tokens'] = '2';
+    stream = true;
+  }
   const body = { model, stream, messages: [{ role: 'user', content: words(promptWords) }] };
   if (stream && usage) body.stream_options = { include_usage: true };
   return { headers, body };
@@ -214,6 +219,17 @@ const hasData = (result) => result.some((series) =>
 test('the workload reached the proxy', () => {
   assert.ok(sent.total > 50, `only ${sent.total} requests were sent`);
   assert.ok((sent.byStatus.get(200) || 0) > sent.total / 2, JSON.stringify([...sent.byStatus]));
+});
+
+test('the proxy health panels chart real events, not only zeros', async () => {
+  const text = await proxy.metricsText();
+  const total = (name) => [...text.matchAll(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'gm'))]
+    .reduce((acc, m) => acc + Number(m[1]), 0);
+  assert.ok(total('tokenmeter_parse_errors_total') > 0, 'parse errors');
+  assert.ok(total('tokenmeter_upstream_errors_total') > 0, 'upstream errors');
+  assert.match(text, /tokenmeter_requests_total\{[^}]*code="503"/);
+  assert.match(text, /tokenmeter_slo_requests_total\{[^}]*result="bad"/);
+  assert.match(text, /tokenmeter_slo_requests_total\{[^}]*result="good"/);
 });
 
 test('every pending entry is still pending (remove entries whose metric now exists)', async () => {
