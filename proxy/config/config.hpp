@@ -92,6 +92,15 @@ struct logging {
     bool operator==(const logging&) const = default;
 };
 
+// A path whose API is named in the config rather than recognized by its well-known path, e.g. an
+// OpenAI-compatible server mounted under /llm/ or Ollama behind /ollama/.
+struct route {
+    std::string path;  // exact request path, or a prefix when it ends with '*'
+    std::string api;   // an `api` label value: openai_chat, ollama_chat, ..., or none
+    std::optional<bool> usage_injection;  // overrides the top-level usage_injection
+    bool operator==(const route&) const = default;
+};
+
 struct settings {
     endpoint listen{"127.0.0.1", 8080};
     endpoint admin{"127.0.0.1", 9090};
@@ -104,6 +113,10 @@ struct settings {
     readiness ready;
     metrics metric;
     logging log;
+    // Add stream_options.include_usage to streamed OpenAI chat/completions requests that did not
+    // ask for usage, and remove the extra usage chunk from what the client receives.
+    bool usage_injection = true;
+    std::vector<route> routes;  // checked in order before the well-known paths
     bool operator==(const settings&) const = default;
 };
 

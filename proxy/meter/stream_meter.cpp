@@ -115,6 +115,9 @@ void stream_meter::on_chunk(const protocol::response_chunk& chunk, core::time_po
     }
     summary_.text_chunks += 1;
     summary_.output_chars += chunk.text_chars();
+    if (!chunk.content.empty() && !summary_.first_content_token) {
+        summary_.first_content_token = at;
+    }
     if (tokens == 0) {
         // Text the server released without new tokens (a detokenizer hold-back): no new
         // inter-token gap, and the previous token keeps its time.
@@ -137,8 +140,9 @@ void stream_meter::on_done_marker(core::time_point /*at*/) {
     summary_.done_marker = true;
 }
 
-void stream_meter::on_parse_error(std::string_view /*what*/) {
+void stream_meter::on_parse_error(protocol::parse_error reason) {
     summary_.parse_errors += 1;
+    summary_.parse_errors_by_reason[static_cast<std::size_t>(reason)] += 1;
 }
 
 request_summary stream_meter::finish(end_reason reason, core::time_point at) {
@@ -169,6 +173,10 @@ request_summary stream_meter::finish(end_reason reason, core::time_point at) {
 
     if (s.streamed && s.first_token) {
         s.time_to_first_token = core::to_seconds(*s.first_token - s.request_received);
+        if (s.first_content_token) {
+            s.time_to_first_content_token =
+                core::to_seconds(*s.first_content_token - s.request_received);
+        }
         if (s.output_tokens >= 2 && s.last_token && *s.last_token > *s.first_token) {
             double decode_seconds = core::to_seconds(*s.last_token - *s.first_token);
             double steps = static_cast<double>(s.output_tokens - 1);

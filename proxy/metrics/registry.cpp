@@ -57,6 +57,12 @@ registry::registry(const config::metrics& settings)
                      "Time from the request head received to the first streamed token (content, "
                      "reasoning or tool-call text)")
                  .Register(*registry_);
+    ttfct_ = &BuildHistogram()
+                  .Name("tokenmeter_time_to_first_content_token_seconds")
+                  .Help(
+                      "Time from the request head received to the first streamed answer text, "
+                      "after any reasoning or tool-call text")
+                  .Register(*registry_);
     itl_ = &BuildHistogram()
                 .Name("tokenmeter_inter_token_latency_seconds")
                 .Help(
@@ -85,14 +91,17 @@ registry::registry(const config::metrics& settings)
                      .Register(*registry_);
     tokens_ = &BuildCounter()
                    .Name("tokenmeter_tokens_total")
-                   .Help("Tokens by type (input, output) as reported by the model server")
+                   .Help(
+                       "Tokens by type (input, output, reasoning, cached_input) as reported by the "
+                       "model server; reasoning is part of output, cached_input part of input")
                    .Register(*registry_);
-    parse_errors_ = &BuildCounter()
-                         .Name("tokenmeter_parse_errors_total")
-                         .Help(
-                             "Response bodies or events that could not be understood; each was "
-                             "forwarded unchanged")
-                         .Register(*registry_);
+    parse_errors_ =
+        &BuildCounter()
+             .Name("tokenmeter_parse_errors_total")
+             .Help(
+                 "Response bodies, events or lines that could not be understood, by API "
+                 "and reason; each was forwarded unchanged")
+             .Register(*registry_);
     upstream_errors_ = &BuildCounter()
                             .Name("tokenmeter_upstream_errors_total")
                             .Help("Failures talking to the upstream, by reason")
@@ -102,7 +111,6 @@ registry::registry(const config::metrics& settings)
                            .Help("Responses currently being relayed")
                            .Register(*registry_)
                            .Add({});
-    parse_errors_total_ = &parse_errors_->Add({});
     BuildGauge()
         .Name("tokenmeter_build_info")
         .Help("Always 1; labels carry the version")
@@ -116,8 +124,10 @@ registry::~registry() = default;
 void registry::record(const meter::request_summary& s) {
     std::string model = count_request(s.api, s.model, s.result, s.status, s.duration_seconds);
     std::string api(protocol::to_string(s.api));
-    if (s.parse_errors > 0) {
-        parse_errors_total_->Increment(static_cast<double>(s.parse_errors));
+    for (std::size_t i = 0; i < s.parse_errors_by_reason.size(); ++i) {
+        if (s.parse_errors_by_reason[i] > 0) {
+            parse_errors(s.api, static_cast<protocol::parse_error>(i), s.parse_errors_by_reason[i]);
+        }
     }
     if (s.api == protocol::api_kind::none) {
         return;
@@ -125,6 +135,9 @@ void registry::record(const meter::request_summary& s) {
     prometheus::Labels labels{{"model", model}, {"api", api}};
     if (s.time_to_first_token) {
         ttft_->Add(labels, buckets_.time_to_first_token).Observe(*s.time_to_first_token);
+    }
+    if (s.time_to_first_content_token) {
+        ttfct_->Add(labels, buckets_.time_to_first_token).Observe(*s.time_to_first_content_token);
     }
     if (s.inter_token_latency.count() > 0) {
         itl_->Add(labels, buckets_.inter_token_latency)
@@ -149,6 +162,14 @@ void registry::record(const meter::request_summary& s) {
     if (s.reported.output_tokens) {
         tokens_->Add({{"model", model}, {"api", api}, {"type", "output"}})
             .Increment(static_cast<double>(*s.reported.output_tokens));
+    }
+    if (s.reported.reasoning_tokens) {
+        tokens_->Add({{"model", model}, {"api", api}, {"type", "reasoning"}})
+            .Increment(static_cast<double>(*s.reported.reasoning_tokens));
+    }
+    if (s.reported.cached_input_tokens) {
+        tokens_->Add({{"model", model}, {"api", api}, {"type", "cached_input"}})
+            .Increment(static_cast<double>(*s.reported.cached_input_tokens));
     }
 }
 
@@ -187,8 +208,12 @@ void registry::upstream_error(std::string_view reason) {
     upstream_errors_->Add({{"reason", std::string(reason)}}).Increment();
 }
 
-void registry::parse_errors(std::uint64_t count) {
-    parse_errors_total_->Increment(static_cast<double>(count));
+void registry::parse_errors(protocol::api_kind api, protocol::parse_error reason,
+                            std::uint64_t count) {
+    parse_errors_
+        ->Add({{"api", std::string(protocol::to_string(api))},
+               {"reason", std::string(protocol::to_string(reason))}})
+        .Increment(static_cast<double>(count));
 }
 
 std::string registry::expose() const {
