@@ -33,39 +33,44 @@ std::size_t after_key(std::string_view text, std::string_view quoted_key, std::s
 
 }  // namespace
 
-usage_filter::verdict usage_filter::judge(std::string_view event, bool complete) {
+bool usage_filter::is_usage_only(std::string_view event) {
     std::size_t choices = after_key(event, "\"choices\"");
-    if (choices == std::string_view::npos || choices >= event.size()) {
-        return complete ? verdict::keep : verdict::undecided;
-    }
-    if (event[choices] != '[') {
-        return verdict::keep;
+    if (choices == std::string_view::npos || choices >= event.size() || event[choices] != '[') {
+        return false;
     }
     std::size_t i = choices + 1;
     while (i < event.size() && is_space(event[i])) {
         ++i;
     }
-    if (i >= event.size()) {
-        return complete ? verdict::keep : verdict::undecided;
-    }
-    if (event[i] != ']') {
-        return verdict::keep;  // a chunk with choices: text, never the usage-only chunk
+    if (i >= event.size() || event[i] != ']') {
+        return false;  // a chunk with choices carries text: never the usage-only chunk
     }
     std::size_t usage = after_key(event, "\"usage\"");
-    if (usage != std::string_view::npos && usage < event.size() && event[usage] == '{') {
-        return complete ? verdict::usage_only : verdict::undecided;
+    return usage != std::string_view::npos && usage < event.size() && event[usage] == '{';
+}
+
+void usage_filter::append_without_null_usage(std::string_view event) {
+    // OpenAI adds "usage":null to every chunk once usage is requested; a client that did not
+    // ask would not have seen it. Compact JSON only, as servers write it.
+    for (std::string_view member :
+         {std::string_view(",\"usage\":null"), std::string_view("\"usage\":null,")}) {
+        if (auto at = event.find(member); at != std::string_view::npos) {
+            out_.append(event.substr(0, at));
+            out_.append(event.substr(at + member.size()));
+            return;
+        }
     }
-    return complete ? verdict::keep : verdict::undecided;
+    out_.append(event);
 }
 
 void usage_filter::end_event() {
     dropped_last_ = false;
     if (!passing_) {
-        if (!removed_ && judge(event_, true) == verdict::usage_only) {
+        if (!removed_ && is_usage_only(event_)) {
             removed_ = true;
             dropped_last_ = true;
         } else {
-            out_.append(event_);
+            append_without_null_usage(event_);
         }
     }
     event_.clear();
@@ -77,7 +82,7 @@ std::string_view usage_filter::feed(std::string_view bytes, bool last) {
     std::size_t run_start = 0;  // start of bytes in `bytes` not yet copied to out_ or event_
     auto flush_run = [&](std::size_t to) {
         std::string_view run = bytes.substr(run_start, to - run_start);
-        (passing_ || removed_ ? out_ : event_).append(run);
+        (passing_ ? out_ : event_).append(run);
         run_start = to;
     };
     for (std::size_t i = 0; i < bytes.size(); ++i) {
@@ -117,15 +122,12 @@ std::string_view usage_filter::feed(std::string_view bytes, bool last) {
         at_line_start_ = false;
     }
     flush_run(bytes.size());
-    if (!passing_ && !event_.empty()) {
-        // An event still open at the end of this read: let it go now unless it may still be
-        // the usage chunk (and is small enough to hold).
-        verdict v = removed_ ? verdict::keep : judge(event_, false);
-        if (last || v == verdict::keep || event_.size() > max_held_bytes_) {
-            out_.append(event_);
-            event_.clear();
-            passing_ = true;
-        }
+    if (!passing_ && !event_.empty() && (last || event_.size() > max_held_bytes_)) {
+        // An event too large to be a usage chunk, or cut off by the end of the body, goes out
+        // as it is.
+        out_.append(event_);
+        event_.clear();
+        passing_ = true;
     }
     if (last) {
         passing_ = false;

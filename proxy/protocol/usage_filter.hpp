@@ -1,9 +1,11 @@
-// protocol/usage_filter: removes the one usage-only chunk ("choices": [] with "usage") from an
-// OpenAI event stream whose usage the proxy asked for on the client's behalf, so the client gets
-// exactly the stream it requested. Sans-I/O and byte-exact: every other byte is passed on
-// unchanged, in order, in the same feed it arrived in, except the bytes of a still incomplete
-// event that may yet turn out to be the usage chunk (held until its blank line, at most
-// max_held_bytes).
+// protocol/usage_filter: undoes, in the response, what the proxy's usage injection changed in an
+// OpenAI event stream, so the client gets exactly the stream it requested: the one usage-only
+// chunk ("choices": [] with "usage") is removed, and so is the "usage":null member OpenAI adds to
+// every other chunk once usage is requested. Sans-I/O; every other byte is passed on unchanged
+// and in order. An event goes out in the read that completes it (its blank line): only the
+// bytes of an event still incomplete at the end of a read are held, which the client could not
+// have used before that blank line anyway. An event over max_held_bytes is passed through as it
+// arrives.
 #pragma once
 
 #include <cstddef>
@@ -28,10 +30,9 @@ class usage_filter {
     [[nodiscard]] std::size_t held_bytes() const noexcept { return event_.size(); }
 
   private:
-    enum class verdict : std::uint8_t { undecided, keep, usage_only };
-
-    // What the bytes of the current event say so far; `complete` when its blank line was seen.
-    [[nodiscard]] static verdict judge(std::string_view event, bool complete);
+    // A complete event: is it the usage-only chunk?
+    [[nodiscard]] static bool is_usage_only(std::string_view event);
+    void append_without_null_usage(std::string_view event);
     void end_event();
 
     std::size_t max_held_bytes_;

@@ -168,8 +168,7 @@ void expect_removed_everywhere(const std::string& before, const std::string& usa
 TEST(UsageFilter, RemovesExactlyTheUsageChunkAtEverySplit) {
     std::string before =
         ": keep-alive\n\ndata: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\n"
-        "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}],"
-        "\"usage\":null}\n\n";
+        "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n";
     expect_removed_everywhere(before, usage_event + "\n\n", "data: [DONE]\n\n");
     // CR LF framing: the event's own line ends go with it, nothing else.
     expect_removed_everywhere("data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\r\n\r\n",
@@ -201,22 +200,41 @@ TEST(UsageFilter, OnlyOneChunkIsRemoved) {
     EXPECT_EQ(filter_with_cuts(input, {}), usage_event + "\n\n");
 }
 
-TEST(UsageFilter, ContentIsNeverHeldPastItsRead) {
+TEST(UsageFilter, EventsGoOutInTheReadThatCompletesThem) {
     usage_filter f;
-    // A whole content event comes out in the read it arrived in; a partial one as soon as it
-    // shows choices with content.
     EXPECT_EQ(f.feed("data: {\"choices\":[{\"delta\":{\"content\":\"A\"}}]}\n\n", false),
               "data: {\"choices\":[{\"delta\":{\"content\":\"A\"}}]}\n\n");
-    EXPECT_EQ(f.feed("data: {\"choices\":[{\"del", false), "data: {\"choices\":[{\"del");
-    EXPECT_EQ(f.feed("ta\":{}}]}\n\n", false), "ta\":{}}]}\n\n");
-    // What might be the usage chunk is held until its blank line, then dropped.
-    EXPECT_EQ(f.feed("data: {\"choices\":[],\"us", false), "");
-    EXPECT_EQ(f.held_bytes(), std::string_view("data: {\"choices\":[],\"us").size());
+    // A partial event is held only until its blank line.
+    EXPECT_EQ(f.feed("data: {\"choices\":[{\"del", false), "");
+    EXPECT_EQ(f.held_bytes(), std::string_view("data: {\"choices\":[{\"del").size());
+    EXPECT_EQ(f.feed("ta\":{}}]}\n\ndata: {\"choices\":[],\"us", false),
+              "data: {\"choices\":[{\"delta\":{}}]}\n\n");
     EXPECT_EQ(f.feed("age\":{\"prompt_tokens\":1}}\n\ndata: [DONE]\n\n", true), "data: [DONE]\n\n");
     EXPECT_TRUE(f.removed());
 }
 
-TEST(UsageFilter, AnUnfinishedHeldEventIsReleasedAtTheEnd) {
+TEST(UsageFilter, NullUsageMembersAddedByTheServerAreRemoved) {
+    std::string asked =
+        "data: {\"id\":\"x\",\"choices\":[{\"delta\":{\"content\":\"A\"}}],\"usage\":null}\n\n"
+        "data: {\"usage\":null,\"choices\":[{\"delta\":{}}]}\n\n" +
+        usage_event + "\n\ndata: [DONE]\n\n";
+    std::string want =
+        "data: {\"id\":\"x\",\"choices\":[{\"delta\":{\"content\":\"A\"}}]}\n\n"
+        "data: {\"choices\":[{\"delta\":{}}]}\n\ndata: [DONE]\n\n";
+    for (std::size_t a = 0; a <= asked.size(); ++a) {
+        ASSERT_EQ(filter_with_cuts(asked, {a}), want) << "split at " << a;
+    }
+}
+
+TEST(UsageFilter, LargeEventsPassThroughAsTheyArrive) {
+    usage_filter f(32);
+    std::string big = "data: {\"choices\":[{\"delta\":{\"content\":\"" + std::string(100, 'x');
+    EXPECT_EQ(f.feed(big, false), big);
+    EXPECT_EQ(f.feed("\"}}]}\n\n", false), "\"}}]}\n\n");
+    EXPECT_EQ(f.held_bytes(), 0u);
+}
+
+TEST(UsageFilter, AnUnfinishedEventIsReleasedAtTheEnd) {
     usage_filter f;
     EXPECT_EQ(f.feed("data: {\"choices\":[]", false), "");
     EXPECT_EQ(f.feed(",\"usage\":{}", true), "data: {\"choices\":[],\"usage\":{}");
