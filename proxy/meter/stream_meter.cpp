@@ -105,7 +105,10 @@ void stream_meter::on_chunk(const protocol::response_chunk& chunk, core::time_po
     // otherwise one per chunk (until re-tokenization gives exact counts).
     std::uint64_t tokens = 1;
     if (running_output) {
-        std::uint64_t previous = last_running_output_.value_or(0);
+        // Tokens already counted one per chunk are part of the total too: a server that gives
+        // its total only with the last text (TGI's details) must not count them again.
+        std::uint64_t previous =
+            std::max(last_running_output_.value_or(0), summary_.counted_output_tokens);
         tokens = *running_output > previous ? *running_output - previous : 0;
         last_running_output_ = std::max(previous, *running_output);
     }

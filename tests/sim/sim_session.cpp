@@ -358,13 +358,16 @@ void sim_session::handle_completion(api_kind api) {
     }
     for (const char* key : {"max_tokens", "max_completion_tokens", "max_output_tokens", "n_predict",
                             "max_new_tokens", "num_predict", "maxOutputTokens"}) {
-        auto value = options->find(key);
-        if (value == options->end()) {
-            value = body.find(key);
+        const json* found = nullptr;
+        for (const json* holder : {options, static_cast<const json*>(&body)}) {
+            if (auto it = holder->find(key); found == nullptr && it != holder->end()) {
+                found = &*it;
+            }
         }
-        if (value == body.end() || value == options->end() || value->is_null()) {
+        if (found == nullptr || found->is_null()) {
             continue;
         }
+        const auto value = found;
         if (!value->is_number_integer() || value->get<std::int64_t>() < 0) {
             respond_error(400, std::string{key} + " must be a non-negative integer",
                           "invalid_request_error", "", schedule_base_);
