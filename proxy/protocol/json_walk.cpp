@@ -61,8 +61,9 @@ class walker final : public nlohmann::json_sax<json> {
         return true;
     }
     bool number_float(number_float_t value, const string_t&) override {
-        auto whole = static_cast<double>(static_cast<std::int64_t>(value));
-        if (value >= 0.0 && value < 1e18 && whole == value) {
+        // Range first: converting an out-of-range double to an integer is undefined.
+        if (value >= 0.0 && value < 1e18 &&
+            static_cast<double>(static_cast<std::uint64_t>(value)) == value) {
             scalar([this, value] { visitor_.on_count(path_, static_cast<std::uint64_t>(value)); });
         } else {
             scalar([this] { visitor_.on_other(path_); });
