@@ -678,7 +678,8 @@ void proxy_session::close_client() {
 }
 
 void proxy_session::next_request_or_close() {
-    if (client_keep_alive_ && !client_gone_ && !context_.draining.load(std::memory_order_relaxed)) {
+    if (client_keep_alive_ && !client_gone_ &&
+        !context_.draining.load(std::memory_order_relaxed)) {
         do_read_header();
         return;
     }
