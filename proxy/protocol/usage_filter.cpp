@@ -1,5 +1,8 @@
 #include "protocol/usage_filter.hpp"
 
+#include <algorithm>
+#include <cstring>
+
 namespace tokenmeter::protocol {
 namespace {
 
@@ -85,7 +88,37 @@ std::string_view usage_filter::feed(std::string_view bytes, bool last) {
         (passing_ ? out_ : event_).append(run);
         run_start = to;
     };
-    for (std::size_t i = 0; i < bytes.size(); ++i) {
+    // Only line breaks matter; the bytes between them are skipped with memchr.
+    const std::size_t size = bytes.size();
+    auto find_from = [&](char wanted, std::size_t from) {
+        if (from >= size) {
+            return size;
+        }
+        const void* hit = std::memchr(bytes.data() + from, wanted, size - from);
+        return hit == nullptr
+                   ? size
+                   : static_cast<std::size_t>(static_cast<const char*>(hit) - bytes.data());
+    };
+    std::size_t next_lf = find_from('\n', 0);
+    std::size_t next_cr = find_from('\r', 0);
+    for (std::size_t i = 0; i < size; ++i) {
+        if (next_lf < i) {
+            next_lf = find_from('\n', i);
+        }
+        if (next_cr < i) {
+            next_cr = find_from('\r', i);
+        }
+        std::size_t brk = std::min(next_lf, next_cr);
+        if (brk > i) {
+            // Ordinary bytes: the line has content.
+            cr_ended_event_ = false;
+            after_cr_ = false;
+            at_line_start_ = false;
+            if (brk == size) {
+                break;
+            }
+            i = brk;
+        }
         char c = bytes[i];
         if (c == '\n' && after_cr_) {
             after_cr_ = false;  // the LF of a CR LF: same line end
