@@ -1,8 +1,8 @@
 // protocol/anthropic: the Anthropic Messages dialect (/v1/messages), streamed and not.
 //
 // Usage merge rule: message_start carries message.usage (input, cache reads and writes, and a
-// first output count); message_delta carries usage again with a cumulative output count (and, on
-// newer servers, input figures). Every field is a running total, so the adapter keeps the latest
+// placeholder output count, which is ignored); message_delta carries usage again with the
+// cumulative output count (and, on newer servers, input figures). Every field is a running total, so the adapter keeps the latest
 // value of each and reports the normalized totals after every usage-bearing event:
 // input = input_tokens + cache_read_input_tokens + cache_creation_input_tokens (Anthropic's
 // input_tokens excludes both), cached_input = cache_read_input_tokens, output = output_tokens.
@@ -134,6 +134,12 @@ class anthropic_adapter final : public adapter, private json_visitor {
             return;
         }
         std::string_view key = path.back();
+        if (depth == 3 && key == "output_tokens") {
+            // message_start's output count is a placeholder taken before generation (usually
+            // 1); were the stream cut before message_delta, it would stand in for the real
+            // count. Unknown is better: the meter then uses the tokens it counted.
+            return;
+        }
         if (key == "input_tokens") {
             input_ = value;
         } else if (key == "output_tokens") {

@@ -160,3 +160,26 @@ test('non-streamed bodies of every dialect are metered', { timeout: 30_000 }, as
     assert.equal(delta('tokenmeter_parse_errors_total', { api: b.api }), 0, b.api);
   }
 });
+
+// The upstream closes mid-stream after 3 content chunks: the client's response is cut, the
+// request is upstream_truncated, and the meter keeps what it read (3 tokens timed; a running
+// usage total, where the dialect gives one, is reported as it stood).
+for (const [d, reported] of [[dialects[1], 0], [dialects[2], 0], [dialects[4], 0], [dialects[6], 3]]) {
+  test(`${d.api}: a stream cut mid-way is metered as upstream_truncated with what was read`, { timeout: 30_000 }, async () => {
+    const before = await proxy.metrics();
+    const labels = { api: d.api, model: d.model };
+    const res = await request({
+      port: proxy.port, path: d.path, body: d.body(d.model),
+      headers: { 'x-sim-ttft-ms': '0', 'x-sim-itl-ms': '2', 'x-sim-output-tokens': '10', 'x-sim-fail': 'close-after:3' },
+    });
+    assert.equal(res.status, 200);
+    assert.equal(res.complete, false, 'the client must see the cut');
+    const m = await waitMetrics(proxy, (x) => x.value('tokenmeter_requests_total', labels) >
+      before.value('tokenmeter_requests_total', labels));
+    const delta = (name, l) => m.value(name, l) - before.value(name, l);
+    assert.equal(delta('tokenmeter_requests_total', { ...labels, outcome: 'upstream_truncated' }), 1);
+    assert.equal(delta('tokenmeter_tokens_total', { ...labels, type: 'output' }), reported);
+    const itlBefore = before.histogram('tokenmeter_inter_token_latency_seconds', labels).count;
+    assert.equal(m.histogram('tokenmeter_inter_token_latency_seconds', labels).count - itlBefore, 2);
+  });
+}

@@ -1,5 +1,5 @@
 // The protocol registry: path and route → API, per-dialect request reading, usage injection,
-// and the usage-chunk filter's byte-exactness at every split point.
+// the usage merge rules through the meter, and the usage filter at every split point.
 #include "protocol/dialects.hpp"
 
 #include <gtest/gtest.h>
@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "meter/exchange.hpp"
 #include "protocol/usage_filter.hpp"
 
 namespace tokenmeter::protocol {
@@ -124,6 +125,62 @@ TEST(Dialects, InjectedBodyKeepsEveryOtherByte) {
     EXPECT_EQ(parsed["model"], "m");
     EXPECT_FALSE(inject_usage_request("[1,2]"));
     EXPECT_FALSE(inject_usage_request("{\"a\":"));
+}
+
+// The merge rules end to end (adapter + meter): reports are running totals, so a field given
+// again replaces its earlier value; it is never added twice.
+meter::request_summary meter_stream(api_kind api, const char* content_type, std::string_view body) {
+    static const std::vector<double> bounds = {0.01, 0.1};
+    request_info info;
+    info.stream = true;
+    info.body_parsed = true;
+    meter::exchange ex(api, info, core::time_point{}, &bounds, {});
+    ex.on_response_head(200, content_type, core::time_point{});
+    ex.on_body(body, core::time_point{});
+    return ex.finish(meter::end_reason::upstream_complete, core::time_point{});
+}
+
+TEST(MergeRules, AnthropicUsageRepeatedInMessageDeltaIsNotAddedTwice) {
+    auto s = meter_stream(
+        api_kind::anthropic_messages, "text/event-stream",
+        "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":"
+        "{\"input_tokens\":10,\"cache_read_input_tokens\":5,\"output_tokens\":1}}}\n\n"
+        "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,"
+        "\"delta\":{\"type\":\"text_delta\",\"text\":\"hi\"}}\n\n"
+        "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{},\"usage\":"
+        "{\"input_tokens\":10,\"cache_read_input_tokens\":5,\"output_tokens\":7}}\n\n"
+        "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{},\"usage\":"
+        "{\"output_tokens\":9}}\n\n");
+    EXPECT_EQ(s.reported.input_tokens, 15u);
+    EXPECT_EQ(s.reported.cached_input_tokens, 5u);
+    EXPECT_EQ(s.reported.output_tokens, 9u);
+    EXPECT_EQ(s.output_tokens, 9u);
+}
+
+TEST(MergeRules, GeminiRunningTotalsAndExplicitZeros) {
+    auto s =
+        meter_stream(api_kind::gemini_generate, "text/event-stream",
+                     "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"a\"}]}}],"
+                     "\"usageMetadata\":{\"promptTokenCount\":4,\"candidatesTokenCount\":3}}\n\n"
+                     "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"b\"}]}}],"
+                     "\"usageMetadata\":{\"promptTokenCount\":4,\"candidatesTokenCount\":5,"
+                     "\"thoughtsTokenCount\":0}}\n\n");
+    EXPECT_EQ(s.reported.input_tokens, 4u);
+    EXPECT_EQ(s.reported.output_tokens, 5u);
+    EXPECT_EQ(s.reported.reasoning_tokens, 0u);  // explicit zero kept
+    EXPECT_EQ(s.counted_output_tokens, 5u);      // 3, then 2 more: exact per chunk
+}
+
+TEST(MergeRules, OllamaExplicitZeroOutputIsNotReplacedByTheCount) {
+    auto s = meter_stream(api_kind::ollama_chat, "application/x-ndjson",
+                          "{\"message\":{\"content\":\"a\"},\"done\":false}\n"
+                          "{\"message\":{\"content\":\"b\"},\"done\":false}\n"
+                          "{\"message\":{\"content\":\"\"},\"done\":true,\"eval_count\":0}\n");
+    EXPECT_EQ(s.counted_output_tokens, 2u);
+    EXPECT_EQ(s.reported.output_tokens, 0u);
+    EXPECT_EQ(s.output_tokens, 0u);
+    EXPECT_FALSE(s.reported.input_tokens);  // absent (prompt cached): unknown, not 0
+    EXPECT_TRUE(s.done_marker);
 }
 
 // ---- usage_filter ------------------------------------------------------------------------
