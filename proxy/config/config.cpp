@@ -974,6 +974,8 @@ class yaml_loader {
                     {"path", into(&yaml_loader::read_text, r.path)},
                     {"api", into(&yaml_loader::read_word, r.api)},
                     {"usage_injection", into(&yaml_loader::read_optional_bool, r.usage_injection)},
+                    {"continuous_usage_stats",
+                     into(&yaml_loader::read_bool, r.continuous_usage_stats)},
                 });
         }
         out = std::move(routes);

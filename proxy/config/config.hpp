@@ -98,6 +98,9 @@ struct route {
     std::string path;  // exact request path, or a prefix when it ends with '*'
     std::string api;   // an `api` label value: openai_chat, ollama_chat, ..., or none
     std::optional<bool> usage_injection;  // overrides the top-level usage_injection
+    // With usage injection: also ask for usage in every chunk (vLLM and SGLang's
+    // stream_options.continuous_usage_stats), removed again from what the client receives.
+    bool continuous_usage_stats = false;
     bool operator==(const route&) const = default;
 };
 

@@ -214,13 +214,16 @@ void proxy_session::handle_request() {
     api_ = route.api;
     request_info_ = {};
     usage_injected_ = false;
+    continuous_usage_injected_ = false;
     if (api_ != protocol::api_kind::none) {
         request_info_ = protocol::parse_request(api_, request.target(), request.body());
         if (route.usage_injection && protocol::can_inject_usage(api_, request_info_)) {
             // The one place the proxy changes bytes: usage on every stream (see usage_filter).
-            if (auto body = protocol::inject_usage_request(request.body())) {
+            if (auto body =
+                    protocol::inject_usage_request(request.body(), route.continuous_usage)) {
                 request.body() = std::move(*body);
                 usage_injected_ = true;
+                continuous_usage_injected_ = route.continuous_usage;
             }
         }
     }
@@ -352,7 +355,8 @@ void proxy_session::on_read_upstream_header(error_code ec, std::size_t /*bytes*/
     if (usage_injected_ && has_body && upstream_head.result_int() < 300 &&
         beast::iequals(upstream_head[bhttp::field::content_type].substr(0, 17),
                        "text/event-stream")) {
-        usage_filter_.emplace();
+        usage_filter_.emplace(protocol::usage_filter::default_max_held_bytes,
+                              continuous_usage_injected_);
     }
     if (!has_body) {
         // HEAD, 204 and 304 keep the upstream's Content-Length as a description, with no body.

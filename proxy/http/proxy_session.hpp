@@ -100,6 +100,7 @@ class proxy_session : public std::enable_shared_from_this<proxy_session> {
     // The proxy added stream_options.include_usage to this request; the filter then removes the
     // usage-only chunk from the response the client sees (absent otherwise: zero-copy relay).
     bool usage_injected_ = false;
+    bool continuous_usage_injected_ = false;  // continuous_usage_stats was added too
     std::optional<protocol::usage_filter> usage_filter_;
 
     static constexpr std::size_t body_buffer_size = 16 * 1024;

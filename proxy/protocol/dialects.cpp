@@ -174,8 +174,9 @@ route_choice choose_route(std::string_view target, const std::vector<config::rou
         bool match =
             want.ends_with('*') ? path.starts_with(want.substr(0, want.size() - 1)) : path == want;
         if (match) {
-            return {api_from_name(r.api).value_or(api_kind::none),
-                    r.usage_injection.value_or(usage_injection_default)};
+            bool inject = r.usage_injection.value_or(usage_injection_default);
+            return {api_from_name(r.api).value_or(api_kind::none), inject,
+                    inject && r.continuous_usage_stats};
         }
     }
     return {api_for_path(target), usage_injection_default};
@@ -230,12 +231,14 @@ bool can_inject_usage(api_kind api, const request_info& info) noexcept {
            info.body_parsed && info.stream && !info.include_usage;
 }
 
-std::optional<std::string> inject_usage_request(std::string_view body) {
+std::optional<std::string> inject_usage_request(std::string_view body, bool continuous) {
     json root = json::parse(body.begin(), body.end(), nullptr, false);
     if (root.is_discarded() || !root.is_object()) {
         return std::nullopt;
     }
-    static constexpr std::string_view option = R"("stream_options":{"include_usage":true})";
+    const std::string_view option =
+        continuous ? R"("stream_options":{"include_usage":true,"continuous_usage_stats":true})"
+                   : R"("stream_options":{"include_usage":true})";
     if (!root.contains("stream_options")) {
         // Insert the member right after the opening brace: every other byte of the client's
         // body reaches the server as it was written.
@@ -260,6 +263,9 @@ std::optional<std::string> inject_usage_request(std::string_view body) {
         options = json::object();
     }
     options["include_usage"] = true;
+    if (continuous) {
+        options["continuous_usage_stats"] = true;
+    }
     return root.dump();
 }
 

@@ -22,7 +22,8 @@ api_kind api_for_path(std::string_view target) noexcept;
 
 struct route_choice {
     api_kind api = api_kind::none;
-    bool usage_injection = false;  // the route allows adding stream_options.include_usage
+    bool usage_injection = false;   // the route allows adding stream_options.include_usage
+    bool continuous_usage = false;  // ... and stream_options.continuous_usage_stats
 };
 // The API of a POST to `target`: the first configured route whose path matches (exactly, or as
 // a prefix when it ends with '*'), else the well-known path. Routes name valid APIs (validated).
@@ -39,9 +40,10 @@ request_info parse_request(api_kind api, std::string_view target, std::string_vi
 // Whether the proxy may add stream_options.include_usage to this request (OpenAI chat and
 // completions, streamed, not already asking for usage).
 bool can_inject_usage(api_kind api, const request_info& info) noexcept;
-// The request body with "stream_options":{"include_usage":true} set; nullopt when the body is
-// not a JSON object (then it is forwarded as it is).
-std::optional<std::string> inject_usage_request(std::string_view body);
+// The request body with "stream_options":{"include_usage":true} set (and
+// "continuous_usage_stats":true when asked); nullopt when the body is not a JSON object (then
+// it is forwarded as it is).
+std::optional<std::string> inject_usage_request(std::string_view body, bool continuous = false);
 
 // A fresh adapter for one response; nullptr for api_kind::none.
 std::unique_ptr<adapter> make_adapter(api_kind api);

@@ -52,7 +52,47 @@ bool usage_filter::is_usage_only(std::string_view event) {
     return usage != std::string_view::npos && usage < event.size() && event[usage] == '{';
 }
 
+namespace {
+
+// The end (one past the closing brace) of the JSON object starting at `open`, skipping strings;
+// npos when it does not close inside `text`.
+std::size_t object_end(std::string_view text, std::size_t open) {
+    int depth = 0;
+    bool in_string = false;
+    for (std::size_t i = open; i < text.size(); ++i) {
+        char c = text[i];
+        if (in_string) {
+            if (c == '\\') {
+                ++i;
+            } else if (c == '"') {
+                in_string = false;
+            }
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '{') {
+            ++depth;
+        } else if (c == '}' && --depth == 0) {
+            return i + 1;
+        }
+    }
+    return std::string_view::npos;
+}
+
+}  // namespace
+
 void usage_filter::append_without_null_usage(std::string_view event) {
+    if (continuous_usage_) {
+        // vLLM's continuous usage: a "usage":{...} member in every chunk (compact JSON).
+        constexpr std::string_view member = ",\"usage\":{";
+        if (auto at = event.find(member); at != std::string_view::npos) {
+            std::size_t end = object_end(event, at + member.size() - 1);
+            if (end != std::string_view::npos) {
+                out_.append(event.substr(0, at));
+                out_.append(event.substr(end));
+                return;
+            }
+        }
+    }
     // OpenAI adds "usage":null to every chunk once usage is requested; a client that did not
     // ask would not have seen it. Compact JSON only, as servers write it.
     for (std::string_view member :

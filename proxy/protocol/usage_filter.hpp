@@ -19,8 +19,11 @@ class usage_filter {
   public:
     static constexpr std::size_t default_max_held_bytes = 64 * 1024;
 
-    explicit usage_filter(std::size_t max_held_bytes = default_max_held_bytes)
-        : max_held_bytes_(max_held_bytes) {}
+    // continuous_usage: the proxy also asked for usage in every chunk, so the "usage":{...}
+    // member of every other chunk is removed too.
+    explicit usage_filter(std::size_t max_held_bytes = default_max_held_bytes,
+                          bool continuous_usage = false)
+        : max_held_bytes_(max_held_bytes), continuous_usage_(continuous_usage) {}
 
     // Filters one read. The returned view (into this object) holds the bytes to forward now; it
     // stays valid until the next call. `last`: the body ends here, so nothing is held back.
@@ -36,6 +39,7 @@ class usage_filter {
     void end_event();
 
     std::size_t max_held_bytes_;
+    bool continuous_usage_;
     std::string out_;
     std::string event_;     // bytes of the current event, while it may be the usage chunk
     bool passing_ = false;  // the current event was judged "keep": its bytes go straight out

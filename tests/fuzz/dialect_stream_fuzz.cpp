@@ -80,8 +80,8 @@ digest run(std::string_view bytes, const std::vector<std::size_t>& cuts, api_kin
 // not depend on the cuts; with a small bound only the safety properties are checked (an event
 // over the bound is forwarded as it arrives, keeping a "usage":null member it may carry).
 std::string filter(std::string_view bytes, const std::vector<std::size_t>& cuts,
-                   std::size_t max_held) {
-    protocol::usage_filter f(max_held);
+                   std::size_t max_held, bool continuous) {
+    protocol::usage_filter f(max_held, continuous);
     std::string out;
     std::size_t from = 0;
     for (std::size_t cut : cuts) {
@@ -107,6 +107,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     api_kind api = apis[data[0] % apis.size()];
     const char* content_type = content_types[(data[0] / apis.size()) % content_types.size()];
     std::size_t cut_count = data[1] % 8;
+    bool continuous = (data[1] & 0x80) != 0;
     data += 2;
     size -= 2;
     std::string_view bytes(reinterpret_cast<const char*>(data), size);
@@ -120,9 +121,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (!(run(bytes, {}, api, content_type) == run(bytes, cuts, api, content_type))) {
         std::abort();
     }
-    if (filter(bytes, {}, size + 1) != filter(bytes, cuts, size + 1)) {
+    if (filter(bytes, {}, size + 1, continuous) != filter(bytes, cuts, size + 1, continuous)) {
         std::abort();
     }
-    filter(bytes, cuts, 64);
+    filter(bytes, cuts, 64, continuous);
     return 0;
 }

@@ -124,3 +124,25 @@ test('routes override the API chosen by path, and a route to none passes through
   assert.equal(m.value('tokenmeter_requests_total', { api: 'anthropic_messages' }), 0);
   assert.equal(m.has('tokenmeter_tokens_total', { model: 'unrouted' }), false);
 });
+
+test('continuous_usage_stats on a route: exact per-chunk counts, and the client still gets its own stream', { timeout: 60_000 }, async () => {
+  const [simA, simB] = await startSimPair();
+  const proxy = await startProxy({
+    upstream: simB.port,
+    config: 'routes:\n  - path: /v1/chat/completions\n    api: openai_chat\n    continuous_usage_stats: true\n',
+  });
+  // 9 tokens in chunks of 4: without running usage the meter would count 3 tokens (one per chunk).
+  const req = { path: '/v1/chat/completions', body: chatBody('cont'), headers: { ...fast, 'x-sim-tokens-per-chunk': '4' } };
+  const direct = await request({ port: simA.port, ...req });
+  const proxied = await request({ port: proxy.port, ...req });
+  assertSameBytes(direct, proxied, 'continuous usage');
+  assert.ok(!proxied.body.toString().includes('"usage"'), 'no usage member reached the client');
+  const labels = { model: 'cont', api: 'openai_chat' };
+  const m = await waitMetrics(proxy, (x) => x.value('tokenmeter_requests_total', labels) >= 1);
+  assert.equal(m.value('tokenmeter_tokens_total', { ...labels, type: 'output' }), 9);
+  // Exact counts per chunk: 9 tokens give 8 inter-token observations, 3 of them the zero gaps
+  // of the first chunk's extra tokens.
+  const itl = m.histogram('tokenmeter_inter_token_latency_seconds', labels);
+  assert.equal(itl.count, 8);
+  assert.equal(itl.bucket(0.001) >= 3, true);
+});

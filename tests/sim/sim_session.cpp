@@ -341,10 +341,15 @@ void sim_session::handle_completion(api_kind api) {
         plan.model = std::string(path.substr(models + 8, path.rfind(':') - models - 8));
     }
     bool include_usage = false;
+    bool continuous_usage = false;  // vLLM's stream_options.continuous_usage_stats
     if (auto options = body.find("stream_options"); options != body.end() && options->is_object()) {
         if (auto value = options->find("include_usage");
             value != options->end() && value->is_boolean()) {
             include_usage = value->get<bool>();
+        }
+        if (auto value = options->find("continuous_usage_stats");
+            value != options->end() && value->is_boolean()) {
+            continuous_usage = value->get<bool>();
         }
     }
     std::optional<std::uint64_t> max_tokens;
@@ -385,7 +390,7 @@ void sim_session::handle_completion(api_kind api) {
     plan.tokens_per_chunk = settings_.tokens_per_chunk;
     plan.reasoning_tokens = settings_.reasoning_tokens;
     plan.tool_call = settings_.tool_call;
-    plan.continuous_usage = settings_.continuous_usage;
+    plan.continuous_usage = settings_.continuous_usage || continuous_usage;
     plan.pad_bytes = settings_.pad_bytes;
     plan.seed = settings_.seed;
     plan.usage_chunk = settings_.usage == usage_mode::always ||

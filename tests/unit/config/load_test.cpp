@@ -202,12 +202,13 @@ routes:
   - path: /LLM/v1/chat/completions
     api: OpenAI_Chat
     usage_injection: true
+    continuous_usage_stats: yes
 )");
     ASSERT_TRUE(r.ok()) << dump(r.errors);
     EXPECT_FALSE(r.value.usage_injection);
     ASSERT_EQ(r.value.routes.size(), 2u);
     EXPECT_EQ(r.value.routes[0], (route{"/ollama/*", "ollama_chat", std::nullopt}));
-    EXPECT_EQ(r.value.routes[1], (route{"/LLM/v1/chat/completions", "openai_chat", true}));
+    EXPECT_EQ(r.value.routes[1], (route{"/LLM/v1/chat/completions", "openai_chat", true, true}));
     EXPECT_TRUE(default_settings().usage_injection);
     EXPECT_TRUE(default_settings().routes.empty());
 }

@@ -116,6 +116,9 @@ TEST(Dialects, InjectedBodyKeepsEveryOtherByte) {
         *out,
         "{\"stream_options\":{\"include_usage\":true}, \"model\": \"m\",\n  \"stream\": true }");
     EXPECT_EQ(*inject_usage_request("{}"), "{\"stream_options\":{\"include_usage\":true}}");
+    EXPECT_EQ(*inject_usage_request("{\"a\":1}", true),
+              "{\"stream_options\":{\"include_usage\":true,\"continuous_usage_stats\":true},"
+              "\"a\":1}");
     auto with_options = inject_usage_request(
         R"({"model":"m","stream":true,"stream_options":{"include_usage":false,"x":1}})");
     ASSERT_TRUE(with_options);
@@ -281,6 +284,27 @@ TEST(UsageFilter, NullUsageMembersAddedByTheServerAreRemoved) {
     for (std::size_t a = 0; a <= asked.size(); ++a) {
         ASSERT_EQ(filter_with_cuts(asked, {a}), want) << "split at " << a;
     }
+}
+
+TEST(UsageFilter, ContinuousUsageMembersAreRemovedWhenTheProxyAskedForThem) {
+    std::string got =
+        "data: {\"choices\":[{\"delta\":{\"role\":\"assistant\"}}],\"usage\":{\"prompt_tokens\":3,"
+        "\"completion_tokens\":0,\"completion_tokens_details\":{\"reasoning_tokens\":0}}}\n\n"
+        "data: "
+        "{\"choices\":[{\"delta\":{\"content\":\"}{\\\"\"}}],\"usage\":{\"completion_tokens\":1}}"
+        "\n\n" +
+        usage_event + "\n\ndata: [DONE]\n\n";
+    std::string want =
+        "data: {\"choices\":[{\"delta\":{\"role\":\"assistant\"}}]}\n\n"
+        "data: {\"choices\":[{\"delta\":{\"content\":\"}{\\\"\"}}]}\n\ndata: [DONE]\n\n";
+    for (std::size_t a = 0; a <= got.size(); ++a) {
+        usage_filter f(usage_filter::default_max_held_bytes, true);
+        std::string out(f.feed(std::string_view(got).substr(0, a), false));
+        out.append(f.feed(std::string_view(got).substr(a), true));
+        ASSERT_EQ(out, want) << "split at " << a;
+    }
+    // Without the option, the usage a server sends in every chunk is left alone.
+    EXPECT_EQ(filter_with_cuts(got, {}), got.substr(0, got.find(usage_event)) + "data: [DONE]\n\n");
 }
 
 TEST(UsageFilter, LargeEventsPassThroughAsTheyArrive) {
