@@ -7,12 +7,15 @@
 #include <vector>
 
 #include "app/app.hpp"
+#include "app/tokenize_command.hpp"
+#include "app/tokenizers.hpp"
 #include "config/config.hpp"
 
 namespace {
 
 constexpr const char* usage_text = R"(usage: tokenmeter [options]
        tokenmeter --check-config FILE
+       tokenmeter tokenize --tokenizer SPEC [--ids] [--tokenizer-dir DIR]   (see tokenize --help)
 
 A reverse proxy that meters LLM inference traffic (TTFT, ITL, TPOT, tokens/s) and exports
 Prometheus metrics. Bytes are forwarded unchanged.
@@ -44,6 +47,16 @@ void print_errors(const std::vector<tokenmeter::config::config_error>& errors,
 
 int check_config(const std::string& path) {
     auto result = tokenmeter::config::load_file(path);
+    if (result.ok()) {
+        // The tokenizer files the config names must exist and load, or start-up would fail.
+        auto tokenizers = tokenmeter::app::load_tokenizers(result.value);
+        for (const auto& e : tokenizers.errors) {
+            result.errors.push_back({e.key, e.message});
+        }
+        for (const auto& warning : tokenizers.warnings) {
+            std::fprintf(stderr, "%s: warning: %s\n", path.c_str(), warning.c_str());
+        }
+    }
     if (!result.ok()) {
         print_errors(result.errors, path);
         std::fprintf(stderr, "%s: %zu error(s)\n", path.c_str(), result.errors.size());
@@ -57,6 +70,9 @@ int check_config(const std::string& path) {
 
 int main(int argc, char** argv) {
     using namespace tokenmeter;
+    if (argc >= 2 && std::string_view(argv[1]) == "tokenize") {
+        return app::tokenize_command(argc - 2, argv + 2);
+    }
     std::vector<std::string_view> args(argv + 1, argv + argc);
 
     std::string config_path;

@@ -50,6 +50,9 @@ elif [[ ! -d $build_dir ]]; then
   exit 2
 fi
 
+# Tokenizer files (o200k_base is the default reference tokenizer): pinned, checksummed, cached.
+"$root/scripts/fetch-tokenizers.sh"
+
 script_name=demo
 # shellcheck source=scripts/lib/stack.sh
 source "$root/scripts/lib/stack.sh"

@@ -21,6 +21,19 @@ using token_id = std::uint32_t;
 
 // An immutable encoder. Thread-safe: one instance is shared by every worker thread; any caches
 // are per call or per stream, never shared mutable state.
+//
+// Text in, ids out, the way the reference implementations count model output:
+//  - tiktoken encoders (o200k_base, cl100k_base) behave like tiktoken's encode_ordinary.
+//  - Hugging Face tokenizer.json encoders behave like `tokenizer.encode(text,
+//    add_special_tokens=false)` with `encode_special_tokens = true`: added tokens marked
+//    "special" (<|endoftext|>, <|begin_of_text|>, <start_of_turn>...) are NOT matched in the text,
+//    their text is tokenized as ordinary text; non-special added tokens (Qwen3's <think>,
+//    Gemma 3's newline runs and HTML tags) ARE matched, as Hugging Face does by default. Note
+//    that Hugging Face's default (encode_special_tokens = false) matches special tokens too, so a
+//    reference that cannot switch that off differs exactly on special-token text.
+//    No post-processor: no BOS/EOS ids are added.
+//  - Invalid UTF-8 is first repaired the WHATWG way (each maximal invalid subsequence becomes
+//    U+FFFD), which is the string a JavaScript reference receives from Buffer.toString("utf8").
 class encoder {
   public:
     virtual ~encoder() = default;
@@ -30,17 +43,31 @@ class encoder {
 
     // Encodes `text` as ordinary text, appending ids to `out`. Special-token text such as
     // "<|endoftext|>" is encoded as ordinary text, never as a control token. Invalid UTF-8 is
-    // encoded the way the reference implementation encodes its bytes. Never throws.
-    virtual void encode(std::string_view text, std::vector<token_id>& out) const = 0;
+    // repaired as described above. Never throws.
+    virtual void encode(std::string_view text, std::vector<token_id>& out) const;
 
     // Number of tokens `encode` would produce.
     [[nodiscard]] virtual std::size_t count(std::string_view text) const;
 
     // Streaming support. Given buffered text that has not yet been emitted, returns how many
     // leading bytes are final: encoding text[0, n) now gives exactly the tokens that encoding
-    // text + anything-that-follows would give for that prefix. Must return a value on a
-    // pre-tokenizer boundary and never cut a UTF-8 sequence. Returns 0 when nothing is final.
-    [[nodiscard]] virtual std::size_t stable_prefix(std::string_view pending) const = 0;
+    // text + anything-that-follows would give for that prefix. Always on a pre-tokenizer
+    // boundary, never inside a UTF-8 sequence; 0 when nothing is final. Analyses only the
+    // leading valid UTF-8 of `pending` (the stream repairs invalid bytes before they get here).
+    [[nodiscard]] virtual std::size_t stable_prefix(std::string_view pending) const;
+
+    // The streaming primitive behind stable_prefix and `stream`: appends the ids of the final
+    // prefix of `pending` to `out` and returns its length in bytes. `pending` must be valid
+    // UTF-8. `at_start` is false when `pending` continues text already consumed by an earlier
+    // call (it matters for normalizers that prepend, e.g. SentencePiece's leading "▁").
+    // The ids are those of the whole text's encoding, which can differ from encode(prefix):
+    // a piece may be final only because of the character after it.
+    virtual std::size_t encode_final(std::string_view pending, bool at_start,
+                                     std::vector<token_id>& out) const = 0;
+
+    // Encodes the rest of a text (valid UTF-8) at its end; `at_start` as for encode_final.
+    virtual void encode_rest(std::string_view text, bool at_start,
+                             std::vector<token_id>& out) const = 0;
 };
 
 // Loads an encoder by spec: "o200k_base" / "cl100k_base" (looked up as <name>.json in
@@ -50,11 +77,23 @@ class encoder {
 std::shared_ptr<const encoder> load(std::string_view spec, const std::string& search_dir,
                                     std::string& error);
 
+// Repairs `in` as UTF-8 into `out`, leaving an incomplete trailing sequence unconsumed unless
+// `final`; returns the bytes consumed. (Declared here for the stream template; see utf8.hpp.)
+std::size_t repair_utf8(std::string_view in, bool final, std::string& out);
+
 // Per-request streaming re-tokenizer. Fed text deltas in order with the time each arrived; emits
 // each token once it can no longer change. Memory is bounded by the longest pre-token (plus an
 // incomplete UTF-8 sequence), work is linear in the output.
+//
+// Linear work: each feed re-analyses the pending (unfinished) text, which is normally one short
+// pre-token. When a single pre-token grows long (a run of 10,000 spaces, a base64 blob), the
+// stream re-analyses only after the pending text has grown by a quarter since the last attempt,
+// so total work stays linear. Ids are exact either way; the cost is that tokens of a pre-token
+// longer than `backoff_floor` bytes may be stamped with a somewhat later delta's time.
 class stream {
   public:
+    static constexpr std::size_t backoff_floor = 256;
+
     explicit stream(const encoder& enc) : encoder_(&enc) {}
 
     // on_token(token_id id, core::time_point at): `at` is the time of the delta that completed
@@ -66,44 +105,70 @@ class stream {
     template <class OnToken>
     void finish(core::time_point at, OnToken&& on_token);
 
-    [[nodiscard]] std::size_t pending_bytes() const noexcept { return pending_.size(); }
+    [[nodiscard]] std::size_t pending_bytes() const noexcept {
+        return pending_.size() + partial_utf8_.size();
+    }
     [[nodiscard]] std::uint64_t tokens_emitted() const noexcept { return emitted_; }
+    // Bytes of pending text analysed so far: the stream's work, for tests that it is linear.
+    [[nodiscard]] std::uint64_t analysed_bytes() const noexcept { return analysed_; }
 
   private:
+    template <class OnToken>
+    void emit(core::time_point at, OnToken& on_token) {
+        for (token_id id : scratch_) {
+            on_token(id, at);
+        }
+        emitted_ += scratch_.size();
+    }
+
     const encoder* encoder_;
-    std::string pending_;  // text not yet final: the unfinished pre-token(s)
+    std::string pending_;       // valid UTF-8 not yet final: the unfinished pre-token(s)
+    std::string partial_utf8_;  // an incomplete UTF-8 sequence at the end of the input so far
     std::vector<token_id> scratch_;
     std::uint64_t emitted_ = 0;
+    std::uint64_t analysed_ = 0;
+    std::size_t recheck_at_ = 0;  // analyse again once pending_ is at least this long
+    bool started_ = false;        // some text has been consumed (pending_ continues it)
 };
 
 template <class OnToken>
 void stream::feed(std::string_view delta, core::time_point at, OnToken&& on_token) {
-    pending_.append(delta);
-    const std::size_t n = encoder_->stable_prefix(pending_);
-    if (n == 0) {
+    if (partial_utf8_.empty()) {
+        partial_utf8_.assign(delta.substr(repair_utf8(delta, false, pending_)));
+    } else {
+        std::string joined = partial_utf8_ + std::string(delta);
+        partial_utf8_.assign(std::string_view(joined).substr(repair_utf8(joined, false, pending_)));
+    }
+    if (pending_.size() < recheck_at_ || pending_.empty()) {
         return;
     }
+    analysed_ += pending_.size();
     scratch_.clear();
-    encoder_->encode(std::string_view(pending_).substr(0, n), scratch_);
-    for (token_id id : scratch_) {
-        on_token(id, at);
+    const std::size_t n = encoder_->encode_final(pending_, !started_, scratch_);
+    emit(at, on_token);
+    if (n > 0) {
+        pending_.erase(0, n);
+        started_ = true;
     }
-    emitted_ += scratch_.size();
-    pending_.erase(0, n);
+    recheck_at_ = pending_.size() >= backoff_floor ? pending_.size() + pending_.size() / 4 : 0;
 }
 
 template <class OnToken>
 void stream::finish(core::time_point at, OnToken&& on_token) {
+    if (!partial_utf8_.empty()) {
+        repair_utf8(partial_utf8_, true, pending_);
+        partial_utf8_.clear();
+    }
     if (pending_.empty()) {
         return;
     }
+    analysed_ += pending_.size();
     scratch_.clear();
-    encoder_->encode(pending_, scratch_);
-    for (token_id id : scratch_) {
-        on_token(id, at);
-    }
-    emitted_ += scratch_.size();
+    encoder_->encode_rest(pending_, !started_, scratch_);
+    emit(at, on_token);
     pending_.clear();
+    started_ = true;
+    recheck_at_ = 0;
 }
 
 }  // namespace tokenmeter::tokenizer

@@ -65,10 +65,10 @@ TEST(Registry, ExposesEveryFamilyWithItsLabels) {
     auto text = r.expose();
     EXPECT_TRUE(contains(
         text,
-        R"(tokenmeter_time_to_first_token_seconds_count{api="openai_chat",model="llama"} 1)"));
+        R"(tokenmeter_time_to_first_token_seconds_count{api="openai_chat",model="llama",prompt_class="0-512"} 1)"));
     EXPECT_TRUE(contains(
         text,
-        R"(tokenmeter_time_to_first_token_seconds_sum{api="openai_chat",model="llama"} 0.1)"));
+        R"(tokenmeter_time_to_first_token_seconds_sum{api="openai_chat",model="llama",prompt_class="0-512"} 0.1)"));
     EXPECT_TRUE(contains(
         text,
         R"(tokenmeter_inter_token_latency_seconds_count{api="openai_chat",model="llama"} 2)"));
@@ -89,13 +89,47 @@ TEST(Registry, ExposesEveryFamilyWithItsLabels) {
         text,
         R"(tokenmeter_requests_total{api="openai_chat",code="200",model="llama",outcome="complete"} 1)"));
     EXPECT_TRUE(contains(
-        text, R"(tokenmeter_tokens_total{api="openai_chat",model="llama",type="input"} 7)"));
+        text,
+        R"(tokenmeter_tokens_total{api="openai_chat",count="reported",model="llama",type="input"} 7)"));
     EXPECT_TRUE(contains(
-        text, R"(tokenmeter_tokens_total{api="openai_chat",model="llama",type="output"} 3)"));
+        text,
+        R"(tokenmeter_tokens_total{api="openai_chat",count="reported",model="llama",type="output"} 3)"));
+    EXPECT_FALSE(contains(text, R"(count="native")")) << "no tokenizer counted this request";
     EXPECT_TRUE(contains(text, R"(tokenmeter_upstream_errors_total{reason="connect_refused"} 1)"));
     EXPECT_TRUE(contains(text, "tokenmeter_streams_active 1"));
     // Parse errors are labelled by api and reason, so there is no series before the first one.
     EXPECT_FALSE(contains(text, "tokenmeter_parse_errors_total{"));
+}
+
+TEST(Registry, RetokenizedCountsAndMismatches) {
+    registry r(settings_with({}, 32));
+    auto s = streamed_summary(&r.inter_token_latency_bounds(), "llama");
+    s.native_output_tokens = 40;  // the server reported 3: a broken report
+    s.normalized_output_tokens = 44;
+    s.normalized_input_tokens = 9;
+    s.normalized_output_tokens_per_second = 22.0;
+    s.output_chars = 180;
+    r.record(s);
+    auto close = streamed_summary(&r.inter_token_latency_bounds(), "llama");
+    close.native_output_tokens = 4;  // within 2 tokens of the report: not a mismatch
+    r.record(close);
+    auto text = r.expose();
+    EXPECT_TRUE(contains(
+        text,
+        R"(tokenmeter_tokens_total{api="openai_chat",count="native",model="llama",type="output"} 44)"));
+    EXPECT_TRUE(contains(
+        text,
+        R"(tokenmeter_tokens_total{api="openai_chat",count="normalized",model="llama",type="output"} 44)"));
+    EXPECT_TRUE(contains(
+        text,
+        R"(tokenmeter_tokens_total{api="openai_chat",count="normalized",model="llama",type="input"} 9)"));
+    EXPECT_TRUE(
+        contains(text, R"(tokenmeter_token_count_mismatch_total{model="llama",type="output"} 1)"));
+    EXPECT_TRUE(contains(
+        text,
+        R"(tokenmeter_normalized_output_tokens_per_second_count{api="openai_chat",model="llama"} 1)"));
+    EXPECT_TRUE(
+        contains(text, R"(tokenmeter_output_chars_total{api="openai_chat",model="llama"} 183)"));
 }
 
 TEST(Registry, ModelLabelIsBounded) {
@@ -155,11 +189,13 @@ TEST(Registry, ReasoningCachedInputContentTtftAndParseErrorReasons) {
     const std::string labels = R"(api="anthropic_messages",model="claude")";
     EXPECT_TRUE(
         contains(text, "tokenmeter_time_to_first_content_token_seconds_sum{" + labels + "} 2.5"));
-    EXPECT_TRUE(contains(text, "tokenmeter_time_to_first_token_seconds_sum{" + labels + "} 0.1"));
-    EXPECT_TRUE(contains(text, "tokenmeter_tokens_total{" + labels + R"(,type="reasoning"} 30)"));
+    EXPECT_TRUE(contains(text, "tokenmeter_time_to_first_token_seconds_sum{" + labels +
+                                   R"(,prompt_class="0-512"} 0.1)"));
+    const std::string reported = R"(api="anthropic_messages",count="reported",model="claude")";
+    EXPECT_TRUE(contains(text, "tokenmeter_tokens_total{" + reported + R"(,type="reasoning"} 30)"));
     EXPECT_TRUE(
-        contains(text, "tokenmeter_tokens_total{" + labels + R"(,type="cached_input"} 100)"));
-    EXPECT_TRUE(contains(text, "tokenmeter_tokens_total{" + labels + R"(,type="output"} 40)"));
+        contains(text, "tokenmeter_tokens_total{" + reported + R"(,type="cached_input"} 100)"));
+    EXPECT_TRUE(contains(text, "tokenmeter_tokens_total{" + reported + R"(,type="output"} 40)"));
     EXPECT_TRUE(contains(
         text,
         R"(tokenmeter_parse_errors_total{api="anthropic_messages",reason="invalid_json"} 2)"));

@@ -1,0 +1,89 @@
+// app/tokenize_command: see tokenize_command.hpp.
+#include "app/tokenize_command.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <iterator>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tokenizer/tokenizer.hpp"
+
+namespace tokenmeter::app {
+
+namespace {
+
+constexpr const char* tokenize_usage =
+    R"(usage: tokenmeter tokenize --tokenizer SPEC [--ids] [--tokenizer-dir DIR]
+
+Reads text from stdin and prints its token count (with --ids, first a line of the ids, space
+separated). SPEC is o200k_base, cl100k_base, a name found in the tokenizer directory
+(<DIR>/<name>.json, <DIR>/<name>.tiktoken, <DIR>/<name>/tokenizer.json) or a path to a
+Hugging Face tokenizer.json. DIR defaults to $TOKENMETER_TOKENIZER_DIR, else
+/usr/local/share/tokenmeter/tokenizers. Special-token text counts as ordinary text.
+)";
+
+constexpr const char* default_tokenizer_dir = "/usr/local/share/tokenmeter/tokenizers";
+
+int fail(const std::string& message) {
+    std::fprintf(stderr, "tokenmeter tokenize: %s\n", message.c_str());
+    return 2;
+}
+
+}  // namespace
+
+int tokenize_command(int argc, char** argv) {
+    std::string spec;
+    std::string dir;
+    bool print_ids = false;
+    if (const char* env = std::getenv("TOKENMETER_TOKENIZER_DIR"); env != nullptr && *env != 0) {
+        dir = env;
+    } else {
+        dir = default_tokenizer_dir;
+    }
+    for (int i = 0; i < argc; ++i) {
+        const std::string_view arg = argv[i];
+        if (arg == "--ids") {
+            print_ids = true;
+        } else if (arg == "--tokenizer" || arg == "--tokenizer-dir") {
+            if (i + 1 >= argc) {
+                return fail(std::string(arg) + " needs a value");
+            }
+            (arg == "--tokenizer" ? spec : dir) = argv[++i];
+        } else if (arg == "--help" || arg == "-h") {
+            std::fputs(tokenize_usage, stdout);
+            return 0;
+        } else {
+            std::fputs(tokenize_usage, stderr);
+            return fail("unknown argument " + std::string(arg));
+        }
+    }
+    if (spec.empty()) {
+        std::fputs(tokenize_usage, stderr);
+        return fail("--tokenizer is required");
+    }
+    std::string error;
+    auto enc = tokenizer::load(spec, dir, error);
+    if (!enc) {
+        return fail(error);
+    }
+    std::string text((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
+    std::vector<tokenizer::token_id> ids;
+    enc->encode(text, ids);
+    if (print_ids) {
+        std::string line;
+        for (std::size_t i = 0; i < ids.size(); ++i) {
+            if (i > 0) {
+                line.push_back(' ');
+            }
+            line += std::to_string(ids[i]);
+        }
+        std::printf("%s\n", line.c_str());
+    }
+    std::printf("%zu\n", ids.size());
+    return 0;
+}
+
+}  // namespace tokenmeter::app

@@ -1,0 +1,95 @@
+// tokenizer/pretokenize: regex pre-tokenization (PCRE2, JIT, UTF + UCP) with exact streaming
+// finality. A piece is final when the regex found it without looking past the end of the
+// pending text: PCRE2's hard partial matching reports exactly that ("the match needed, or might
+// have used, a character that is not there yet"), so every complete match it returns is the match
+// any continuation of the text would give, and the next match starts where it ended.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tokenmeter::tokenizer::detail {
+
+class regex {
+  public:
+    // `pattern` in the syntax of tiktoken / Hugging Face (Rust regex, Oniguruma). `\s` and `\S`
+    // are rewritten to Unicode White_Space (PCRE2's UCP \s also matches U+180E). Refuses patterns
+    // that look behind or match the empty string, which would make streaming inexact.
+    static std::unique_ptr<regex> compile(std::string_view pattern, std::string& error);
+    ~regex();
+    regex(const regex&) = delete;
+    regex& operator=(const regex&) = delete;
+
+    enum class result { match, partial, none };
+    // First match in subject at or after `from`. With `partial`, a match that touched the end of
+    // the subject is reported as `partial` starting at `start`.
+    result find(std::string_view subject, std::size_t from, bool partial, std::size_t& start,
+                std::size_t& end) const noexcept;
+
+  private:
+    regex() = default;
+    void* code_ = nullptr;  // pcre2_code_8*
+};
+
+// One pre-tokenizer level: a regex whose matches are pieces; text between matches is dropped
+// (tiktoken's find_iter) or kept as a piece (Hugging Face Split, behavior Isolated).
+struct split_level {
+    std::unique_ptr<regex> re;
+    bool keep_gaps = false;
+};
+
+// Splits text by the levels in order (each level splits every piece of the previous one) and
+// calls emit(begin, end) for each final piece, in order. With `open` the text may continue: only
+// pieces that no continuation can change are emitted. Returns the end of the last final piece
+// (text.size() when not open).
+template <class Emit>
+std::size_t split_pieces(const std::vector<split_level>& levels, std::size_t level,
+                         std::string_view text, std::size_t begin, std::size_t end, bool open,
+                         Emit& emit) {
+    if (level == levels.size()) {
+        if (open) {
+            return begin;
+        }
+        if (end > begin) {
+            emit(begin, end);
+        }
+        return end;
+    }
+    const split_level& lv = levels[level];
+    const std::string_view subject = text.substr(begin, end - begin);
+    std::size_t pos = 0;  // end of the last final piece, relative to begin
+    while (pos < subject.size()) {
+        std::size_t s = 0;
+        std::size_t e = 0;
+        const regex::result r = lv.re->find(subject, pos, open, s, e);
+        if (r == regex::result::match) {
+            if (s > pos && lv.keep_gaps) {
+                split_pieces(levels, level + 1, text, begin + pos, begin + s, false, emit);
+            }
+            split_pieces(levels, level + 1, text, begin + s, begin + e, false, emit);
+            pos = e;
+            continue;
+        }
+        // No further final match. Future matches start at or after s (partial) or at the end
+        // (none); the text before that is a gap whose end is not known yet.
+        const std::size_t gap_end = r == regex::result::partial ? s : subject.size();
+        if (!lv.keep_gaps) {
+            if (!open) {
+                return end;
+            }
+            // A dropped gap is final as soon as the next match cannot start inside it.
+            return begin + gap_end;
+        }
+        if (!open) {
+            split_pieces(levels, level + 1, text, begin + pos, end, false, emit);
+            return end;
+        }
+        return split_pieces(levels, level + 1, text, begin + pos, begin + gap_end, true, emit);
+    }
+    return begin + pos;
+}
+
+}  // namespace tokenmeter::tokenizer::detail

@@ -1,0 +1,170 @@
+// tokenizer/regex: the PCRE2 wrapper behind pretokenize.hpp.
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+#include "tokenizer/pretokenize.hpp"
+
+namespace tokenmeter::tokenizer::detail {
+
+namespace {
+
+// Unicode White_Space, the meaning of \s in the Rust regex crate and in Oniguruma.
+constexpr std::string_view white_space_ranges =
+    "\\t-\\r\\x{20}\\x{85}\\x{a0}\\x{1680}\\x{2000}-\\x{200a}\\x{2028}\\x{2029}\\x{202f}\\x{205f}"
+    "\\x{3000}";
+
+bool rewrite_pattern(std::string_view in, std::string& out, std::string& error) {
+    bool in_class = false;
+    bool class_start = false;
+    for (std::size_t i = 0; i < in.size(); ++i) {
+        const char c = in[i];
+        if (c == '\\' && i + 1 < in.size()) {
+            const char n = in[i + 1];
+            ++i;
+            class_start = false;
+            if (n == 's') {
+                if (in_class) {
+                    out.append(white_space_ranges);
+                } else {
+                    out.append("[").append(white_space_ranges).append("]");
+                }
+                continue;
+            }
+            if (n == 'S') {
+                if (in_class) {
+                    error = "\\S inside a character class is not supported";
+                    return false;
+                }
+                out.append("[^").append(white_space_ranges).append("]");
+                continue;
+            }
+            if (!in_class && (n == 'b' || n == 'B' || n == 'G' || n == 'A' || n == 'z' ||
+                              n == 'Z' || n == 'K')) {
+                error = std::string("the anchor \\") + n + " is not supported (streaming)";
+                return false;
+            }
+            out.push_back('\\');
+            out.push_back(n);
+            continue;
+        }
+        if (in_class) {
+            if (c == ']' && !class_start) {
+                in_class = false;
+            }
+            class_start = class_start && c == '^';
+            out.push_back(c);
+            continue;
+        }
+        if (c == '[') {
+            in_class = true;
+            class_start = true;
+            out.push_back(c);
+            continue;
+        }
+        if (c == '^' || c == '$') {
+            error = std::string("the anchor ") + c + " is not supported (streaming)";
+            return false;
+        }
+        out.push_back(c);
+    }
+    return true;
+}
+
+// Per-thread match state: match data and a JIT stack big enough for long runs. Never shared.
+struct thread_state {
+    pcre2_match_data* data = nullptr;
+    pcre2_match_context* context = nullptr;
+    pcre2_jit_stack* stack = nullptr;
+    thread_state() {
+        data = pcre2_match_data_create(1, nullptr);
+        context = pcre2_match_context_create(nullptr);
+        stack = pcre2_jit_stack_create(64 * 1024, 8 * 1024 * 1024, nullptr);
+        if (context != nullptr && stack != nullptr) {
+            pcre2_jit_stack_assign(context, nullptr, stack);
+        }
+    }
+    ~thread_state() {
+        pcre2_jit_stack_free(stack);
+        pcre2_match_context_free(context);
+        pcre2_match_data_free(data);
+    }
+    thread_state(const thread_state&) = delete;
+    thread_state& operator=(const thread_state&) = delete;
+};
+
+thread_state& state() {
+    thread_local thread_state s;
+    return s;
+}
+
+}  // namespace
+
+std::unique_ptr<regex> regex::compile(std::string_view pattern, std::string& error) {
+    std::string rewritten;
+    if (!rewrite_pattern(pattern, rewritten, error)) {
+        return nullptr;
+    }
+    int code = 0;
+    PCRE2_SIZE offset = 0;
+    pcre2_code* re =
+        pcre2_compile(reinterpret_cast<PCRE2_SPTR>(rewritten.data()), rewritten.size(),
+                      PCRE2_UTF | PCRE2_UCP | PCRE2_NO_UTF_CHECK, &code, &offset, nullptr);
+    if (re == nullptr) {
+        PCRE2_UCHAR message[256];
+        pcre2_get_error_message(code, message, sizeof message);
+        error = "regex does not compile at offset " + std::to_string(offset) + ": " +
+                reinterpret_cast<const char*>(message);
+        return nullptr;
+    }
+    std::unique_ptr<regex> result(new regex());
+    result->code_ = re;
+    std::uint32_t lookbehind = 0;
+    pcre2_pattern_info(re, PCRE2_INFO_MAXLOOKBEHIND, &lookbehind);
+    if (lookbehind > 0) {
+        error = "regex looks behind, which streaming cannot support";
+        return nullptr;
+    }
+    // JIT is an optimisation; without it (e.g. an unsupported CPU) matching still works.
+    (void)pcre2_jit_compile(re, PCRE2_JIT_COMPLETE | PCRE2_JIT_PARTIAL_HARD);
+    std::size_t s = 0;
+    std::size_t e = 0;
+    if (result->find("", 0, false, s, e) == result::match) {
+        error = "regex matches the empty string";
+        return nullptr;
+    }
+    return result;
+}
+
+regex::~regex() {
+    pcre2_code_free(static_cast<pcre2_code*>(code_));
+}
+
+regex::result regex::find(std::string_view subject, std::size_t from, bool partial,
+                          std::size_t& start, std::size_t& end) const noexcept {
+    thread_state& st = state();
+    const std::uint32_t options = PCRE2_NO_UTF_CHECK | (partial ? PCRE2_PARTIAL_HARD : 0U);
+    const int rc =
+        pcre2_match(static_cast<pcre2_code*>(code_), reinterpret_cast<PCRE2_SPTR>(subject.data()),
+                    subject.size(), from, options, st.data, st.context);
+    const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(st.data);
+    if (rc >= 0) {
+        start = ov[0];
+        end = ov[1];
+        return result::match;
+    }
+    if (rc == PCRE2_ERROR_PARTIAL) {
+        start = ov[0];
+        end = subject.size();
+        return result::partial;
+    }
+    // PCRE2_ERROR_NOMATCH, or a resource limit on pathological input: no further match. In
+    // streaming mode treat it as "not final yet" so nothing is emitted early.
+    if (rc != PCRE2_ERROR_NOMATCH && partial) {
+        start = from;
+        end = subject.size();
+        return result::partial;
+    }
+    return result::none;
+}
+
+}  // namespace tokenmeter::tokenizer::detail

@@ -1,0 +1,84 @@
+// tokenizer/tiktoken: tiktoken-compatible encoding (encode_ordinary): regex pieces, then
+// byte-pair merges by rank; a piece that is itself a token is that token (tiktoken's own fast
+// path, and always the merge result for tiktoken's vocabularies).
+#include "tokenizer/bpe.hpp"
+#include "tokenizer/encoders.hpp"
+
+namespace tokenmeter::tokenizer::detail {
+
+namespace {
+
+merge_scratch& scratch() {
+    thread_local merge_scratch s;
+    return s;
+}
+
+}  // namespace
+
+std::unique_ptr<tiktoken_encoder> tiktoken_encoder::create(std::string name,
+                                                           std::string_view pattern,
+                                                           bytes_map ranks, std::string& error) {
+    std::unique_ptr<tiktoken_encoder> enc(new tiktoken_encoder());
+    enc->name_ = std::move(name);
+    std::string regex_error;
+    auto re = regex::compile(pattern, regex_error);
+    if (!re) {
+        error = "pat_str: " + regex_error;
+        return nullptr;
+    }
+    enc->levels_.push_back(split_level{std::move(re), false});
+    enc->ranks_ = std::move(ranks);
+    for (int b = 0; b < 256; ++b) {
+        const char c = static_cast<char>(b);
+        if (!enc->ranks_.find(std::string_view(&c, 1),
+                              enc->byte_rank_[static_cast<std::size_t>(b)])) {
+            error = "no rank for the single byte " + std::to_string(b);
+            return nullptr;
+        }
+    }
+    return enc;
+}
+
+void tiktoken_encoder::encode_piece(std::string_view piece, merge_scratch& s,
+                                    std::vector<token_id>& out) const {
+    token_id id = 0;
+    if (ranks_.find(piece, id)) {
+        out.push_back(id);
+        return;
+    }
+    s.symbols.clear();
+    for (std::size_t i = 0; i < piece.size(); ++i) {
+        s.symbols.push_back({static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(i + 1),
+                             byte_rank_[static_cast<unsigned char>(piece[i])]});
+    }
+    merge_symbols(
+        s,
+        [&](const symbol& a, const symbol& b, token_id& merged) -> std::uint32_t {
+            token_id rank = 0;
+            if (ranks_.find(piece.substr(a.start, b.end - a.start), rank)) {
+                merged = rank;
+                return rank;
+            }
+            return no_rank;
+        },
+        out);
+}
+
+std::size_t tiktoken_encoder::run(std::string_view text, bool open,
+                                  std::vector<token_id>& out) const {
+    merge_scratch& s = scratch();
+    auto emit = [&](std::size_t b, std::size_t e) { encode_piece(text.substr(b, e - b), s, out); };
+    return split_pieces(levels_, 0, text, 0, text.size(), open, emit);
+}
+
+std::size_t tiktoken_encoder::encode_final(std::string_view pending, bool /*at_start*/,
+                                           std::vector<token_id>& out) const {
+    return run(pending, true, out);
+}
+
+void tiktoken_encoder::encode_rest(std::string_view text, bool /*at_start*/,
+                                   std::vector<token_id>& out) const {
+    run(text, false, out);
+}
+
+}  // namespace tokenmeter::tokenizer::detail

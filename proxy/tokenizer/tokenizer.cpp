@@ -1,0 +1,44 @@
+// tokenizer/tokenizer: the encoder defaults shared by every encoder type.
+#include "tokenizer/tokenizer.hpp"
+
+#include "tokenizer/utf8.hpp"
+
+namespace tokenmeter::tokenizer {
+
+std::size_t repair_utf8(std::string_view in, bool final, std::string& out) {
+    return detail::utf8_repair(in, final, out);
+}
+
+void encoder::encode(std::string_view text, std::vector<token_id>& out) const {
+    if (detail::utf8_valid(text)) {
+        encode_rest(text, true, out);
+        return;
+    }
+    std::string repaired;
+    repaired.reserve(text.size() + 8);
+    detail::utf8_repair(text, true, repaired);
+    encode_rest(repaired, true, out);
+}
+
+std::size_t encoder::count(std::string_view text) const {
+    std::vector<token_id> ids;
+    encode(text, ids);
+    return ids.size();
+}
+
+std::size_t encoder::stable_prefix(std::string_view pending) const {
+    // Only the leading valid UTF-8 can be analysed; an invalid or incomplete sequence ends it.
+    std::size_t valid = 0;
+    while (valid < pending.size()) {
+        bool incomplete = false;
+        std::size_t len = 0;
+        if (detail::utf8_sequence(pending, valid, incomplete, len) == 0) {
+            break;
+        }
+        valid += len;
+    }
+    std::vector<token_id> ignored;
+    return encode_final(pending.substr(0, valid), true, ignored);
+}
+
+}  // namespace tokenmeter::tokenizer
