@@ -34,8 +34,6 @@ const RATE_INTERVAL = '5s';
 
 // [selector that returns nothing until the branch lands, expressions it excuses, origin]
 const PENDING = [
-  ['tokenmeter_time_to_first_content_token_seconds_bucket', /tokenmeter_time_to_first_content_token_seconds/, 'issue 4'],
-  ['tokenmeter_parse_errors_total{reason!=""}', /reason!=""/, 'issue 4 (api and reason labels on tokenmeter_parse_errors_total)'],
 ];
 
 const DASHBOARDS = ['tokenmeter-fleet.json', 'tokenmeter-slo.json', 'tokenmeter-tenants.json',
