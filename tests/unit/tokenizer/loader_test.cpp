@@ -206,6 +206,43 @@ TEST_F(TokenizerLoader, SentencePieceStyle) {
     }
 }
 
+TEST_F(TokenizerLoader, MetaspacePreTokenizer) {
+    // Expected ids from Hugging Face tokenizers (@anush008/tokenizers) on the same files.
+    json j = sentencepiece_tokenizer();
+    j["normalizer"] = nullptr;
+    j["model"]["vocab"]["b\u2581"] = 263;
+    j["model"]["merges"].push_back("b \u2581");
+    struct variant {
+        std::string scheme;
+        bool split;
+        std::vector<std::vector<token_id>> expected;  // for the texts below
+    };
+    const std::vector<std::string> texts = {"ab ab", " ab", "a ab", "ab  ab", "abc", "b ab"};
+    const std::vector<variant> variants = {
+        {"first",
+         true,
+         {{262, 262}, {262}, {260, 262}, {262, 257, 262}, {262, 100}, {257, 259, 262}}},
+        {"always",
+         false,
+         {{262, 262}, {262}, {260, 262}, {262, 257, 262}, {262, 100}, {257, 259, 262}}},
+        {"never", true, {{261, 262}, {262}, {258, 262}, {261, 257, 262}, {261, 100}, {259, 262}}},
+    };
+    for (const auto& v : variants) {
+        j["pre_tokenizer"] = {{"type", "Metaspace"},
+                              {"replacement", "\u2581"},
+                              {"prepend_scheme", v.scheme},
+                              {"split", v.split}};
+        const std::string path = write("ms_" + v.scheme + ".json", j.dump());
+        auto enc = load_ok(path);
+        ASSERT_NE(enc, nullptr);
+        for (std::size_t i = 0; i < texts.size(); ++i) {
+            EXPECT_EQ(ids_of(*enc, texts[i]), v.expected[i]) << v.scheme << ": " << texts[i];
+            EXPECT_EQ(streamed(*enc, texts[i], static_cast<unsigned>(i)), v.expected[i])
+                << v.scheme;
+        }
+    }
+}
+
 TEST_F(TokenizerLoader, TiktokenRankFile) {
     // A classic .tiktoken file: base64 token, space, rank. Found by name in the search dir.
     static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -274,9 +311,9 @@ TEST_F(TokenizerLoader, UnsupportedConfigurationsAreRefused) {
          "normalizer \"Lowercase\" is not supported"},
         {"metaspace",
          [](json& j) {
-             j["pre_tokenizer"] = {{"type", "Metaspace"}};
+             j["pre_tokenizer"] = {{"type", "UnicodeScripts"}};
          },
-         "pre_tokenizer \"Metaspace\" is not supported"},
+         "pre_tokenizer \"UnicodeScripts\" is not supported"},
         {"split merged",
          [](json& j) { j["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "MergedWithPrevious"; },
          "behavior \"MergedWithPrevious\" is not supported"},
