@@ -152,6 +152,41 @@ TEST_F(TokenizerLoader, ByteLevelMerges) {
     EXPECT_EQ(streamed(*enc, text, 2), ids_of(*enc, text));
 }
 
+TEST_F(TokenizerLoader, SequenceOfSplitsLikeDeepSeekV3) {
+    // Three Isolated splits in turn (digits, CJK runs, then the Llama 3 pattern): each splits
+    // every piece of the previous one. Expected ids from Hugging Face tokenizers on this file.
+    json j = byte_level_tokenizer(false);
+    j["added_tokens"] = json::array();
+    auto split = [](const std::string& re) {
+        return json{{"type", "Split"},
+                    {"pattern", {{"Regex", re}}},
+                    {"behavior", "Isolated"},
+                    {"invert", false}};
+    };
+    j["pre_tokenizer"]["pretokenizers"] = json::array(
+        {split("\\p{N}{1,3}"), split("[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+"),
+         split("(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
+               "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"),
+         json{{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}});
+    const std::string path = write("ds.json", j.dump());
+    auto enc = load_ok(path);
+    ASSERT_NE(enc, nullptr);
+    const std::vector<std::pair<std::string, std::vector<token_id>>> cases = {
+        {"ab12345ab日本abc abc",
+         {256, 49, 50, 51, 52, 53, 256, 230, 151, 165, 230, 156, 172, 257, 32, 257}},
+        {"x1ab ab日本語ab  abc",
+         {120, 49, 256, 32, 256, 230, 151, 165, 230, 156, 172, 232, 170, 158, 256, 32, 32, 257}},
+        {"abc日ab本 ab1234abc",
+         {257, 230, 151, 165, 256, 230, 156, 172, 32, 256, 49, 50, 51, 52, 257}},
+    };
+    for (const auto& [text, expected] : cases) {
+        EXPECT_EQ(ids_of(*enc, text), expected) << text;
+        for (unsigned seed = 0; seed < 16; ++seed) {
+            EXPECT_EQ(streamed(*enc, text, seed), expected) << text << " seed " << seed;
+        }
+    }
+}
+
 TEST_F(TokenizerLoader, ByteLevelIgnoreMerges) {
     write("tokenizer.json", byte_level_tokenizer(true).dump());
     auto enc = load_ok((dir_ / "tokenizer.json").string());
