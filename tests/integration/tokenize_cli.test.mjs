@@ -13,9 +13,12 @@ after(stopAll);
 const tokenizerDir = process.env.TOKENMETER_TOKENIZER_DIR ||
   fileURLToPath(new URL('../../.cache/tokenizers', import.meta.url));
 
+// Without input, stdin is closed: a command that fails before reading it must not race a write
+// (EPIPE).
 function tokenize(args, input) {
   const { bin } = binaries();
-  const run = spawnSync(bin, ['tokenize', ...args], { input, encoding: 'utf8', timeout: 30_000 });
+  const options = input === undefined ? { stdio: ['ignore', 'pipe', 'pipe'] } : { input };
+  const run = spawnSync(bin, ['tokenize', ...args], { ...options, encoding: 'utf8', timeout: 30_000 });
   assert.equal(run.error, undefined, `could not run ${bin}: ${run.error}`);
   return run;
 }
@@ -46,22 +49,22 @@ test('a tokenizer.json by path, directory from the environment', { timeout: 60_0
 });
 
 test('errors exit 2 and say what is wrong', { timeout: 30_000 }, () => {
-  let run = tokenize(['--tokenizer', 'no_such_encoding', '--tokenizer-dir', '/nonexistent'], '');
+  let run = tokenize(['--tokenizer', 'no_such_encoding', '--tokenizer-dir', '/nonexistent']);
   assert.equal(run.status, 2);
   assert.match(run.stderr, /no such file/);
   assert.match(run.stderr, /\/nonexistent\/no_such_encoding\.json/);
 
   const bad = writeTempFile('tokenizer.json', '{"model": ');
-  run = tokenize(['--tokenizer', bad], 'x');
+  run = tokenize(['--tokenizer', bad]);
   assert.equal(run.status, 2);
   assert.match(run.stderr, /is not JSON/);
   assert.ok(run.stderr.includes(bad), run.stderr);
 
-  run = tokenize(['--bogus'], '');
+  run = tokenize(['--bogus']);
   assert.equal(run.status, 2);
   assert.match(run.stderr, /unknown argument --bogus/);
 
-  run = tokenize([], '');
+  run = tokenize([]);
   assert.equal(run.status, 2);
   assert.match(run.stderr, /--tokenizer is required/);
 });
