@@ -6,6 +6,11 @@
 //    as symbols with <0xAB> byte fallback. The whole text is one word, so pieces are cut at
 //    character pairs no merge ever joins (see joined_chars), which is exact and keeps merges
 //    short.
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "tokenizer/bpe.hpp"
 #include "tokenizer/encoders.hpp"
 #include "tokenizer/piece_cache.hpp"

@@ -3,9 +3,14 @@
 // package's <name>.json, a <name>.tiktoken rank file, or <name>/tokenizer.json) or a path to a
 // Hugging Face tokenizer.json. Every configuration it cannot encode exactly is refused with a
 // message naming the file and the offending setting.
+#include <algorithm>
+#include <array>
+#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "tokenizer/encoders.hpp"
 #include "tokenizer/utf8.hpp"
