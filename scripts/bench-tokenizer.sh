@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # bench-tokenizer.sh: tokenmeter's tokenizer engine against the reference implementations, on
 # the same documents in one run: tokenmeter-tokenizer-bench (C++, single thread) and
-# tests/parity/bench.mjs (tiktoken's WASM build, Hugging Face tokenizers' native addon, single
-# thread), then a side-by-side table of median throughput and the ratios. A benchmark, not a
+# tests/parity/bench.mjs (tiktoken's WASM build, a native build of tiktoken's Rust core, Hugging
+# Face tokenizers' native addon; single thread), then a side-by-side table of median throughput
+# and the ratios. A benchmark, not a
 # test: run it on an otherwise idle machine.
 set -euo pipefail
 
@@ -87,14 +88,15 @@ node - "$results" <<'NODE'
 const fs = require("node:fs");
 const rows = fs.readFileSync(process.argv[2], "utf8").trim().split("\n").map((l) => JSON.parse(l));
 const ours = new Map(rows.filter((r) => r.impl === "tokenmeter").map((r) => [r.tokenizer, r]));
-const refs = new Map(rows.filter((r) => r.impl !== "tokenmeter").map((r) => [r.tokenizer, r]));
+const refs = rows.filter((r) => r.impl !== "tokenmeter");
 // Throughput from CPU time is the headline (single-threaded work; on a shared machine wall time
 // also counts time spent waiting for a core); the wall-time figures are shown next to it.
 const head = ["tokenizer", "reference", "ref MB/s", "ours MB/s", "ratio", "ref Mtok/s", "ours Mtok/s",
   "stream MB/s", "stream ratio", "wall: ref", "ours", "ratio", "ids equal"];
 const table = [head];
 const x = (a, b) => `${(a / b).toFixed(2)}x`;
-for (const [name, ref] of refs) {
+for (const ref of refs) {
+  const name = ref.tokenizer;
   const us = ours.get(name);
   if (!us) {
     table.push([name, ref.impl, ref.cpu_mb_s.toFixed(2), "-", "-", (ref.cpu_tokens_s / 1e6).toFixed(2), "-", "-", "-",
