@@ -8,6 +8,7 @@
 //    short.
 #include "tokenizer/bpe.hpp"
 #include "tokenizer/encoders.hpp"
+#include "tokenizer/piece_cache.hpp"
 #include "tokenizer/utf8.hpp"
 
 namespace tokenmeter::tokenizer::detail {
@@ -48,12 +49,19 @@ void bpe_ids(const hf_model& m, merge_scratch& s, std::vector<token_id>& out) {
 
 void byte_level_bpe(const hf_model& m, std::string_view piece, merge_scratch& s,
                     std::vector<token_id>& out) {
+    piece_cache& cache = piece_cache::for_thread();
+    const std::uint64_t hash = hash_bytes(piece);
+    if (cache.lookup(m.cache_owner, piece, hash, out)) {
+        return;
+    }
     token_id id = 0;
     if (m.vocab.find(piece, id) &&
         (m.ignore_merges || (id < m.whole_ok.size() && m.whole_ok[id]))) {
         out.push_back(id);
+        cache.store(m.cache_owner, piece, hash, &id, 1);
         return;
     }
+    const std::size_t first = out.size();
     s.symbols.clear();
     for (std::size_t i = 0; i < piece.size(); ++i) {
         const auto b = static_cast<unsigned char>(piece[i]);
@@ -61,6 +69,7 @@ void byte_level_bpe(const hf_model& m, std::string_view piece, merge_scratch& s,
             {static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(i + 1), m.byte_ids[b]});
     }
     bpe_ids(m, s, out);
+    cache.store(m.cache_owner, piece, hash, out.data() + first, out.size() - first);
 }
 
 void hf_encoder::compute_whole_ok(hf_model& model) {
@@ -68,6 +77,7 @@ void hf_encoder::compute_whole_ok(hf_model& model) {
     model.vocab.for_each(
         [&](std::string_view, token_id id) { max_id = std::max<std::size_t>(max_id, id); });
     model.whole_ok.assign(max_id + 1, false);
+    model.cache_owner = piece_cache::new_owner();
     if (model.mode != hf_model::kind::byte_level || model.ignore_merges) {
         return;
     }

@@ -149,20 +149,21 @@ class pair_map {
         std::uint32_t id;
     };
 
+    // Call before inserting (rehashes what is there).
     void reserve(std::size_t n) {
         std::size_t cap = 16;
         while (cap < n * 2) {
             cap <<= 1;
         }
-        slots_.assign(cap, slot{});
-        mask_ = cap - 1;
+        if (cap > slots_.size()) {
+            rehash(cap);
+        }
     }
 
-    // Returns false if the pair was already present (the first, lowest rank wins).
+    // Returns false if the pair was already present (the first inserted wins).
     bool insert(std::uint32_t left, std::uint32_t right, merge m) {
         if ((size_ + 1) * 2 > slots_.size()) {
-            reserve((size_ + 1) * 2);
-            rehash();
+            rehash(slots_.size() * 2);
         }
         const std::uint64_t key = pack(left, right);
         for (std::size_t i = hash_u64(key) & mask_;; i = (i + 1) & mask_) {
@@ -171,7 +172,6 @@ class pair_map {
                 s.key = key;
                 s.value = m;
                 ++size_;
-                items_.push_back(s);
                 return true;
             }
             if (s.key == key) {
@@ -204,8 +204,14 @@ class pair_map {
     static std::uint64_t pack(std::uint32_t a, std::uint32_t b) noexcept {
         return (static_cast<std::uint64_t>(a) << 32) | b;
     }
-    void rehash() {
-        for (const slot& item : items_) {
+    void rehash(std::size_t cap) {
+        std::vector<slot> old = std::move(slots_);
+        slots_.assign(cap, slot{});
+        mask_ = cap - 1;
+        for (const slot& item : old) {
+            if (item.key == empty) {
+                continue;
+            }
             for (std::size_t i = hash_u64(item.key) & mask_;; i = (i + 1) & mask_) {
                 if (slots_[i].key == empty) {
                     slots_[i] = item;
@@ -216,7 +222,6 @@ class pair_map {
     }
 
     std::vector<slot> slots_{16};
-    std::vector<slot> items_;  // insertion order, for rehashing
     std::size_t mask_ = 15;
     std::size_t size_ = 0;
 };

@@ -1,0 +1,305 @@
+// Loaders on small hand-written tokenizer files: the encodings they define, and the errors for
+// files that are missing, malformed or unsupported (each must name the file and the problem).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tokenizer/tokenizer.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using tokenmeter::tokenizer::encoder;
+using tokenmeter::tokenizer::token_id;
+
+class TokenizerLoader : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        dir_ = fs::temp_directory_path() /
+               ("tokenmeter-tokenizer-test-" + std::to_string(::getpid()) + "-" +
+                ::testing::UnitTest::GetInstance()->current_test_info()->name());
+        fs::create_directories(dir_);
+    }
+    void TearDown() override { fs::remove_all(dir_); }
+
+    std::string write(const std::string& name, const std::string& content) {
+        const fs::path p = dir_ / name;
+        fs::create_directories(p.parent_path());
+        std::ofstream(p, std::ios::binary) << content;
+        return p.string();
+    }
+
+    std::shared_ptr<const encoder> load_ok(const std::string& spec) {
+        std::string error;
+        auto enc = tokenmeter::tokenizer::load(spec, dir_.string(), error);
+        EXPECT_NE(enc, nullptr) << error;
+        return enc;
+    }
+
+    std::string load_error(const std::string& spec) {
+        std::string error;
+        auto enc = tokenmeter::tokenizer::load(spec, dir_.string(), error);
+        EXPECT_EQ(enc, nullptr);
+        return error;
+    }
+
+    fs::path dir_;
+};
+
+std::vector<token_id> ids_of(const encoder& enc, std::string_view text) {
+    std::vector<token_id> ids;
+    enc.encode(text, ids);
+    return ids;
+}
+
+std::vector<token_id> streamed(const encoder& enc, std::string_view text, unsigned seed) {
+    std::mt19937 rng(seed);
+    tokenmeter::tokenizer::stream s(enc);
+    std::vector<token_id> ids;
+    auto sink = [&](token_id id, tokenmeter::core::time_point) { ids.push_back(id); };
+    for (std::size_t p = 0; p < text.size();) {
+        const std::size_t n = std::min<std::size_t>(1 + rng() % 4, text.size() - p);
+        s.feed(text.substr(p, n), {}, sink);
+        p += n;
+    }
+    s.finish({}, sink);
+    return ids;
+}
+
+// GPT-2's byte-to-unicode alphabet, to write byte-level vocabularies.
+std::string byte_char(int b) {
+    int next = 256;
+    for (int x = 0; x < 256; ++x) {
+        const bool printable = (x >= 33 && x <= 126) || (x >= 161 && x <= 172) || x >= 174;
+        const int cp = printable ? x : next++;
+        if (x == b) {
+            std::string out;
+            if (cp < 0x80) {
+                out.push_back(static_cast<char>(cp));
+            } else {
+                out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
+                out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+            }
+            return out;
+        }
+    }
+    return {};
+}
+
+// A byte-level BPE: ids 0..255 are the bytes; merges "a b" -> 256, "ab c" -> 257, "Ġ a" -> 258.
+json byte_level_tokenizer(bool ignore_merges) {
+    json vocab = json::object();
+    for (int b = 0; b < 256; ++b) {
+        vocab[byte_char(b)] = b;
+    }
+    vocab["ab"] = 256;
+    vocab["abc"] = 257;
+    vocab[byte_char(' ') + "a"] = 258;
+    vocab["bd"] = 259;  // in the vocab, but no merge makes it
+    return json{
+        {"version", "1.0"},
+        {"added_tokens", json::array({json{{"id", 260}, {"content", "<|eot|>"}, {"special", true}},
+                                      json{{"id", 261},
+                                           {"content", "<x>"},
+                                           {"special", false},
+                                           {"normalized", false},
+                                           {"lstrip", false},
+                                           {"rstrip", false},
+                                           {"single_word", false}}})},
+        {"normalizer", nullptr},
+        {"pre_tokenizer",
+         {{"type", "Sequence"},
+          {"pretokenizers",
+           json::array(
+               {json{{"type", "Split"},
+                     {"pattern", {{"Regex", " ?\\p{L}+| ?\\p{N}+|\\s+|[^\\s\\p{L}\\p{N}]+"}}},
+                     {"behavior", "Isolated"},
+                     {"invert", false}},
+                json{{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}})}}},
+        {"decoder", {{"type", "ByteLevel"}}},
+        {"model",
+         {{"type", "BPE"},
+          {"dropout", nullptr},
+          {"unk_token", nullptr},
+          {"ignore_merges", ignore_merges},
+          {"vocab", vocab},
+          {"merges", json::array({"a b", json::array({"ab", "c"}), byte_char(' ') + " a"})}}}};
+}
+
+TEST_F(TokenizerLoader, ByteLevelMerges) {
+    write("bl/tokenizer.json", byte_level_tokenizer(false).dump());
+    auto enc = load_ok((dir_ / "bl/tokenizer.json").string());
+    ASSERT_NE(enc, nullptr);
+    EXPECT_EQ(enc->name(), "bl");
+    // "abc" | " abd": a+b first (rank 0), then ab+c; " abd" -> Ġ, ab, d (Ġ a has rank 2 but a
+    // already merged with b).
+    EXPECT_EQ(ids_of(*enc, "abc abd"), (std::vector<token_id>{257, 32, 256, 100}));
+    // "bd" is in the vocab but no merge makes it.
+    EXPECT_EQ(ids_of(*enc, "bd"), (std::vector<token_id>{98, 100}));
+    // Special added tokens are ordinary text; non-special ones are matched.
+    EXPECT_EQ(ids_of(*enc, "<|eot|>"), (std::vector<token_id>{'<', '|', 101, 111, 116, '|', '>'}));
+    EXPECT_EQ(ids_of(*enc, "a<x>b"), (std::vector<token_id>{97, 261, 98}));
+    const std::string text = "abc abd <x><x <|eot|> bd ab  \n";
+    EXPECT_EQ(streamed(*enc, text, 1), ids_of(*enc, text));
+    EXPECT_EQ(streamed(*enc, text, 2), ids_of(*enc, text));
+}
+
+TEST_F(TokenizerLoader, ByteLevelIgnoreMerges) {
+    write("tokenizer.json", byte_level_tokenizer(true).dump());
+    auto enc = load_ok((dir_ / "tokenizer.json").string());
+    ASSERT_NE(enc, nullptr);
+    EXPECT_EQ(ids_of(*enc, "bd"), (std::vector<token_id>{259}));  // a whole-piece vocab hit
+}
+
+// SentencePiece-style: "▁" for spaces, prepended; <0xAB> byte fallback.
+json sentencepiece_tokenizer() {
+    json vocab = json::object();
+    vocab["<unk>"] = 0;
+    for (int b = 0; b < 256; ++b) {
+        char name[8];
+        std::snprintf(name, sizeof name, "<0x%02X>", b);
+        vocab[name] = b + 1;
+    }
+    vocab["\u2581"] = 257;
+    vocab["a"] = 258;
+    vocab["b"] = 259;
+    vocab["\u2581a"] = 260;
+    vocab["ab"] = 261;
+    vocab["\u2581ab"] = 262;
+    return json{
+        {"added_tokens", json::array({json{{"id", 0}, {"content", "<unk>"}, {"special", true}}})},
+        {"normalizer",
+         {{"type", "Sequence"},
+          {"normalizers", json::array({json{{"type", "Prepend"}, {"prepend", "\u2581"}},
+                                       json{{"type", "Replace"},
+                                            {"pattern", {{"String", " "}}},
+                                            {"content", "\u2581"}}})}}},
+        {"pre_tokenizer", nullptr},
+        {"model",
+         {{"type", "BPE"},
+          {"unk_token", "<unk>"},
+          {"fuse_unk", true},
+          {"byte_fallback", true},
+          {"vocab", vocab},
+          {"merges", json::array({"\u2581 a", "a b", "\u2581a b"})}}}};
+}
+
+TEST_F(TokenizerLoader, SentencePieceStyle) {
+    write("sp/tokenizer.json", sentencepiece_tokenizer().dump());
+    auto enc = load_ok((dir_ / "sp/tokenizer.json").string());
+    ASSERT_NE(enc, nullptr);
+    EXPECT_EQ(ids_of(*enc, "ab ab"), (std::vector<token_id>{262, 262}));
+    EXPECT_EQ(ids_of(*enc, "abc"), (std::vector<token_id>{262, 1 + 'c'}));  // c: byte fallback
+    EXPECT_EQ(ids_of(*enc, "é"), (std::vector<token_id>{257, 1 + 0xC3, 1 + 0xA9}));
+    EXPECT_EQ(ids_of(*enc, ""), (std::vector<token_id>{}));
+    const std::string text = "ab ab  abba a\xc3\xa9 b ab";
+    for (unsigned seed = 0; seed < 8; ++seed) {
+        EXPECT_EQ(streamed(*enc, text, seed), ids_of(*enc, text)) << seed;
+    }
+}
+
+TEST_F(TokenizerLoader, TiktokenRankFile) {
+    // A classic .tiktoken file: base64 token, space, rank. Found by name in the search dir.
+    static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    auto encode64 = [](const std::string& in) {
+        std::string out;
+        std::size_t i = 0;
+        for (; i + 2 < in.size(); i += 3) {
+            const unsigned v = (static_cast<unsigned char>(in[i]) << 16) |
+                               (static_cast<unsigned char>(in[i + 1]) << 8) |
+                               static_cast<unsigned char>(in[i + 2]);
+            out += {b64[v >> 18], b64[(v >> 12) & 63], b64[(v >> 6) & 63], b64[v & 63]};
+        }
+        if (in.size() - i == 1) {
+            const unsigned v = static_cast<unsigned char>(in[i]) << 16;
+            out += {b64[v >> 18], b64[(v >> 12) & 63], '=', '='};
+        } else if (in.size() - i == 2) {
+            const unsigned v = (static_cast<unsigned char>(in[i]) << 16) |
+                               (static_cast<unsigned char>(in[i + 1]) << 8);
+            out += {b64[v >> 18], b64[(v >> 12) & 63], b64[(v >> 6) & 63], '='};
+        }
+        return out;
+    };
+    std::string file;
+    for (int b = 0; b < 256; ++b) {
+        file += encode64(std::string(1, static_cast<char>(b))) + " " + std::to_string(b) + "\n";
+    }
+    file += encode64("he") + " 256\n" + encode64("ll") + " 257\n" + encode64("hell") + " 258\n";
+    file += encode64("hello") + " 259\n" + encode64(" w") + " 260\n";
+    write("cl100k_base.tiktoken", file);
+    auto enc = load_ok("cl100k_base");
+    ASSERT_NE(enc, nullptr);
+    EXPECT_EQ(enc->name(), "cl100k_base");
+    EXPECT_EQ(ids_of(*enc, "hello world"), (std::vector<token_id>{259, 260, 'o', 'r', 'l', 'd'}));
+    EXPECT_EQ(ids_of(*enc, "hellx"), (std::vector<token_id>{258, 'x'}));
+}
+
+TEST_F(TokenizerLoader, MissingFileNamesWhatWasTried) {
+    const std::string error = load_error("o200k_base");
+    EXPECT_NE(error.find("no such file"), std::string::npos) << error;
+    EXPECT_NE(error.find((dir_ / "o200k_base.json").string()), std::string::npos) << error;
+    const std::string error2 = load_error((dir_ / "nope/tokenizer.json").string());
+    EXPECT_NE(error2.find("nope/tokenizer.json"), std::string::npos) << error2;
+}
+
+TEST_F(TokenizerLoader, NotJson) {
+    const std::string path = write("bad.json", "{\"model\": [1, 2");
+    const std::string error = load_error(path);
+    EXPECT_NE(error.find(path), std::string::npos) << error;
+    EXPECT_NE(error.find("is not JSON"), std::string::npos) << error;
+}
+
+TEST_F(TokenizerLoader, UnsupportedConfigurationsAreRefused) {
+    struct refused {
+        std::string what;
+        std::function<void(json&)> edit;
+        std::string message;
+    };
+    const std::vector<refused> cases = {
+        {"wordpiece", [](json& j) { j["model"]["type"] = "WordPiece"; },
+         "model type \"WordPiece\" is not supported"},
+        {"no vocab", [](json& j) { j["model"].erase("vocab"); }, "model.vocab is missing"},
+        {"lowercase",
+         [](json& j) {
+             j["normalizer"] = {{"type", "Lowercase"}};
+         },
+         "normalizer \"Lowercase\" is not supported"},
+        {"metaspace",
+         [](json& j) {
+             j["pre_tokenizer"] = {{"type", "Metaspace"}};
+         },
+         "pre_tokenizer \"Metaspace\" is not supported"},
+        {"split merged",
+         [](json& j) { j["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "MergedWithPrevious"; },
+         "behavior \"MergedWithPrevious\" is not supported"},
+        {"lookbehind",
+         [](json& j) { j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "(?<=a)b|."; },
+         "looks behind"},
+        {"bad regex",
+         [](json& j) { j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "(a"; },
+         "does not compile"},
+        {"dropout", [](json& j) { j["model"]["dropout"] = 0.1; }, "dropout"},
+        {"merge of unknown token", [](json& j) { j["model"]["merges"].push_back("q zz"); },
+         "not in the vocab"},
+        {"rstrip added token", [](json& j) { j["added_tokens"][1]["rstrip"] = true; },
+         "lstrip/rstrip/single_word"},
+    };
+    for (const auto& c : cases) {
+        json j = byte_level_tokenizer(false);
+        c.edit(j);
+        const std::string path = write(c.what + ".json", j.dump());
+        const std::string error = load_error(path);
+        EXPECT_NE(error.find(path), std::string::npos) << c.what << ": " << error;
+        EXPECT_NE(error.find(c.message), std::string::npos) << c.what << ": " << error;
+    }
+}
+
+}  // namespace
