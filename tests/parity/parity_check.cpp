@@ -315,11 +315,12 @@ bool check_stream(const tok::encoder& enc, const parity_case& c, std::string_vie
     time_point last_stamp{};
     bool stamps_ok = true;
     std::int64_t fed_deltas = 0;
+    std::int64_t newest_stamp = 0;  // the time of the delta being fed, or of finish()
     auto on_token = [&](tok::token_id id, time_point at) {
         got.push_back(id);
         // A token is stamped with the delta that completed it: a time already fed, never later
         // than the newest delta, never earlier than the previous token's.
-        if (at < last_stamp || at.time_since_epoch().count() > fed_deltas + 1 ||
+        if (at < last_stamp || at.time_since_epoch().count() > newest_stamp ||
             at.time_since_epoch().count() < 1) {
             stamps_ok = false;
         }
@@ -328,12 +329,14 @@ bool check_stream(const tok::encoder& enc, const parity_case& c, std::string_vie
     std::size_t offset = 0;
     for (std::size_t n : sizes) {
         ++fed_deltas;
+        newest_stamp = fed_deltas;
         s.feed(std::string_view(c.text).substr(offset, n), time_point{duration{fed_deltas}},
                on_token);
         offset += n;
     }
     const std::size_t held_to_finish = c.ids.size() - std::min(c.ids.size(), got.size());
-    s.finish(time_point{duration{fed_deltas + 1}}, on_token);
+    newest_stamp = fed_deltas + 1;
+    s.finish(time_point{duration{newest_stamp}}, on_token);
     bool ok = report.check(c, how, got);
     // Exact ids are not enough: a stream that held everything back until finish() would match
     // too, and stamp every token with the end of the response. The corpus files are many lines
