@@ -50,7 +50,10 @@ struct hf_model {
 
     // normalizer
     bool nfc = false;
-    std::string prepend;  // SentencePiece: prepended to the text ("▁"), or empty
+    std::string prepend;                // SentencePiece: prepended to the text ("▁"), or empty
+    bool prepend_if_absent = false;     // Metaspace: only if the text does not start with it
+    bool prepend_each_segment = false;  // Prepend normalizer / Metaspace "always"
+    std::string split_before;           // Metaspace(split = true): a word starts at each of these
     std::array<std::string, 256> replace_with;  // SentencePiece: by ASCII byte, "" = keep
     // pre-tokenizer (byte-level): regex splits in order
     std::vector<split_level> levels;

@@ -324,7 +324,16 @@ std::size_t hf_encoder::sentencepiece_segment(std::string_view text, std::size_t
     };
 
     if (at_start && !m.prepend.empty()) {
-        push_all(m.prepend);
+        // Metaspace prepends only when the text does not already start with the replacement.
+        const bool starts_with_it =
+            m.prepend_if_absent &&
+            (text.substr(begin, end - begin).starts_with(m.prepend) ||
+             (static_cast<unsigned char>(text[begin]) < 0x80 &&
+              std::string_view(m.replace_with[static_cast<unsigned char>(text[begin])])
+                  .starts_with(m.prepend)));
+        if (!starts_with_it) {
+            push_all(m.prepend);
+        }
     }
     std::size_t chunk_start = begin;
     std::size_t p = begin;
@@ -342,7 +351,9 @@ std::size_t hf_encoder::sentencepiece_segment(std::string_view text, std::size_t
             token_id id = 0;
             const kind k = classify(first, id);
             bool safe = false;
-            if (k == kind::known && last_kind == kind::known) {
+            if (!m.split_before.empty() && first == m.split_before) {
+                safe = true;  // Metaspace(split = true): every "▁" starts a new word
+            } else if (k == kind::known && last_kind == kind::known) {
                 safe = m.joined_chars.find(last_id, id) == nullptr;
             } else if (k == kind::unk && last_kind == kind::unk) {
                 safe = !m.fuse_unk;

@@ -237,6 +237,7 @@ void parse_normalizer(const json& n, hf_model& m) {
     }
     if (type == "Prepend") {
         m.prepend = n.value("prepend", std::string()) + m.prepend;
+        m.prepend_each_segment = true;
         return;
     }
     if (type == "Replace") {
@@ -329,9 +330,40 @@ void parse_pre_tokenizer(const json& p, hf_model& m, bool& byte_level, bool& saw
         }
         throw load_error{"pre_tokenizer Split with this pattern is not supported"};
     }
+    if (type == "Metaspace") {
+        // Spaces become the replacement, which is prepended (unless already there) and, with
+        // split, starts every word (MergedWithNext).
+        const std::string replacement = p.value("replacement", std::string("\u2581"));
+        if (replacement.empty() || detail::utf8_char_length(static_cast<unsigned char>(
+                                       replacement[0])) != replacement.size()) {
+            throw load_error{"pre_tokenizer Metaspace: replacement must be one character"};
+        }
+        std::string scheme = p.value("prepend_scheme", std::string());
+        if (scheme.empty()) {
+            scheme = p.value("add_prefix_space", true) ? "always" : "never";
+        }
+        if (scheme != "always" && scheme != "first" && scheme != "never") {
+            throw load_error{"pre_tokenizer Metaspace: unknown prepend_scheme \"" + scheme + "\""};
+        }
+        if (!m.prepend.empty()) {
+            throw load_error{"pre_tokenizer Metaspace after a Prepend normalizer is not supported"};
+        }
+        if (m.replace_with[' '].empty()) {
+            m.replace_with[' '] = replacement;
+        }
+        if (scheme != "never") {
+            m.prepend = replacement;
+            m.prepend_if_absent = true;
+            m.prepend_each_segment = scheme == "always";
+        }
+        if (p.value("split", true)) {
+            m.split_before = replacement;
+        }
+        return;
+    }
     throw load_error{"pre_tokenizer \"" + type +
                      "\" is not supported (supported: ByteLevel, "
-                     "Split(Regex, Isolated), Sequence)"};
+                     "Split(Regex, Isolated), Metaspace, Sequence)"};
 }
 
 std::shared_ptr<const encoder> hf_from_json(const json& j, std::string name) {
@@ -533,10 +565,10 @@ std::shared_ptr<const encoder> hf_from_json(const json& j, std::string name) {
                 throw load_error{"added token \"" + content +
                                  "\" is matched after normalization, which is not supported"};
             }
-            if (!m->prepend.empty()) {
+            if (!m->prepend.empty() && m->prepend_each_segment) {
                 throw load_error{
-                    "non-special added tokens with a Prepend normalizer are not "
-                    "supported"};
+                    "non-special added tokens with a Prepend normalizer (or Metaspace "
+                    "prepend_scheme \"always\") are not supported"};
             }
             m->added.insert(content, t.value("id", token_id{0}));
             m->added_first[static_cast<unsigned char>(content[0])] = true;
