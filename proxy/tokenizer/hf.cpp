@@ -295,9 +295,7 @@ std::size_t hf_encoder::sentencepiece_segment(std::string_view text, std::size_t
         const auto at = static_cast<std::uint32_t>(s.symbols.size());
         s.symbols.push_back({at, at + 1, id});
     };
-    auto push = [&](std::string_view ch) {
-        token_id id = 0;
-        const kind k = classify(ch, id);
+    auto push_classified = [&](std::string_view ch, kind k, token_id id) {
         if (k == kind::known) {
             add(id);
             last_id = id;
@@ -310,6 +308,11 @@ std::size_t hf_encoder::sentencepiece_segment(std::string_view text, std::size_t
         }
         last_kind = k;
     };
+    auto push = [&](std::string_view ch) {
+        token_id id = 0;
+        const kind k = classify(ch, id);
+        push_classified(ch, k, id);
+    };
     auto push_all = [&](std::string_view normalized) {
         std::size_t i = 0;
         while (i < normalized.size()) {
@@ -318,9 +321,22 @@ std::size_t hf_encoder::sentencepiece_segment(std::string_view text, std::size_t
             i += len;
         }
     };
-    auto flush = [&]() {
-        bpe_ids(m, s, out);
+    // A chunk's ids depend only on its raw bytes (unless it holds the prepended "▁"), so
+    // recurring words come from the per-thread cache instead of the merge tables.
+    piece_cache& cache = piece_cache::for_thread();
+    bool chunk_has_prepend = false;
+    auto flush = [&](std::size_t chunk_begin, std::size_t chunk_end) {
+        const std::string_view raw = text.substr(chunk_begin, chunk_end - chunk_begin);
+        const std::uint64_t hash = hash_bytes(raw);
+        if (chunk_has_prepend || !cache.lookup(m.cache_owner, raw, hash, out)) {
+            const std::size_t first = out.size();
+            bpe_ids(m, s, out);
+            if (!chunk_has_prepend) {
+                cache.store(m.cache_owner, raw, hash, out.data() + first, out.size() - first);
+            }
+        }
         s.symbols.clear();
+        chunk_has_prepend = false;
     };
 
     if (at_start && !m.prepend.empty()) {
@@ -333,6 +349,7 @@ std::size_t hf_encoder::sentencepiece_segment(std::string_view text, std::size_t
                   .starts_with(m.prepend)));
         if (!starts_with_it) {
             push_all(m.prepend);
+            chunk_has_prepend = true;
         }
     }
     std::size_t chunk_start = begin;
@@ -344,35 +361,38 @@ std::size_t hf_encoder::sentencepiece_segment(std::string_view text, std::size_t
         if (lead < 0x80 && !m.replace_with[lead].empty()) {
             normalized = m.replace_with[lead];
         }
+        const std::string_view first =
+            normalized.substr(0, utf8_char_length(static_cast<unsigned char>(normalized[0])));
+        token_id first_id = 0;
+        const kind first_kind = classify(first, first_id);
         if (p > begin && last_kind != kind::none) {
             // Cut before this character if no merge can join it to the previous one.
-            const std::string_view first =
-                normalized.substr(0, utf8_char_length(static_cast<unsigned char>(normalized[0])));
-            token_id id = 0;
-            const kind k = classify(first, id);
             bool safe = false;
             if (!m.split_before.empty() && first == m.split_before) {
                 safe = true;  // Metaspace(split = true): every "▁" starts a new word
-            } else if (k == kind::known && last_kind == kind::known) {
-                safe = m.joined_chars.find(last_id, id) == nullptr;
-            } else if (k == kind::unk && last_kind == kind::unk) {
+            } else if (first_kind == kind::known && last_kind == kind::known) {
+                safe = m.joined_chars.find(last_id, first_id) == nullptr;
+            } else if (first_kind == kind::unk && last_kind == kind::unk) {
                 safe = !m.fuse_unk;
             } else {
                 safe = true;  // byte-fallback and unk symbols never merge (checked at load)
             }
             if (safe) {
-                flush();
+                flush(chunk_start, p);
                 chunk_start = p;
             }
         }
-        push_all(normalized);
+        push_classified(first, first_kind, first_id);
+        if (first.size() < normalized.size()) {
+            push_all(normalized.substr(first.size()));
+        }
         p += len;
     }
     if (open) {
         s.symbols.clear();
         return chunk_start;
     }
-    flush();
+    flush(chunk_start, end);
     return end;
 }
 

@@ -523,6 +523,9 @@ std::shared_ptr<const encoder> hf_from_json(const json& j, std::string name) {
         }
         m->merges.insert(ia, ib, {static_cast<std::uint32_t>(i), iab});
         if (!byte_level) {
+            if (m->has_unk && (ia == m->unk || ib == m->unk)) {
+                throw load_error{"merges of the unk token are not supported"};
+            }
             if (m->byte_fallback && (is_byte_token[ia] || is_byte_token[ib])) {
                 throw load_error{"merges of <0xAB> byte-fallback tokens are not supported"};
             }
