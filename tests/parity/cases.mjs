@@ -117,6 +117,19 @@ const raw = [
   ["replacement_char", "before\ufffdafter \ufffd\ufffd"],
   ["upper_lower_titlecase", "ǅ ǈ ǋ ǲ ᾈ ᾘ ᾨ Ǆ ǆ"],
   ["modifier_letters", "ʰʲʷ ˈ ˌ ː ᵃ ᵇ ꜟ"],
+  // Case-insensitive contractions under Unicode case folding: U+017F LONG S folds to "s",
+  // U+212A KELVIN SIGN to "k"; fullwidth letters do not fold to ASCII.
+  ["contractions_case_folding", "it'\u017f he'\u017fll THEY'\u017f\u017f it'\uff33 o'\u212a \u212aelvin's"],
+  ["apostrophe_then_mark", "it'\u0301s we'\u0308ll"],
+  // Characters assigned in recent Unicode versions (15.0, 15.1, 16.0): letters and digits that
+  // an older Unicode table would not know (pre-tokenizer classes differ), in running text.
+  ["unicode_15_kawi", "ok \u{11f04}\u{11f05}\u{11f12} \u{11f50}\u{11f51}\u{11f52} end"],
+  ["unicode_15_cjk_ext_h", "漢字\u{31350}\u{31351}\u{3138a} text"],
+  ["unicode_15_1_cjk_ext_i", "x\u{2ebf0}\u{2ebf1}\u{2ec5d}y"],
+  ["unicode_16_scripts", "Garay \u{10d50}\u{10d51}\u{10d70} digits \u{10d40}\u{10d41}; Todhri \u{105c0}\u{105c1}; Kirat Rai \u{16d43}\u{16d44} \u{16d70}\u{16d71}"],
+  ["unicode_16_outlined_digits", "n=\u{1ccf0}\u{1ccf1}\u{1ccf2}\u{1ccf3}4567"],
+  ["unassigned_code_points", "a\u{2fffd}b\u{e0080}c\u{10fff0}d\u0378e"],
+  ["mongolian_vowel_separator", "a\u180eb \u180e c"],
 ];
 
 export function shortCases() {
