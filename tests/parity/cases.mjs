@@ -130,6 +130,10 @@ const raw = [
   ["unicode_16_outlined_digits", "n=\u{1ccf0}\u{1ccf1}\u{1ccf2}\u{1ccf3}4567"],
   ["unassigned_code_points", "a\u{2fffd}b\u{e0080}c\u{10fff0}d\u0378e"],
   ["mongolian_vowel_separator", "a\u180eb \u180e c"],
+  // Text that looks like vocabulary internals: SentencePiece's U+2581 (Gemma 3 has added tokens
+  // for runs of it), byte-fallback token names, GPT-2 byte-level stand-ins (Ġ, Ċ).
+  ["literal_metaspace", "a\u2581\u2581b \u2581 \u2581\u2581\u2581\u2581\u2581x\u2581"],
+  ["byte_token_names", "<0x0A> <0xFF><0x00> <unk> ĠHello Ċ ĊĊ âĢĻ"],
 ];
 
 export function shortCases() {
