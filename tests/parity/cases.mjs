@@ -171,3 +171,31 @@ const invalid = [
 export function invalidUtf8Cases() {
   return invalid.map(([name, bytes]) => ({ name: `invalid/${name}`, bytes: Uint8Array.from(bytes) }));
 }
+
+// A sweep over the code space: every 4th code point of the BMP and every 96th above it
+// (surrogates excluded), each in a context that exercises the pre-tokenizers' classes (letter,
+// digit, mark, whitespace, punctuation): "<c>a<c>1 <c><c>'s ". Cut into cases of 512 code
+// points named by their range, so a difference in Unicode tables (a newly assigned letter or
+// digit) shows up as the range that holds it. Checked one-shot and in one random chunking.
+export function sweepCases() {
+  const points = [];
+  for (let cp = 0x20; cp <= 0x10ffff; cp += cp < 0x10000 ? 4 : 96) {
+    if (cp >= 0xd800 && cp <= 0xdfff) {
+      continue;
+    }
+    points.push(cp);
+  }
+  const cases = [];
+  for (let i = 0; i < points.length; i += 512) {
+    const part = points.slice(i, i + 512);
+    const hex = (cp) => cp.toString(16).toUpperCase().padStart(4, "0");
+    const text = part
+      .map((cp) => {
+        const c = String.fromCodePoint(cp);
+        return `${c}a${c}1 ${c}${c}'s `;
+      })
+      .join("");
+    cases.push({ name: `sweep/U+${hex(part[0])}..U+${hex(part[part.length - 1])}`, text });
+  }
+  return cases;
+}

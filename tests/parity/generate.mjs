@@ -5,15 +5,15 @@
 //       the bytes in "hex"; "text" is what a conformant UTF-8 decoder makes of them (U+FFFD per
 //       maximal ill-formed subpart), the only form of those bytes the references accept.
 // Cases: the short ones in cases.mjs, the whole corpus concatenated ("corpus/all"), every corpus
-// file whole ("file/<name>"), and every paragraph of every corpus file ("para/<name>#<n>", split
-// at blank lines).
+// file whole ("file/<name>"), every paragraph of every corpus file ("para/<name>#<n>", split
+// at blank lines), and the code-space sweep ("sweep/U+XXXX..U+YYYY", see cases.mjs).
 //
 // Usage: node generate.mjs --out DIR [--tokenizers o200k_base,llama3,...] [--corrupt]
 //   --corrupt also writes <name>.corrupted.jsonl, the negative control (see writeCorrupted).
 import fs from "node:fs";
 import path from "node:path";
 import { TOKENIZERS, loadReference, tokenizerDir } from "./reference.mjs";
-import { shortCases, invalidUtf8Cases } from "./cases.mjs";
+import { shortCases, invalidUtf8Cases, sweepCases } from "./cases.mjs";
 
 const here = path.dirname(new URL(import.meta.url).pathname);
 
@@ -69,6 +69,7 @@ export function allCases() {
       }
     });
   }
+  cases.push(...sweepCases());
   const lenient = new TextDecoder("utf-8", { fatal: false, ignoreBOM: true });
   for (const c of invalidUtf8Cases()) {
     cases.push({ name: c.name, hex: Buffer.from(c.bytes).toString("hex"), text: lenient.decode(c.bytes) });
