@@ -1,7 +1,8 @@
-// tokenizer/piece_cache: a small per-thread, direct-mapped memo of piece -> ids. Natural text
-// repeats its pieces (" the", "ing", "\n\n"), and the vocabulary tables are tens of megabytes, so
-// without it every piece costs one or more cache misses. Per thread, keyed by encoder: never
-// shared between threads, never visible in results (a hit returns what the merge would).
+// tokenizer/piece_cache: a per-thread, direct-mapped memo of piece -> ids (1 MiB per thread).
+// Natural text repeats its pieces (" the", "ing", "\n\n"), and the vocabulary tables are tens of
+// megabytes, so without it every piece costs one or more cache misses. Per thread, keyed by
+// encoder: never shared between threads, never visible in results (a hit returns what the merge
+// would).
 #pragma once
 
 #include <atomic>
@@ -61,7 +62,7 @@ class piece_cache {
     }
 
   private:
-    static constexpr std::size_t entries = 4096;
+    static constexpr std::size_t entries = 16384;
     struct entry {
         std::uint64_t owner = 0;
         std::uint64_t hash = 0;
