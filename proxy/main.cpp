@@ -8,6 +8,7 @@
 
 #include "app/app.hpp"
 #include "app/tokenize_command.hpp"
+#include "app/tokenizers.hpp"
 #include "config/config.hpp"
 
 namespace {
@@ -46,6 +47,16 @@ void print_errors(const std::vector<tokenmeter::config::config_error>& errors,
 
 int check_config(const std::string& path) {
     auto result = tokenmeter::config::load_file(path);
+    if (result.ok()) {
+        // The tokenizer files the config names must exist and load, or start-up would fail.
+        auto tokenizers = tokenmeter::app::load_tokenizers(result.value);
+        for (const auto& e : tokenizers.errors) {
+            result.errors.push_back({e.key, e.message});
+        }
+        for (const auto& warning : tokenizers.warnings) {
+            std::fprintf(stderr, "%s: warning: %s\n", path.c_str(), warning.c_str());
+        }
+    }
     if (!result.ok()) {
         print_errors(result.errors, path);
         std::fprintf(stderr, "%s: %zu error(s)\n", path.c_str(), result.errors.size());

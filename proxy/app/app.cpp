@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "app/tokenizers.hpp"
 #include "core/time.hpp"
 #include "http/admin.hpp"
 #include "http/beast.hpp"
@@ -79,8 +80,25 @@ int run(const config::settings& settings) {
                                 ? settings.threads
                                 : std::max(1u, std::thread::hardware_concurrency());
     core::steady_clock_source clock;
+    auto tokenizers = load_tokenizers(settings);
+    for (const auto& warning : tokenizers.warnings) {
+        spdlog::warn("{}", warning);
+    }
+    if (!tokenizers.value) {
+        for (const auto& e : tokenizers.errors) {
+            spdlog::critical("{}: {}", e.key, e.message);
+            std::fprintf(stderr, "tokenmeter: %s: %s\n", e.key.c_str(), e.message.c_str());
+        }
+        return 1;
+    }
     metrics::registry registry(settings.metric);
     proxy_context context{settings, registry, clock};
+    context.tokenizers = tokenizers.value.get();
+    if (settings.tokens.count_input_tokens == "always") {
+        context.input_counting = meter::input_counting::always;
+    } else if (settings.tokens.count_input_tokens == "never") {
+        context.input_counting = meter::input_counting::never;
+    }
     context.exchange_limits.max_sse_event_bytes = settings.limit.max_sse_event_bytes;
     context.exchange_limits.max_buffered_response_bytes =
         settings.limit.max_buffered_response_bytes;

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -46,6 +47,16 @@ histogram_buckets default_buckets() {
 
 settings default_settings() {
     return settings{};
+}
+
+std::string effective_tokenizer_dir(const tokenization& t) {
+    if (!t.tokenizer_dir.empty()) {
+        return t.tokenizer_dir;
+    }
+    if (const char* env = std::getenv("TOKENMETER_TOKENIZER_DIR"); env != nullptr && *env != 0) {
+        return env;
+    }
+    return "/usr/local/share/tokenmeter/tokenizers";
 }
 
 std::string to_string(const config_error& e) {
@@ -509,6 +520,19 @@ class validator {
 
         check_one_of("log.level", s.log.level, {"trace", "debug", "info", "warn", "error", "off"});
         check_one_of("log.format", s.log.format, {"text", "json"});
+        check_one_of("count_input_tokens", s.tokens.count_input_tokens,
+                     {"when_unreported", "always", "never"});
+        if (s.tokens.reference_tokenizer.empty()) {
+            error("reference_tokenizer",
+                  "must name a tokenizer (o200k_base, cl100k_base, a path) or be \"none\"");
+        }
+        for (const auto& [name, m] : s.tokens.models) {
+            if (m.tokenizer.empty()) {
+                error("models." + name + ".tokenizer",
+                      "must name a tokenizer (o200k_base, cl100k_base or a path to "
+                      "tokenizer.json)");
+            }
+        }
         return std::move(errors_);
     }
 
@@ -705,6 +729,11 @@ class yaml_loader {
                          {"readiness", into(&yaml_loader::read_readiness, s.ready)},
                          {"metrics", into(&yaml_loader::read_metrics, s.metric)},
                          {"log", into(&yaml_loader::read_log, s.log)},
+                         {"reference_tokenizer", into(&yaml_loader::read_reference, s.tokens)},
+                         {"tokenizer_dir", into(&yaml_loader::read_text, s.tokens.tokenizer_dir)},
+                         {"count_input_tokens",
+                          into(&yaml_loader::read_word, s.tokens.count_input_tokens)},
+                         {"models", into(&yaml_loader::read_model_table, s.tokens.models)},
                      });
     }
 
@@ -843,6 +872,47 @@ class yaml_loader {
     void read_word(node_ref node, key_ref key, std::string& out) {
         if (const auto text = scalar(node, key, "a word")) {
             out = detail::lowercase(detail::trim(*text));
+        }
+    }
+
+    void read_text(node_ref node, key_ref key, std::string& out) {
+        if (const auto text = scalar(node, key, "a string")) {
+            out = std::string(detail::trim(*text));
+        }
+    }
+
+    void read_reference(node_ref node, key_ref key, tokenization& t) {
+        if (const auto text = scalar(node, key, "a tokenizer name or a path to tokenizer.json")) {
+            t.reference_tokenizer = std::string(detail::trim(*text));
+            t.reference_explicit = true;
+        }
+    }
+
+    // models: { "<model name>": { tokenizer: ... } }: the keys are names, not a fixed set.
+    void read_model_table(node_ref node, key_ref key, std::map<std::string, model_settings>& out) {
+        if (node.IsNull()) {
+            return;
+        }
+        if (!node.IsMap()) {
+            error(key, "expected a mapping of model names to settings, got " + describe(node));
+            return;
+        }
+        for (const auto& entry : node) {
+            if (!entry.first.IsScalar() || entry.first.Scalar().empty()) {
+                error(key, "model names must be non-empty strings, got " + describe(entry.first));
+                continue;
+            }
+            const std::string& name = entry.first.Scalar();
+            const std::string child = join_key(key, name);
+            if (out.contains(name)) {
+                error(child, "duplicate model");
+                continue;
+            }
+            model_settings& m = out[name];
+            read_mapping(entry.second, child,
+                         {
+                             {"tokenizer", into(&yaml_loader::read_text, m.tokenizer)},
+                         });
         }
     }
 

@@ -92,6 +92,32 @@ struct logging {
     bool operator==(const logging&) const = default;
 };
 
+// Re-tokenization (tokenizer/): which tokenizers count the text a response carries.
+struct model_settings {
+    std::string tokenizer;  // the model's own tokenizer: "o200k_base", "cl100k_base" or a path
+    bool operator==(const model_settings&) const = default;
+};
+
+struct tokenization {
+    // Normalizes counts across models. "none" turns normalized counts off.
+    std::string reference_tokenizer = "o200k_base";
+    // Set when the config names reference_tokenizer: then a missing file is an error, while the
+    // default only warns (normalized counts off) so that a bare binary still starts.
+    bool reference_explicit = false;
+    // Where named encodings (o200k_base, cl100k_base) are looked up; "" means
+    // $TOKENMETER_TOKENIZER_DIR, else /usr/local/share/tokenmeter/tokenizers.
+    std::string tokenizer_dir;
+    // when_unreported: tokenize the prompt only when the server reports no input count;
+    // always: also for normalized input counts on every request; never.
+    std::string count_input_tokens = "when_unreported";
+    std::map<std::string, model_settings> models;  // by the request's "model" field
+    bool operator==(const tokenization&) const = default;
+};
+
+// The directory named encodings are looked up in: tokenizer_dir, else the environment, else the
+// installed default.
+std::string effective_tokenizer_dir(const tokenization& t);
+
 struct settings {
     endpoint listen{"127.0.0.1", 8080};
     endpoint admin{"127.0.0.1", 9090};
@@ -104,6 +130,7 @@ struct settings {
     readiness ready;
     metrics metric;
     logging log;
+    tokenization tokens;
     bool operator==(const settings&) const = default;
 };
 

@@ -12,6 +12,7 @@
 #include "core/time.hpp"
 #include "meter/exchange.hpp"
 #include "metrics/registry.hpp"
+#include "tokenizer/catalog.hpp"
 
 namespace tokenmeter::http {
 
@@ -25,6 +26,8 @@ struct proxy_context {
     std::atomic<std::int64_t> requests_in_flight{0};
     std::atomic<std::int64_t> client_connections{0};
     meter::exchange_limits exchange_limits{};
+    const tokenizer::catalog* tokenizers = nullptr;  // null: no re-tokenization
+    meter::input_counting input_counting = meter::input_counting::when_unreported;
 };
 
 // Sessions of one worker thread, so a drain can close the idle ones. Touched only on that thread.

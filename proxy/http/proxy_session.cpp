@@ -230,6 +230,11 @@ void proxy_session::handle_request() {
 
     exchange_.emplace(api_, request_info_, request_received_,
                       &context_.metrics.inter_token_latency_bounds(), context_.exchange_limits);
+    if (context_.tokenizers != nullptr && api_ != protocol::api_kind::none) {
+        const tokenizer::selection chosen = context_.tokenizers->for_model(request_info_.model);
+        exchange_->use_encoders({chosen.native, chosen.reference}, context_.input_counting,
+                                std::move(request_info_.prompt_text));
+    }
     context_.requests_in_flight.fetch_add(1, std::memory_order_relaxed);
     phase_ = phase::proxying;
     retried_ = false;
@@ -646,8 +651,7 @@ void proxy_session::close_client() {
 }
 
 void proxy_session::next_request_or_close() {
-    if (client_keep_alive_ && !client_gone_ &&
-        !context_.draining.load(std::memory_order_relaxed)) {
+    if (client_keep_alive_ && !client_gone_ && !context_.draining.load(std::memory_order_relaxed)) {
         do_read_header();
         return;
     }

@@ -32,7 +32,15 @@ exchange::exchange(protocol::api_kind api, const protocol::request_info& request
       meter_(api, request.model, request.stream, request_received, itl_bounds),
       sse_(limits.max_sse_event_bytes),
       limits_(limits),
-      expect_stream_(request.stream) {}
+      expect_stream_(request.stream),
+      prompt_parsed_(request.body_parsed) {}
+
+void exchange::use_encoders(encoders which, input_counting policy, std::string prompt_text) {
+    encoders_ = which;
+    input_policy_ = policy;
+    prompt_text_ = std::move(prompt_text);
+    meter_.use_encoders(which);
+}
 
 void exchange::on_response_head(int status, std::string_view content_type, core::time_point at) {
     meter_.on_response_head(status, at);
@@ -93,7 +101,24 @@ request_summary exchange::finish(end_reason reason, core::time_point at) {
                reason == end_reason::upstream_complete) {
         adapter_.on_body(json_body_, last_read_, meter_);
     }
-    return meter_.finish(reason, at);
+    request_summary summary = meter_.finish(reason, at);
+    const bool count_input =
+        prompt_parsed_ &&
+        (input_policy_ == input_counting::always ||
+         (input_policy_ == input_counting::when_unreported && !summary.reported.input_tokens));
+    if (count_input) {
+        // An approximation: the texts alone, without the chat template's tokens.
+        if (encoders_.native != nullptr) {
+            summary.native_input_tokens = encoders_.native->count(prompt_text_);
+        }
+        if (encoders_.reference != nullptr) {
+            summary.normalized_input_tokens =
+                encoders_.reference == encoders_.native
+                    ? summary.native_input_tokens
+                    : std::optional<std::uint64_t>(encoders_.reference->count(prompt_text_));
+        }
+    }
+    return summary;
 }
 
 std::size_t exchange::buffered_bytes() const noexcept {

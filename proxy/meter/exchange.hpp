@@ -20,6 +20,9 @@ struct exchange_limits {
     std::size_t max_buffered_response_bytes = 16 * 1024 * 1024;
 };
 
+// When the prompt is tokenized (config count_input_tokens).
+enum class input_counting : std::uint8_t { when_unreported, always, never };
+
 class exchange {
   public:
     exchange(protocol::api_kind api, const protocol::request_info& request,
@@ -30,6 +33,10 @@ class exchange {
     // A span of response body bytes exactly as forwarded to the client, stamped with its read.
     void on_body(std::string_view bytes, core::time_point at);
     request_summary finish(end_reason reason, core::time_point at);
+
+    // Re-tokenizes output (and, per policy, the prompt) with these tokenizers. Call before the
+    // response head. The prompt text is kept until finish, when it is counted if needed.
+    void use_encoders(encoders which, input_counting policy, std::string prompt_text);
 
     [[nodiscard]] std::size_t buffered_bytes() const noexcept;
     [[nodiscard]] const request_summary& current() const noexcept { return meter_.current(); }
@@ -46,6 +53,10 @@ class exchange {
     bool json_overflow_ = false;
     std::string json_body_;
     core::time_point last_read_{};
+    encoders encoders_{};
+    input_counting input_policy_ = input_counting::never;
+    bool prompt_parsed_ = false;
+    std::string prompt_text_;
 };
 
 }  // namespace tokenmeter::meter

@@ -72,6 +72,44 @@ void stream_meter::merge_usage(const protocol::token_usage& usage) {
     }
 }
 
+void stream_meter::use_encoders(encoders which) {
+    if (which.any()) {
+        counter_.emplace(which);
+    } else {
+        counter_.reset();
+    }
+}
+
+void stream_meter::observe_tokens(core::time_point at, std::uint64_t k) {
+    if (k == 0) {
+        return;
+    }
+    if (!previous_token_) {
+        // Tokens that came together with the first one arrived after no gap.
+        summary_.inter_token_latency.observe(0.0, k - 1);
+        previous_token_ = at;
+        return;
+    }
+    double gap = at > *previous_token_ ? core::to_seconds(at - *previous_token_) : 0.0;
+    summary_.inter_token_latency.observe(gap / static_cast<double>(k), k);
+    previous_token_ = std::max(*previous_token_, at);
+}
+
+void stream_meter::add_tokens(core::time_point at, std::uint64_t k) {
+    if (group_tokens_ > 0 && at != group_at_) {
+        flush_tokens();
+    }
+    group_at_ = at;
+    group_tokens_ += k;
+}
+
+void stream_meter::flush_tokens() {
+    if (group_tokens_ > 0) {
+        observe_tokens(group_at_, group_tokens_);
+        group_tokens_ = 0;
+    }
+}
+
 void stream_meter::on_chunk(const protocol::response_chunk& chunk, core::time_point at) {
     if (chunk.error) {
         summary_.stream_error = true;
@@ -91,6 +129,9 @@ void stream_meter::on_chunk(const protocol::response_chunk& chunk, core::time_po
             summary_.counted_output_tokens += 1;
             summary_.first_token = summary_.first_token.value_or(at);
             summary_.last_token = at;
+            if (counter_) {
+                counter_->feed(chunk, at, [](core::time_point, std::uint64_t) {});
+            }
         }
         return;
     }
@@ -101,36 +142,46 @@ void stream_meter::on_chunk(const protocol::response_chunk& chunk, core::time_po
         return;
     }
 
+    summary_.text_chunks += 1;
+    summary_.output_chars += chunk.text_chars();
+    if (!summary_.first_token) {
+        // The first token is visible to the user as soon as its first text arrives.
+        summary_.first_token = at;
+    }
+
     // k tokens arrived in this chunk: from the server's running count when it gives one,
-    // otherwise one per chunk (until re-tokenization gives exact counts).
+    // otherwise one per chunk.
     std::uint64_t tokens = 1;
     if (running_output) {
         std::uint64_t previous = last_running_output_.value_or(0);
         tokens = *running_output > previous ? *running_output - previous : 0;
         last_running_output_ = std::max(previous, *running_output);
+        if (!counter_ || !counter_->timing_is_native()) {
+            running_usage_timing_ = true;
+        }
     }
-    if (!previous_token_ && tokens == 0) {
+    if (summary_.counted_output_tokens == 0 && tokens == 0) {
         // The first text is the first token, whatever a running count says.
         tokens = 1;
     }
-    summary_.text_chunks += 1;
-    summary_.output_chars += chunk.text_chars();
-    if (tokens == 0) {
-        // Text the server released without new tokens (a detokenizer hold-back): no new
-        // inter-token gap, and the previous token keeps its time.
-        return;
-    }
-    if (!previous_token_) {
-        summary_.first_token = at;
-        // Tokens that came together with the first one arrived after no gap.
-        summary_.inter_token_latency.observe(0.0, tokens - 1);
-    } else {
-        double gap = core::to_seconds(at - *previous_token_);
-        summary_.inter_token_latency.observe(gap / static_cast<double>(tokens), tokens);
-    }
-    previous_token_ = at;
-    summary_.last_token = at;
     summary_.counted_output_tokens += tokens;
+
+    if (counter_) {
+        const bool timed = timing_from_counter();
+        counter_->feed(chunk, at, [this, timed](core::time_point done, std::uint64_t k) {
+            if (timed) {
+                add_tokens(done, k);
+            }
+        });
+    }
+    if (timing_from_counter()) {
+        summary_.last_token = at;
+    } else if (tokens > 0) {
+        // Text the server released without new tokens (a detokenizer hold-back) adds no gap,
+        // and the previous token keeps its time.
+        add_tokens(at, tokens);
+        summary_.last_token = at;
+    }
 }
 
 void stream_meter::on_done_marker(core::time_point /*at*/) {
@@ -165,21 +216,59 @@ request_summary stream_meter::finish(end_reason reason, core::time_point at) {
             break;
     }
 
-    s.output_tokens = s.reported.output_tokens.value_or(s.counted_output_tokens);
+    if (counter_) {
+        const bool timed = s.streamed && timing_from_counter();
+        counter_->finish([this, timed](core::time_point done, std::uint64_t k) {
+            if (timed) {
+                add_tokens(done, k);
+            }
+        });
+        flush_tokens();
+        s.native_output_tokens = counter_->native_output();
+        s.native_reasoning_tokens = counter_->native_reasoning();
+        s.normalized_output_tokens = counter_->normalized_output();
+        s.normalized_reasoning_tokens = counter_->normalized_reasoning();
+    }
+
+    flush_tokens();
+    // Best known output count: what the server says, else our own count of its tokens.
+    s.output_tokens = s.reported.output_tokens.value_or(s.native_output_tokens.value_or(
+        s.normalized_output_tokens.value_or(s.counted_output_tokens)));
+
+    // The count the timing figures divide by: the model's own tokens where known (a native
+    // tokenizer, or the server's report), else the reference tokenizer's, else one per chunk.
+    std::uint64_t timing_tokens = s.counted_output_tokens;
+    s.timing_token_source = "chunks";
+    if (s.native_output_tokens) {
+        timing_tokens = *s.native_output_tokens;
+        s.timing_token_source = "native";
+    } else if (s.reported.output_tokens) {
+        timing_tokens = *s.reported.output_tokens;
+        s.timing_token_source = "reported";
+    } else if (s.normalized_output_tokens) {
+        timing_tokens = *s.normalized_output_tokens;
+        s.timing_token_source = "normalized";
+    }
 
     if (s.streamed && s.first_token) {
         s.time_to_first_token = core::to_seconds(*s.first_token - s.request_received);
-        if (s.output_tokens >= 2 && s.last_token && *s.last_token > *s.first_token) {
+        if (timing_tokens >= 2 && s.last_token && *s.last_token > *s.first_token) {
             double decode_seconds = core::to_seconds(*s.last_token - *s.first_token);
-            double steps = static_cast<double>(s.output_tokens - 1);
+            double steps = static_cast<double>(timing_tokens - 1);
             s.time_per_output_token = decode_seconds / steps;
             s.decode_tokens_per_second = steps / decode_seconds;
         }
     }
-    if (s.output_tokens > 0 && s.duration_seconds > 0.0 &&
-        (s.result == outcome::complete || s.result == outcome::upstream_truncated ||
-         s.result == outcome::client_cancel)) {
-        s.output_tokens_per_second = static_cast<double>(s.output_tokens) / s.duration_seconds;
+    const bool produced = s.result == outcome::complete ||
+                          s.result == outcome::upstream_truncated ||
+                          s.result == outcome::client_cancel;
+    if (produced && timing_tokens > 0 && s.duration_seconds > 0.0) {
+        s.output_tokens_per_second = static_cast<double>(timing_tokens) / s.duration_seconds;
+    }
+    if (produced && s.normalized_output_tokens && *s.normalized_output_tokens > 0 &&
+        s.duration_seconds > 0.0) {
+        s.normalized_output_tokens_per_second =
+            static_cast<double>(*s.normalized_output_tokens) / s.duration_seconds;
     }
     return std::move(summary_);
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/time.hpp"
+#include "meter/token_counter.hpp"
 #include "protocol/types.hpp"
 
 namespace tokenmeter::meter {
@@ -76,7 +77,13 @@ struct request_summary {
     std::optional<std::uint64_t> normalized_output_tokens;
     std::optional<std::uint64_t> native_input_tokens;      // prompt texts, no chat template
     std::optional<std::uint64_t> normalized_input_tokens;  // prompt texts, no chat template
-    protocol::token_usage reported;           // merged usage reports from the server
+    std::optional<std::uint64_t> native_reasoning_tokens;
+    std::optional<std::uint64_t> normalized_reasoning_tokens;
+    // The count TPOT, TPS and decode TPS divide by: "native", "reported", "normalized" or
+    // "chunks" (one per text chunk: nothing better was known).
+    std::string_view timing_token_source = "chunks";
+    std::optional<double> normalized_output_tokens_per_second;  // normalized / (end - request)
+    protocol::token_usage reported;  // merged usage reports from the server
     std::uint64_t text_chunks = 0;
     std::uint64_t output_chars = 0;
     std::uint64_t parse_errors = 0;
@@ -100,14 +107,31 @@ class stream_meter final : public protocol::chunk_sink {
     // Closes the request and computes the derived figures. Call once.
     request_summary finish(end_reason reason, core::time_point at);
 
+    // Re-tokenizes the text with these tokenizers (call before the first chunk).
+    void use_encoders(encoders which);
+
     [[nodiscard]] const request_summary& current() const noexcept { return summary_; }
 
   private:
     void merge_usage(const protocol::token_usage& usage);
+    // k tokens complete at `at`: k observations of the gap since the previous token, split k ways.
+    void observe_tokens(core::time_point at, std::uint64_t k);
+    // Tokens with the same completion time are one group: merged before they are observed.
+    void add_tokens(core::time_point at, std::uint64_t k);
+    void flush_tokens();
+    // ITL comes from the re-tokenizer unless the server gives running counts and no native
+    // tokenizer is configured (a server's own running count beats a foreign tokenizer).
+    [[nodiscard]] bool timing_from_counter() const noexcept {
+        return counter_ && (counter_->timing_is_native() || !running_usage_timing_);
+    }
 
     request_summary summary_;
     std::optional<core::time_point> previous_token_;
     std::optional<std::uint64_t> last_running_output_;
+    std::optional<token_counter> counter_;
+    core::time_point group_at_{};
+    std::uint64_t group_tokens_ = 0;
+    bool running_usage_timing_ = false;
 };
 
 }  // namespace tokenmeter::meter

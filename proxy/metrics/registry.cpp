@@ -7,6 +7,7 @@
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
+#include <cmath>
 #include <string>
 
 namespace tokenmeter::metrics {
@@ -79,13 +80,32 @@ registry::registry(const config::metrics& settings)
                      .Name("tokenmeter_request_duration_seconds")
                      .Help("Time from the request head received to the end of the response")
                      .Register(*registry_);
+    normalized_tps_ =
+        &BuildHistogram()
+             .Name("tokenmeter_normalized_output_tokens_per_second")
+             .Help(
+                 "Per request: output tokens counted with the reference tokenizer / (end - request "
+                 "received); comparable across models whatever their tokenizers")
+             .Register(*registry_);
+    output_chars_ = &BuildCounter()
+                         .Name("tokenmeter_output_chars_total")
+                         .Help("Bytes of output text (content, reasoning, tool-call arguments)")
+                         .Register(*registry_);
+    mismatch_ = &BuildCounter()
+                     .Name("tokenmeter_token_count_mismatch_total")
+                     .Help(
+                         "Requests whose reported token count differs from the native tokenizer's "
+                         "count by more than the tolerance (2 tokens and 2%)")
+                     .Register(*registry_);
     requests_ = &BuildCounter()
                      .Name("tokenmeter_requests_total")
                      .Help("Requests by model, API, outcome and the status code the client got")
                      .Register(*registry_);
     tokens_ = &BuildCounter()
                    .Name("tokenmeter_tokens_total")
-                   .Help("Tokens by type (input, output) as reported by the model server")
+                   .Help(
+                       "Tokens by type (input, output) and count: reported by the model server, "
+                       "native (the model's tokenizer), normalized (the reference tokenizer)")
                    .Register(*registry_);
     parse_errors_ = &BuildCounter()
                          .Name("tokenmeter_parse_errors_total")
@@ -142,13 +162,44 @@ void registry::record(const meter::request_summary& s) {
         decode_tps_->Add(labels, buckets_.decode_tokens_per_second)
             .Observe(*s.decode_tokens_per_second);
     }
-    if (s.reported.input_tokens) {
-        tokens_->Add({{"model", model}, {"api", api}, {"type", "input"}})
-            .Increment(static_cast<double>(*s.reported.input_tokens));
+    if (s.normalized_output_tokens_per_second) {
+        normalized_tps_->Add(labels, buckets_.output_tokens_per_second)
+            .Observe(*s.normalized_output_tokens_per_second);
     }
-    if (s.reported.output_tokens) {
-        tokens_->Add({{"model", model}, {"api", api}, {"type", "output"}})
-            .Increment(static_cast<double>(*s.reported.output_tokens));
+    if (s.output_chars > 0) {
+        output_chars_->Add(labels).Increment(static_cast<double>(s.output_chars));
+    }
+    auto count_tokens = [&](const char* type, const char* source,
+                            const std::optional<std::uint64_t>& n) {
+        if (n) {
+            tokens_->Add({{"model", model}, {"api", api}, {"type", type}, {"count", source}})
+                .Increment(static_cast<double>(*n));
+        }
+    };
+    count_tokens("input", "reported", s.reported.input_tokens);
+    count_tokens("output", "reported", s.reported.output_tokens);
+    count_tokens("input", "native", s.native_input_tokens);
+    count_tokens("output", "native", s.native_output_tokens);
+    count_tokens("input", "normalized", s.normalized_input_tokens);
+    count_tokens("output", "normalized", s.normalized_output_tokens);
+
+    // A server whose usage report disagrees with its own tokenizer has a broken report (or
+    // hides text, like unstreamed reasoning). One or two tokens of difference are normal: an
+    // end-of-sequence token, a detokenizer's trailing bytes.
+    auto check = [&](const char* type, const std::optional<std::uint64_t>& reported,
+                     const std::optional<std::uint64_t>& native) {
+        if (!reported || !native) {
+            return;
+        }
+        const double r = static_cast<double>(*reported);
+        const double diff = std::abs(r - static_cast<double>(*native));
+        if (diff > 2.0 && diff > 0.02 * r) {
+            mismatch_->Add({{"model", model}, {"type", type}}).Increment();
+        }
+    };
+    // Input is not compared: the prompt is counted without its chat template.
+    if (s.result == meter::outcome::complete) {
+        check("output", s.reported.output_tokens, s.native_output_tokens);
     }
 }
 

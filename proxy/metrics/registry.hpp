@@ -75,6 +75,9 @@ class registry {
     prometheus::Family<prometheus::Histogram>* output_tps_;
     prometheus::Family<prometheus::Histogram>* decode_tps_;
     prometheus::Family<prometheus::Histogram>* duration_;
+    prometheus::Family<prometheus::Histogram>* normalized_tps_;
+    prometheus::Family<prometheus::Counter>* output_chars_;
+    prometheus::Family<prometheus::Counter>* mismatch_;
     prometheus::Family<prometheus::Counter>* requests_;
     prometheus::Family<prometheus::Counter>* tokens_;
     prometheus::Family<prometheus::Counter>* parse_errors_;

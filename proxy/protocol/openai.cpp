@@ -51,24 +51,39 @@ request_info parse_openai_request(std::string_view body) {
             info.include_usage = usage->get<bool>();
         }
     }
+    auto add_text = [&info](const std::string& text) {
+        if (!info.prompt_text.empty()) {
+            info.prompt_text += '\n';
+        }
+        info.prompt_text += text;
+        info.prompt_chars += text.size();
+    };
     if (const json* messages = member(root, "messages");
         messages != nullptr && messages->is_array()) {
         for (const auto& message : *messages) {
             const json* content = member(message, "content");
             if (content != nullptr && content->is_string()) {
-                info.prompt_chars += content->get_ref<const std::string&>().size();
+                add_text(content->get_ref<const std::string&>());
             } else if (content != nullptr && content->is_array()) {
                 for (const auto& part : *content) {
                     if (const json* text = member(part, "text");
                         text != nullptr && text->is_string()) {
-                        info.prompt_chars += text->get_ref<const std::string&>().size();
+                        add_text(text->get_ref<const std::string&>());
                     }
                 }
             }
         }
     }
-    if (const json* prompt = member(root, "prompt"); prompt != nullptr && prompt->is_string()) {
-        info.prompt_chars += prompt->get_ref<const std::string&>().size();
+    if (const json* prompt = member(root, "prompt")) {
+        if (prompt->is_string()) {
+            add_text(prompt->get_ref<const std::string&>());
+        } else if (prompt->is_array()) {
+            for (const auto& item : *prompt) {
+                if (item.is_string()) {
+                    add_text(item.get_ref<const std::string&>());
+                }
+            }
+        }
     }
     return info;
 }

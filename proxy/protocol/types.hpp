@@ -26,6 +26,9 @@ struct request_info {
     bool include_usage = false;  // stream_options.include_usage
     bool body_parsed = false;    // false: the body was not JSON (still forwarded)
     std::uint64_t prompt_chars = 0;
+    // The texts of the prompt (message contents, or the completion prompt), joined by newlines:
+    // what the proxy tokenizes when the server reports no input count. No chat template.
+    std::string prompt_text;
 };
 
 // Token counts as a server reports them. Absent fields stay nullopt: an explicit 0 is kept as 0.

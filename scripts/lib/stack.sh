@@ -76,7 +76,10 @@ start_stack() {
   sim_line=$(wait_for_line "$work/sim.out" '^listening on ' "$sim_pid" tokenmeter-sim)
   sim_addr=${sim_line#listening on }
 
-  "$proxy_bin" --listen 127.0.0.1:0 --admin 127.0.0.1:0 --upstream "http://$sim_addr" "${proxy_args[@]}" \
+  # The reference tokenizer (normalized counts) comes from the cache scripts/fetch-tokenizers.sh
+  # fills; without it the proxy warns and runs without normalized counts.
+  TOKENMETER_TOKENIZER_DIR="${TOKENMETER_TOKENIZER_DIR:-$root/.cache/tokenizers}" \
+    "$proxy_bin" --listen 127.0.0.1:0 --admin 127.0.0.1:0 --upstream "http://$sim_addr" "${proxy_args[@]}" \
     >"$work/proxy.out" 2>"$work/proxy.err" &
   proxy_pid=$!
   server_pids+=("$proxy_pid")

@@ -29,6 +29,7 @@ model_summary& row_for(std::map<row_key, model_summary>& rows, const row_key& ke
             nan;
         row.time_per_output_token_p50 = nan;
         row.output_tokens_per_second_p50 = row.decode_tokens_per_second_p50 = nan;
+        row.normalized_tokens_per_second_p50 = nan;
     }
     return it->second;
 }
@@ -63,10 +64,15 @@ std::vector<model_summary> summarize_metrics(const exposition& metrics) {
         } else if (sample.name == "tokenmeter_tokens_total") {
             model_summary& row = row_for(rows, key_of(sample.labels));
             std::string_view type = label_value(sample.labels, "type");
-            if (type == "input") {
-                row.tokens_in += sample.value;
-            } else if (type == "output") {
-                row.tokens_out += sample.value;
+            std::string_view count = label_value(sample.labels, "count");
+            if (count.empty() || count == "reported") {
+                if (type == "input") {
+                    row.tokens_in += sample.value;
+                } else if (type == "output") {
+                    row.tokens_out += sample.value;
+                }
+            } else if (count == "normalized" && type == "output") {
+                row.normalized_tokens_out += sample.value;
             }
         }
     }
@@ -91,6 +97,11 @@ std::vector<model_summary> summarize_metrics(const exposition& metrics) {
     }
     for (auto& [key, series] : merged_family(metrics, "tokenmeter_decode_tokens_per_second")) {
         row_for(rows, key).decode_tokens_per_second_p50 = histogram_quantile(0.50, series.buckets);
+    }
+    for (auto& [key, series] :
+         merged_family(metrics, "tokenmeter_normalized_output_tokens_per_second")) {
+        row_for(rows, key).normalized_tokens_per_second_p50 =
+            histogram_quantile(0.50, series.buckets);
     }
     std::vector<model_summary> result;
     for (auto& [key, row] : rows) {
@@ -127,6 +138,8 @@ std::string format_summary_table(const std::vector<model_summary>& rows) {
         {"decode tok/s", "p50", false},
         {"tokens", "in", false},
         {"tokens", "out", false},
+        {"normalized", "out", false},
+        {"normalized", "tok/s p50", false},
     };
     std::vector<std::vector<std::string>> cells;
     for (const model_summary& row : rows) {
@@ -163,6 +176,8 @@ std::string format_summary_table(const std::vector<model_summary>& rows) {
             format_short(row.decode_tokens_per_second_p50),
             format_number(row.tokens_in, 0),
             format_number(row.tokens_out, 0),
+            format_number(row.normalized_tokens_out, 0),
+            format_short(row.normalized_tokens_per_second_p50),
         });
     }
     return render_table(columns, cells) +
@@ -195,6 +210,9 @@ nlohmann::json summary_json(const std::vector<model_summary>& rows) {
             {"output_tokens_per_second", {{"p50", number(row.output_tokens_per_second_p50)}}},
             {"decode_tokens_per_second", {{"p50", number(row.decode_tokens_per_second_p50)}}},
             {"tokens", {{"input", row.tokens_in}, {"output", row.tokens_out}}},
+            {"normalized_output_tokens", row.normalized_tokens_out},
+            {"normalized_output_tokens_per_second",
+             {{"p50", number(row.normalized_tokens_per_second_p50)}}},
         });
     }
     return out;

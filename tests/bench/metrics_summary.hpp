@@ -27,8 +27,10 @@ struct model_summary {
     double time_per_output_token_p50 = 0;
     double output_tokens_per_second_p50 = 0;
     double decode_tokens_per_second_p50 = 0;
-    double tokens_in = 0;
-    double tokens_out = 0;
+    double tokens_in = 0;              // reported by the server
+    double tokens_out = 0;             // reported by the server
+    double normalized_tokens_out = 0;  // counted with the reference tokenizer
+    double normalized_tokens_per_second_p50 = 0;
 };
 
 std::vector<model_summary> summarize_metrics(const exposition& metrics);

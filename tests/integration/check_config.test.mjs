@@ -8,9 +8,14 @@ import { binaries, stopAll, writeTempFile } from './lib/harness.mjs';
 
 after(stopAll);
 
-function checkConfig(file) {
+// The tokenizer files scripts/fetch-tokenizers.sh puts in the repository's cache.
+const tokenizerDir = process.env.TOKENMETER_TOKENIZER_DIR ||
+  fileURLToPath(new URL('../../.cache/tokenizers', import.meta.url));
+
+function checkConfig(file, tokenizers = tokenizerDir) {
   const { bin } = binaries();
-  const run = spawnSync(bin, ['--check-config', file], { encoding: 'utf8', timeout: 10_000 });
+  const env = { ...process.env, TOKENMETER_TOKENIZER_DIR: tokenizers };
+  const run = spawnSync(bin, ['--check-config', file], { encoding: 'utf8', timeout: 10_000, env });
   assert.equal(run.error, undefined, `could not run ${bin}: ${run.error}`);
   return run;
 }
@@ -45,6 +50,14 @@ test('the annotated example config is valid: exit 0', { timeout: 20_000 }, () =>
   const run = checkConfig(example);
   assert.equal(run.status, 0, `exit ${run.status}; output:\n${run.stdout}${run.stderr}`);
   assert.equal(run.stderr, '');
+});
+
+test('without the default reference tokenizer the example is still valid, with a warning', { timeout: 20_000 }, () => {
+  const example = fileURLToPath(new URL('../../config/tokenmeter.example.yaml', import.meta.url));
+  const run = checkConfig(example, '/nonexistent/tokenizers');
+  assert.equal(run.status, 0, `exit ${run.status}; output:\n${run.stdout}${run.stderr}`);
+  assert.match(run.stderr, /warning: normalized token counts are off/);
+  assert.match(run.stderr, /o200k_base/);
 });
 
 test('the minimal config is valid: exit 0', { timeout: 20_000 }, () => {

@@ -89,12 +89,46 @@ TEST(Registry, ExposesEveryFamilyWithItsLabels) {
         text,
         R"(tokenmeter_requests_total{api="openai_chat",code="200",model="llama",outcome="complete"} 1)"));
     EXPECT_TRUE(contains(
-        text, R"(tokenmeter_tokens_total{api="openai_chat",model="llama",type="input"} 7)"));
+        text,
+        R"(tokenmeter_tokens_total{api="openai_chat",count="reported",model="llama",type="input"} 7)"));
     EXPECT_TRUE(contains(
-        text, R"(tokenmeter_tokens_total{api="openai_chat",model="llama",type="output"} 3)"));
+        text,
+        R"(tokenmeter_tokens_total{api="openai_chat",count="reported",model="llama",type="output"} 3)"));
+    EXPECT_FALSE(contains(text, R"(count="native")")) << "no tokenizer counted this request";
     EXPECT_TRUE(contains(text, R"(tokenmeter_upstream_errors_total{reason="connect_refused"} 1)"));
     EXPECT_TRUE(contains(text, "tokenmeter_streams_active 1"));
     EXPECT_TRUE(contains(text, "tokenmeter_parse_errors_total 0"));
+}
+
+TEST(Registry, RetokenizedCountsAndMismatches) {
+    registry r(settings_with({}, 32));
+    auto s = streamed_summary(&r.inter_token_latency_bounds(), "llama");
+    s.native_output_tokens = 40;  // the server reported 3: a broken report
+    s.normalized_output_tokens = 44;
+    s.normalized_input_tokens = 9;
+    s.normalized_output_tokens_per_second = 22.0;
+    s.output_chars = 180;
+    r.record(s);
+    auto close = streamed_summary(&r.inter_token_latency_bounds(), "llama");
+    close.native_output_tokens = 4;  // within 2 tokens of the report: not a mismatch
+    r.record(close);
+    auto text = r.expose();
+    EXPECT_TRUE(contains(
+        text,
+        R"(tokenmeter_tokens_total{api="openai_chat",count="native",model="llama",type="output"} 44)"));
+    EXPECT_TRUE(contains(
+        text,
+        R"(tokenmeter_tokens_total{api="openai_chat",count="normalized",model="llama",type="output"} 44)"));
+    EXPECT_TRUE(contains(
+        text,
+        R"(tokenmeter_tokens_total{api="openai_chat",count="normalized",model="llama",type="input"} 9)"));
+    EXPECT_TRUE(
+        contains(text, R"(tokenmeter_token_count_mismatch_total{model="llama",type="output"} 1)"));
+    EXPECT_TRUE(contains(
+        text,
+        R"(tokenmeter_normalized_output_tokens_per_second_count{api="openai_chat",model="llama"} 1)"));
+    EXPECT_TRUE(
+        contains(text, R"(tokenmeter_output_chars_total{api="openai_chat",model="llama"} 183)"));
 }
 
 TEST(Registry, ModelLabelIsBounded) {

@@ -1,0 +1,155 @@
+#include "meter/token_counter.hpp"
+
+#include <algorithm>
+
+namespace tokenmeter::meter {
+
+token_counter::token_counter(encoders which) : which_(which) {
+    if (which_.native != nullptr) {
+        native_.emplace(*which_.native);
+    }
+    if (which_.reference != nullptr && which_.reference != which_.native) {
+        reference_.emplace(*which_.reference);
+    }
+}
+
+namespace {
+
+// Length of the first UTF-8 character of s (1 for a stray byte).
+std::size_t first_char_length(std::string_view s) {
+    const auto lead = static_cast<unsigned char>(s.front());
+    std::size_t n = lead < 0xC0 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
+    return std::min(n, s.size());
+}
+
+}  // namespace
+
+std::uint64_t token_counter::feed_kind(text_kind kind, std::string_view text, core::time_point at,
+                                       core::time_point& completed_at,
+                                       std::uint64_t& earlier_tokens,
+                                       core::time_point& earlier_at) {
+    // The first character of a read usually shows that the text before it is final (a new
+    // pre-token starts). Feeding it alone first separates the tokens that earlier reads
+    // completed from those this read completes, so each group gets its own read's time.
+    const std::size_t head = first_char_length(text);
+    earlier_tokens = 0;
+    if (head < text.size()) {
+        earlier_tokens = feed_piece(kind, text.substr(0, head), at, earlier_at);
+        text.remove_prefix(head);
+    }
+    return feed_piece(kind, text, at, completed_at);
+}
+
+std::uint64_t token_counter::feed_piece(text_kind kind, std::string_view text, core::time_point at,
+                                        core::time_point& completed_at) {
+    fed_[kind] += text.size();
+    arrivals_[kind].push_back({fed_[kind], at});
+    std::uint64_t timing_tokens = 0;
+    lane& timing = timing_lane();
+    for (lane* l : {native_ ? &*native_ : nullptr, reference_ ? &*reference_ : nullptr}) {
+        if (l == nullptr) {
+            continue;
+        }
+        std::uint64_t n = 0;
+        l->streams[kind].feed(text, at, [&n](tokenizer::token_id, core::time_point) { ++n; });
+        l->tokens[kind] += n;
+        if (l == &timing) {
+            timing_tokens = n;
+        }
+    }
+    if (timing_tokens > 0) {
+        completed_at = completion_time(kind, fed_[kind] - timing.streams[kind].pending_bytes());
+    }
+    // Arrivals wholly before the timing lane's pending text are no longer needed; keep the one
+    // that holds the first pending byte.
+    const std::uint64_t pending_from = fed_[kind] - timing.streams[kind].pending_bytes();
+    while (arrivals_[kind].size() > 1 && arrivals_[kind].front().end <= pending_from) {
+        arrivals_[kind].pop_front();
+    }
+    return timing_tokens;
+}
+
+std::uint64_t token_counter::finish_kind(text_kind kind) {
+    std::uint64_t timing_tokens = 0;
+    lane& timing = timing_lane();
+    for (lane* l : {native_ ? &*native_ : nullptr, reference_ ? &*reference_ : nullptr}) {
+        if (l == nullptr) {
+            continue;
+        }
+        std::uint64_t n = 0;
+        l->streams[kind].finish(core::time_point{},
+                                [&n](tokenizer::token_id, core::time_point) { ++n; });
+        l->tokens[kind] += n;
+        if (l == &timing) {
+            timing_tokens = n;
+        }
+    }
+    return timing_tokens;
+}
+
+// The time of the read that delivered the byte just before `consumed_end`.
+core::time_point token_counter::completion_time(text_kind kind, std::uint64_t consumed_end) {
+    const auto& arrivals = arrivals_[kind];
+    for (const arrival& a : arrivals) {
+        if (a.end >= consumed_end) {
+            return a.at;
+        }
+    }
+    return arrivals.empty() ? core::time_point{} : arrivals.back().at;
+}
+
+namespace {
+
+std::optional<std::uint64_t> all_text(const std::uint64_t (&tokens)[3]) {
+    return tokens[0] + tokens[1] + tokens[2];
+}
+
+}  // namespace
+
+std::optional<std::uint64_t> token_counter::native_output() const {
+    if (!native_) {
+        return std::nullopt;
+    }
+    return all_text(native_->tokens);
+}
+
+std::optional<std::uint64_t> token_counter::native_reasoning() const {
+    if (!native_) {
+        return std::nullopt;
+    }
+    return native_->tokens[reasoning];
+}
+
+std::optional<std::uint64_t> token_counter::normalized_output() const {
+    if (reference_) {
+        return all_text(reference_->tokens);
+    }
+    if (which_.reference != nullptr && native_) {
+        return all_text(native_->tokens);  // the reference tokenizer is the native one
+    }
+    return std::nullopt;
+}
+
+std::optional<std::uint64_t> token_counter::normalized_reasoning() const {
+    if (reference_) {
+        return reference_->tokens[reasoning];
+    }
+    if (which_.reference != nullptr && native_) {
+        return native_->tokens[reasoning];
+    }
+    return std::nullopt;
+}
+
+std::size_t token_counter::pending_bytes() const noexcept {
+    std::size_t total = 0;
+    for (const auto* l : {native_ ? &*native_ : nullptr, reference_ ? &*reference_ : nullptr}) {
+        if (l != nullptr) {
+            for (const auto& s : l->streams) {
+                total += s.pending_bytes();
+            }
+        }
+    }
+    return total;
+}
+
+}  // namespace tokenmeter::meter

@@ -1,0 +1,117 @@
+// meter/token_counter: re-tokenizes the text a response carries, as it streams, with the model's
+// own tokenizer ("native", when configured) and the reference tokenizer shared by every model
+// ("normalized"), and says when each token was complete. Content, reasoning and tool-call text
+// are tokenized apart (a model emits them as separate sequences), so a pre-token never spans two
+// kinds of text.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <string_view>
+
+#include "core/time.hpp"
+#include "protocol/types.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+namespace tokenmeter::meter {
+
+struct encoders {
+    const tokenizer::encoder* native = nullptr;     // the model's own tokenizer, if configured
+    const tokenizer::encoder* reference = nullptr;  // the normalizing tokenizer, if available
+    [[nodiscard]] bool any() const noexcept { return native != nullptr || reference != nullptr; }
+};
+
+class token_counter {
+  public:
+    explicit token_counter(encoders which);
+
+    // Which tokens the meter times: native when configured, otherwise normalized.
+    [[nodiscard]] bool timing_is_native() const noexcept { return which_.native != nullptr; }
+
+    // Feeds one chunk's text. For the timing tokenizer's tokens that became final, calls
+    // on_tokens(core::time_point completed_at, std::uint64_t count) once per group of tokens
+    // completed by the same read, in order.
+    template <class OnTokens>
+    void feed(const protocol::response_chunk& chunk, core::time_point at, OnTokens&& on_tokens);
+    // The end of the response: whatever is pending is final now.
+    template <class OnTokens>
+    void finish(OnTokens&& on_tokens);
+
+    [[nodiscard]] std::optional<std::uint64_t> native_output() const;
+    [[nodiscard]] std::optional<std::uint64_t> native_reasoning() const;
+    [[nodiscard]] std::optional<std::uint64_t> normalized_output() const;
+    [[nodiscard]] std::optional<std::uint64_t> normalized_reasoning() const;
+    // Bytes held back across reads (unfinished pre-tokens), for memory accounting.
+    [[nodiscard]] std::size_t pending_bytes() const noexcept;
+
+  private:
+    enum text_kind : std::uint8_t { content = 0, reasoning = 1, tool_arguments = 2, kinds = 3 };
+
+    // One tokenizer's streams, one per kind of text.
+    struct lane {
+        explicit lane(const tokenizer::encoder& enc)
+            : streams{tokenizer::stream(enc), tokenizer::stream(enc), tokenizer::stream(enc)} {}
+        tokenizer::stream streams[kinds];
+        std::uint64_t tokens[kinds] = {0, 0, 0};
+    };
+    // When the bytes of one kind arrived: (end offset in that kind's text, time of the read).
+    struct arrival {
+        std::uint64_t end;
+        core::time_point at;
+    };
+
+    // Feeds one kind's delta into every lane; returns the count of timing tokens made final
+    // and the time of the read that completed the last of them.
+    std::uint64_t feed_kind(text_kind kind, std::string_view text, core::time_point at,
+                            core::time_point& completed_at, std::uint64_t& earlier_tokens,
+                            core::time_point& earlier_at);
+    std::uint64_t feed_piece(text_kind kind, std::string_view text, core::time_point at,
+                             core::time_point& completed_at);
+    // Flushes one kind's pending text in every lane; returns the timing lane's token count.
+    std::uint64_t finish_kind(text_kind kind);
+    core::time_point completion_time(text_kind kind, std::uint64_t consumed_end);
+    lane& timing_lane() noexcept { return native_ ? *native_ : *reference_; }
+
+    encoders which_;
+    std::optional<lane> native_;
+    std::optional<lane> reference_;  // empty when it is the same tokenizer as native
+    std::uint64_t fed_[kinds] = {0, 0, 0};
+    std::deque<arrival> arrivals_[kinds];
+};
+
+template <class OnTokens>
+void token_counter::feed(const protocol::response_chunk& chunk, core::time_point at,
+                         OnTokens&& on_tokens) {
+    const std::string_view texts[kinds] = {chunk.content, chunk.reasoning, chunk.tool_arguments};
+    for (int k = 0; k < kinds; ++k) {
+        if (texts[k].empty()) {
+            continue;
+        }
+        core::time_point completed_at = at;
+        core::time_point earlier_at = at;
+        std::uint64_t earlier = 0;
+        std::uint64_t n =
+            feed_kind(static_cast<text_kind>(k), texts[k], at, completed_at, earlier, earlier_at);
+        if (earlier > 0) {
+            on_tokens(earlier_at, earlier);
+        }
+        if (n > 0) {
+            on_tokens(completed_at, n);
+        }
+    }
+}
+
+template <class OnTokens>
+void token_counter::finish(OnTokens&& on_tokens) {
+    for (int k = 0; k < kinds; ++k) {
+        auto kind = static_cast<text_kind>(k);
+        std::uint64_t n = finish_kind(kind);
+        if (n > 0) {
+            // The tail was complete when its last byte arrived, not when the stream ended.
+            on_tokens(completion_time(kind, fed_[k]), n);
+        }
+    }
+}
+
+}  // namespace tokenmeter::meter

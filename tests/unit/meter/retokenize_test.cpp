@@ -1,0 +1,274 @@
+// The meter with re-tokenization: counts from the native and reference tokenizers, each token
+// stamped with the read that delivered its last byte, and the count every figure divides by.
+// A small word tokenizer stands in for BPE here (the real encoders have their own tests); what
+// is tested is the meter's use of the streaming contract.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "meter/exchange.hpp"
+#include "meter/stream_meter.hpp"
+#include "meter/token_counter.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+namespace tokenmeter::meter {
+namespace {
+
+using namespace std::chrono_literals;
+using protocol::api_kind;
+using protocol::response_chunk;
+
+const std::vector<double> itl_bounds = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1};
+
+core::time_point at(std::chrono::nanoseconds offset) {
+    return core::time_point{} + 1s + offset;
+}
+
+// One token per "word": an optional leading space and the non-space bytes after it, or a run of
+// spaces. `width` > 0 also splits every word into pieces of at most `width` bytes, so two
+// instances count the same text differently, as two real tokenizers do.
+class word_encoder final : public tokenizer::encoder {
+  public:
+    explicit word_encoder(std::size_t width = 0) : width_(width), name_("words") {}
+    const std::string& name() const noexcept override { return name_; }
+
+    std::size_t encode_final(std::string_view pending, bool /*at_start*/,
+                             std::vector<tokenizer::token_id>& out) const override {
+        // Every word but the last is final: the last may still grow.
+        std::size_t last = last_word_start(pending);
+        emit(pending.substr(0, last), out);
+        return last;
+    }
+    void encode_rest(std::string_view text, bool /*at_start*/,
+                     std::vector<tokenizer::token_id>& out) const override {
+        emit(text, out);
+    }
+
+  private:
+    static std::size_t last_word_start(std::string_view s) {
+        std::size_t start = 0;
+        for (std::size_t i = 0; i < s.size(); ++i) {
+            if (is_word_start(s, i)) {
+                start = i;
+            }
+        }
+        return start;
+    }
+    static bool is_word_start(std::string_view s, std::size_t i) {
+        if (i == 0) {
+            return true;
+        }
+        const bool space = s[i] == ' ';
+        const bool prev_space = s[i - 1] == ' ';
+        // " x" starts at the space; a space after a non-space starts a new word.
+        return (space && !prev_space) || (!space && prev_space && i >= 2 && s[i - 2] == ' ');
+    }
+    void emit(std::string_view s, std::vector<tokenizer::token_id>& out) const {
+        std::size_t begin = 0;
+        for (std::size_t i = 1; i <= s.size(); ++i) {
+            if (i == s.size() || is_word_start(s, i)) {
+                std::size_t length = i - begin;
+                std::size_t pieces = width_ == 0 ? 1 : (length + width_ - 1) / width_;
+                for (std::size_t p = 0; p < pieces; ++p) {
+                    out.push_back(static_cast<tokenizer::token_id>(length));
+                }
+                begin = i;
+            }
+        }
+    }
+
+    std::size_t width_;
+    std::string name_;
+};
+
+response_chunk text(std::string_view content) {
+    response_chunk chunk;
+    chunk.content = content;
+    return chunk;
+}
+
+TEST(Retokenize, TokensAreStampedWithTheReadThatDeliveredTheirLastByte) {
+    word_encoder words;
+    stream_meter meter(api_kind::openai_chat_completions, "m", true, at(0ms), &itl_bounds);
+    meter.use_encoders({&words, nullptr});
+    meter.on_response_head(200, at(1ms));
+    meter.on_chunk(text("Hel"), at(10ms));
+    meter.on_chunk(text("lo"), at(20ms));      // "Hello" complete here, known final later
+    meter.on_chunk(text(" big"), at(30ms));    // " big" complete here
+    meter.on_chunk(text(" world"), at(40ms));  // " world" complete here, final at the end
+    auto s = meter.finish(end_reason::upstream_complete, at(50ms));
+
+    ASSERT_TRUE(s.native_output_tokens);
+    EXPECT_EQ(*s.native_output_tokens, 3u);
+    EXPECT_FALSE(s.normalized_output_tokens);
+    EXPECT_EQ(s.timing_token_source, "native");
+    // TTFT is the first visible text, not the first finished token.
+    ASSERT_TRUE(s.time_to_first_token);
+    EXPECT_DOUBLE_EQ(*s.time_to_first_token, 0.010);
+    // Tokens at 20, 30, 40 ms: two gaps of 10 ms.
+    EXPECT_EQ(s.inter_token_latency.count(), 2u);
+    EXPECT_NEAR(s.inter_token_latency.sum(), 0.020, 1e-12);
+    // TPOT = (40 - 10) ms / (3 - 1).
+    ASSERT_TRUE(s.time_per_output_token);
+    EXPECT_NEAR(*s.time_per_output_token, 0.015, 1e-12);
+    EXPECT_EQ(s.output_tokens, 3u);
+}
+
+TEST(Retokenize, SeveralTokensInOneReadSplitTheGap) {
+    word_encoder words;
+    stream_meter meter(api_kind::openai_chat_completions, "m", true, at(0ms), &itl_bounds);
+    meter.use_encoders({&words, nullptr});
+    meter.on_chunk(text("one"), at(10ms));
+    meter.on_chunk(text(" two three four"), at(40ms));  // three tokens after a 30 ms gap
+    meter.on_chunk(text(" five"), at(50ms));
+    auto s = meter.finish(end_reason::upstream_complete, at(60ms));
+    EXPECT_EQ(*s.native_output_tokens, 5u);
+    EXPECT_EQ(s.inter_token_latency.count(), 4u);
+    // 3 x 10 ms for " two three four", then 10 ms for " five".
+    EXPECT_NEAR(s.inter_token_latency.sum(), 0.040, 1e-12);
+    EXPECT_EQ(s.inter_token_latency.bucket_increments()[3], 4.0);  // all in le=0.01
+}
+
+TEST(Retokenize, NativeAndNormalizedCountsAreKeptApart) {
+    word_encoder native;
+    word_encoder reference(2);  // splits words into 2-byte pieces
+    stream_meter meter(api_kind::openai_chat_completions, "m", true, at(0ms), &itl_bounds);
+    meter.use_encoders({&native, &reference});
+    response_chunk reasoning;
+    reasoning.reasoning = "think hard";
+    meter.on_chunk(reasoning, at(5ms));
+    meter.on_chunk(text("abcd"), at(10ms));
+    meter.on_chunk(text(" ef"), at(20ms));
+    auto s = meter.finish(end_reason::upstream_complete, at(30ms));
+    // native: "think", " hard", "abcd", " ef" = 4; reference (2-byte pieces): 3 + 3 + 2 + 2.
+    EXPECT_EQ(*s.native_output_tokens, 4u);
+    EXPECT_EQ(*s.native_reasoning_tokens, 2u);
+    EXPECT_EQ(*s.normalized_output_tokens, 10u);
+    EXPECT_EQ(*s.normalized_reasoning_tokens, 6u);
+    ASSERT_TRUE(s.normalized_output_tokens_per_second);
+    EXPECT_NEAR(*s.normalized_output_tokens_per_second, 10 / 0.030, 1e-9);
+    ASSERT_TRUE(s.output_tokens_per_second);
+    EXPECT_NEAR(*s.output_tokens_per_second, 4 / 0.030, 1e-9);
+}
+
+TEST(Retokenize, TheSameTokenizerAsNativeAndReferenceCountsOnce) {
+    word_encoder words;
+    stream_meter meter(api_kind::openai_chat_completions, "m", true, at(0ms), &itl_bounds);
+    meter.use_encoders({&words, &words});
+    meter.on_chunk(text("a b c"), at(10ms));
+    auto s = meter.finish(end_reason::upstream_complete, at(20ms));
+    EXPECT_EQ(*s.native_output_tokens, 3u);
+    EXPECT_EQ(*s.normalized_output_tokens, 3u);
+}
+
+TEST(Retokenize, WithoutNativeTheReportedCountBeatsTheReferenceForTiming) {
+    word_encoder reference(1);  // one token per byte: far from the model's count
+    stream_meter meter(api_kind::openai_chat_completions, "m", true, at(0ms), &itl_bounds);
+    meter.use_encoders({nullptr, &reference});
+    meter.on_chunk(text("abc"), at(10ms));
+    meter.on_chunk(text(" de"), at(20ms));
+    response_chunk usage;
+    usage.usage = protocol::token_usage{5, 2, std::nullopt, std::nullopt};
+    meter.on_chunk(usage, at(21ms));
+    auto s = meter.finish(end_reason::upstream_complete, at(22ms));
+    EXPECT_EQ(*s.normalized_output_tokens, 6u);
+    EXPECT_EQ(s.timing_token_source, "reported");
+    EXPECT_EQ(s.output_tokens, 2u);
+    ASSERT_TRUE(s.time_per_output_token);
+    EXPECT_NEAR(*s.time_per_output_token, 0.010, 1e-12);  // (20 - 10) ms / (2 - 1)
+    // ITL, though, has only the reference tokenizer to go by.
+    EXPECT_EQ(s.inter_token_latency.count(), 5u);
+}
+
+TEST(Retokenize, RunningUsageTimesTokensWhenThereIsNoNativeTokenizer) {
+    word_encoder reference(1);
+    stream_meter meter(api_kind::openai_chat_completions, "m", true, at(0ms), &itl_bounds);
+    meter.use_encoders({nullptr, &reference});
+    for (int i = 1; i <= 4; ++i) {
+        response_chunk chunk = text("xx");
+        chunk.usage = protocol::token_usage{};
+        chunk.usage->output_tokens = static_cast<std::uint64_t>(i);
+        meter.on_chunk(chunk, at(std::chrono::milliseconds(10 * i)));
+    }
+    auto s = meter.finish(end_reason::upstream_complete, at(50ms));
+    // The server's running count says one token per chunk: 3 gaps of 10 ms.
+    EXPECT_EQ(s.inter_token_latency.count(), 3u);
+    EXPECT_NEAR(s.inter_token_latency.sum(), 0.030, 1e-12);
+    EXPECT_EQ(*s.normalized_output_tokens, 8u);
+}
+
+TEST(Retokenize, ANonStreamedBodyIsCountedWithoutTiming) {
+    word_encoder words;
+    stream_meter meter(api_kind::openai_chat_completions, "m", false, at(0ms), &itl_bounds);
+    meter.use_encoders({&words, nullptr});
+    meter.on_chunk(text("the whole answer at once"), at(30ms));
+    auto s = meter.finish(end_reason::upstream_complete, at(31ms));
+    EXPECT_EQ(*s.native_output_tokens, 5u);
+    EXPECT_EQ(s.inter_token_latency.count(), 0u);
+    EXPECT_FALSE(s.time_per_output_token);
+}
+
+TEST(Retokenize, ACancelledStreamCountsTheTextThatArrived) {
+    word_encoder words;
+    stream_meter meter(api_kind::openai_chat_completions, "m", true, at(0ms), &itl_bounds);
+    meter.use_encoders({&words, nullptr});
+    meter.on_chunk(text("partial ans"), at(10ms));
+    auto s = meter.finish(end_reason::client_cancel, at(15ms));
+    EXPECT_EQ(s.result, outcome::client_cancel);
+    EXPECT_EQ(*s.native_output_tokens, 2u);
+}
+
+protocol::request_info prompt_request(std::string prompt) {
+    protocol::request_info info;
+    info.model = "m";
+    info.stream = true;
+    info.body_parsed = true;
+    info.prompt_text = std::move(prompt);
+    return info;
+}
+
+const std::string_view sse_usage_stream =
+    "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi there\"}}]}\n\n"
+    "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":11,\"completion_tokens\":2}}\n\n"
+    "data: [DONE]\n\n";
+const std::string_view sse_plain_stream =
+    "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi there\"}}]}\n\n"
+    "data: [DONE]\n\n";
+
+request_summary run_exchange(input_counting policy, std::string_view body, encoders which) {
+    auto request = prompt_request("system words\nuser asks a question");
+    exchange ex(api_kind::openai_chat_completions, request, at(0ms), &itl_bounds, {});
+    ex.use_encoders(which, policy, request.prompt_text);
+    ex.on_response_head(200, "text/event-stream", at(1ms));
+    ex.on_body(body, at(10ms));
+    return ex.finish(end_reason::upstream_complete, at(20ms));
+}
+
+TEST(Retokenize, ThePromptIsCountedOnlyWhenTheServerDoesNotReportIt) {
+    word_encoder native;
+    word_encoder reference(2);
+    auto reported =
+        run_exchange(input_counting::when_unreported, sse_usage_stream, {&native, &reference});
+    EXPECT_EQ(*reported.reported.input_tokens, 11u);
+    EXPECT_FALSE(reported.native_input_tokens);
+    EXPECT_FALSE(reported.normalized_input_tokens);
+
+    auto unreported =
+        run_exchange(input_counting::when_unreported, sse_plain_stream, {&native, &reference});
+    // "system", " words\nuser"... the word encoder splits on spaces only.
+    ASSERT_TRUE(unreported.native_input_tokens);
+    EXPECT_EQ(*unreported.native_input_tokens, 5u);
+    ASSERT_TRUE(unreported.normalized_input_tokens);
+    EXPECT_GT(*unreported.normalized_input_tokens, 5u);
+    EXPECT_EQ(*unreported.native_output_tokens, 2u);
+
+    auto always = run_exchange(input_counting::always, sse_usage_stream, {&native, &reference});
+    EXPECT_EQ(*always.native_input_tokens, 5u);
+    auto never = run_exchange(input_counting::never, sse_plain_stream, {&native, &reference});
+    EXPECT_FALSE(never.native_input_tokens);
+}
+
+}  // namespace
+}  // namespace tokenmeter::meter
