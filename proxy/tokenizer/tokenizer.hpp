@@ -31,7 +31,7 @@ using token_id = std::uint32_t;
 //    Gemma 3's newline runs and HTML tags) ARE matched, as Hugging Face does by default. Note
 //    that Hugging Face's default (encode_special_tokens = false) matches special tokens too, so a
 //    reference that cannot switch that off differs exactly on special-token text.
-//    No post-processor: no BOS/EOS ids are added.
+//    No post-processor (no BOS/EOS ids) and no truncation or padding: the count is of the text.
 //  - Invalid UTF-8 is first repaired the WHATWG way (each maximal invalid subsequence becomes
 //    U+FFFD), which is the string a JavaScript reference receives from Buffer.toString("utf8").
 class encoder {
