@@ -33,6 +33,11 @@ if [[ -f "$root/tests/parity/package-lock.json" ]]; then
     step "installing the reference tokenizers (tests/parity, npm ci)"
     (cd "$root/tests/parity" && npm ci --no-audit --no-fund --loglevel=error)
 fi
+# The deployment checks parse and schema-validate the Kubernetes manifests with pinned packages.
+if [[ -f "$root/tests/deploy/package-lock.json" ]]; then
+    step "installing the manifest checkers (tests/deploy, npm ci)"
+    (cd "$root/tests/deploy" && npm ci --no-audit --no-fund --loglevel=error)
+fi
 
 step "running every test"
 (cd "$build_dir" && ctest --output-on-failure --timeout 600 -j"$jobs")

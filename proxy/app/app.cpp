@@ -91,7 +91,7 @@ int run(const config::settings& settings) {
         }
         return 1;
     }
-    metrics::registry registry(settings.metric);
+    metrics::registry registry(settings.metric, settings.slo);
     proxy_context context{settings, registry, clock};
     context.tokenizers = tokenizers.value.get();
     if (settings.tokens.count_input_tokens == "always") {

@@ -59,6 +59,68 @@ std::string effective_tokenizer_dir(const tokenization& t) {
     return "/usr/local/share/tokenmeter/tokenizers";
 }
 
+std::optional<slo_target> slo_preset(std::string_view name) {
+    using std::chrono::milliseconds;
+    // MLPerf Inference v5 LLM scenarios (Llama 2 70B): "server" is the classic online scenario,
+    // "interactive" the tighter one for chat-like use.
+    if (name == "server") {
+        return slo_target{"server", milliseconds{2'000}, milliseconds{100}, std::nullopt};
+    }
+    if (name == "interactive") {
+        return slo_target{"interactive", milliseconds{500}, milliseconds{30}, std::nullopt};
+    }
+    return std::nullopt;
+}
+
+double slo_objective(const slo_settings& slo, const slo_target& target) {
+    return target.objective.value_or(slo.objective);
+}
+
+namespace {
+
+double seconds_of(milliseconds d) {
+    return static_cast<double>(d.count()) / 1000.0;
+}
+
+void add_boundary(std::vector<double>& bounds, double v) {
+    const auto at = std::lower_bound(bounds.begin(), bounds.end(), v);
+    if (at == bounds.end() || *at != v) {
+        bounds.insert(at, v);
+    }
+}
+
+// Every configured entry, the default one first, with the key it was configured under.
+std::vector<std::pair<std::string, const slo_target*>> slo_entries(const slo_settings& slo) {
+    std::vector<std::pair<std::string, const slo_target*>> out;
+    if (slo.default_target) {
+        out.emplace_back("slo.default", &*slo.default_target);
+    }
+    for (const auto& [name, target] : slo.models) {
+        out.emplace_back("slo.models." + name, &target);
+    }
+    return out;
+}
+
+}  // namespace
+
+histogram_buckets buckets_with_slo_targets(const metrics& m, const slo_settings& slo) {
+    histogram_buckets out = m.buckets;
+    const histogram_buckets defaults = default_buckets();
+    // Compared with the lists as configured, not as extended, so every target gets in.
+    for (const auto& [key, target] : slo_entries(slo)) {
+        if (target->ttft && m.buckets.time_to_first_token == defaults.time_to_first_token) {
+            add_boundary(out.time_to_first_token, seconds_of(*target->ttft));
+        }
+        if (target->tpot && m.buckets.time_per_output_token == defaults.time_per_output_token) {
+            add_boundary(out.time_per_output_token, seconds_of(*target->tpot));
+        }
+        if (target->tpot && m.buckets.inter_token_latency == defaults.inter_token_latency) {
+            add_boundary(out.inter_token_latency, seconds_of(*target->tpot));
+        }
+    }
+    return out;
+}
+
 std::string to_string(const config_error& e) {
     if (e.key.empty()) {
         return e.message;
@@ -533,6 +595,8 @@ class validator {
                       "tokenizer.json)");
             }
         }
+        check_prompt_classes(s.metric.prompt_classes);
+        check_slo(s);
         return std::move(errors_);
     }
 
@@ -609,6 +673,89 @@ class validator {
                                 detail::format_number(bounds[i - 1]) + "), got " +
                                 detail::format_number(v));
             }
+        }
+    }
+
+    void check_prompt_classes(const std::vector<std::uint64_t>& bounds) {
+        const std::string key = "metrics.prompt_classes";
+        // Each class is one more TTFT histogram per model and API: keep the label bounded.
+        constexpr std::size_t max_classes = 15;
+        if (bounds.empty()) {
+            error(key, "must list at least one boundary (input tokens)");
+        } else if (bounds.size() > max_classes) {
+            error(key, "at most " + std::to_string(max_classes) + " boundaries, got " +
+                           std::to_string(bounds.size()));
+        }
+        for (std::size_t i = 0; i < bounds.size(); ++i) {
+            const std::string item = key + "[" + std::to_string(i) + "]";
+            if (bounds[i] == 0) {
+                error(item, "must be greater than 0");
+            } else if (i > 0 && bounds[i] <= bounds[i - 1]) {
+                error(item, "must be greater than the boundary before it (" +
+                                std::to_string(bounds[i - 1]) + "), got " +
+                                std::to_string(bounds[i]));
+            }
+        }
+    }
+
+    void check_objective(const std::string& key, double v) {
+        if (!(v > 0.0 && v < 1.0)) {
+            error(key, "must be between 0% and 100% (exclusive), got " +
+                           detail::format_number(v * 100) + "%");
+        }
+    }
+
+    void check_slo(const settings& s) {
+        check_objective("slo.objective", s.slo.objective);
+        const histogram_buckets defaults = default_buckets();
+        const histogram_buckets& b = s.metric.buckets;
+        const auto must_be_boundary =
+            [&](const std::string& key, milliseconds target, const std::vector<double>& bounds,
+                const std::vector<double>& default_bounds, const std::string& list) {
+                const double v = static_cast<double>(target.count()) / 1000.0;
+                if (bounds != default_bounds &&
+                    std::find(bounds.begin(), bounds.end(), v) == bounds.end()) {
+                    error(key,
+                          "the target " + detail::format_number(v) +
+                              " s is not a boundary of metrics.buckets." + list +
+                              "; add it, so that quantiles and the SLO counts agree at the target");
+                }
+            };
+        for (const auto& [key, target] : slo_entries(s.slo)) {
+            if (!target->ttft && !target->tpot) {
+                error(key, "set a preset (server, interactive) or a target (ttft, tpot)");
+            }
+            if (target->ttft) {
+                check_positive(key + ".ttft", *target->ttft);
+                must_be_boundary(key + ".ttft", *target->ttft, b.time_to_first_token,
+                                 defaults.time_to_first_token, "time_to_first_token");
+            }
+            if (target->tpot) {
+                check_positive(key + ".tpot", *target->tpot);
+                must_be_boundary(key + ".tpot", *target->tpot, b.time_per_output_token,
+                                 defaults.time_per_output_token, "time_per_output_token");
+                must_be_boundary(key + ".tpot", *target->tpot, b.inter_token_latency,
+                                 defaults.inter_token_latency, "inter_token_latency");
+            }
+            if (target->objective) {
+                check_objective(key + ".objective", *target->objective);
+            }
+        }
+        const auto& allow = s.metric.model_allowlist;
+        for (const auto& [name, target] : s.slo.models) {
+            if (name.empty()) {
+                error("slo.models", "a model name must not be empty");
+            } else if (!allow.empty() &&
+                       std::find(allow.begin(), allow.end(), name) == allow.end()) {
+                error("slo.models." + name,
+                      "is not in metrics.models.allowlist, so its requests would be labelled "
+                      "\"other\"; add it there");
+            }
+        }
+        if (allow.empty() && s.slo.models.size() > s.metric.max_models) {
+            error("slo.models", "has " + std::to_string(s.slo.models.size()) +
+                                    " models, more than metrics.models.max_models (" +
+                                    std::to_string(s.metric.max_models) + ")");
         }
     }
 
@@ -734,6 +881,7 @@ class yaml_loader {
                          {"count_input_tokens",
                           into(&yaml_loader::read_word, s.tokens.count_input_tokens)},
                          {"models", into(&yaml_loader::read_model_table, s.tokens.models)},
+                         {"slo", into(&yaml_loader::read_slo, s.slo)},
                      });
     }
 
@@ -961,11 +1109,13 @@ class yaml_loader {
     }
 
     void read_metrics(node_ref node, key_ref key, metrics& m) {
-        read_mapping(node, key,
-                     {
-                         {"models", into(&yaml_loader::read_models, m)},
-                         {"buckets", into(&yaml_loader::read_buckets, m.buckets)},
-                     });
+        read_mapping(
+            node, key,
+            {
+                {"models", into(&yaml_loader::read_models, m)},
+                {"buckets", into(&yaml_loader::read_buckets, m.buckets)},
+                {"prompt_classes", into(&yaml_loader::read_token_counts, m.prompt_classes)},
+            });
     }
 
     void read_models(node_ref node, key_ref key, metrics& m) {
@@ -1053,6 +1203,140 @@ class yaml_loader {
         if (ok) {
             out = std::move(bounds);
         }
+    }
+
+    // A list of input-token counts; a bad element keeps the defaults (as read_bounds does).
+    void read_token_counts(node_ref node, key_ref key, std::vector<std::uint64_t>& out) {
+        if (!node.IsSequence()) {
+            error(key,
+                  "expected a list of input-token counts like [512, 2048], got " + describe(node));
+            return;
+        }
+        std::vector<std::uint64_t> counts;
+        const std::size_t errors_before = errors_.size();
+        for (std::size_t i = 0; i < node.size(); ++i) {
+            std::uint32_t v = 0;
+            read_count(node[i], index_key(key, i), v);
+            counts.push_back(v);
+        }
+        if (errors_.size() == errors_before) {
+            out = std::move(counts);
+        }
+    }
+
+    void read_slo(node_ref node, key_ref key, slo_settings& s) {
+        read_mapping(node, key,
+                     {
+                         {"objective", into(&yaml_loader::read_objective, s.objective)},
+                         {"default",
+                          [this, &s](node_ref n, key_ref k) {
+                              slo_target t;
+                              read_slo_target(n, k, t);
+                              s.default_target = std::move(t);
+                          }},
+                         {"models", into(&yaml_loader::read_slo_models, s.models)},
+                     });
+    }
+
+    // A mapping from model name to its entry; model names are free text, so no did-you-mean.
+    void read_slo_models(node_ref node, key_ref key, std::map<std::string, slo_target>& out) {
+        if (node.IsNull()) {
+            return;
+        }
+        if (!node.IsMap()) {
+            error(key, "expected a mapping of model name to its SLO, got " + describe(node));
+            return;
+        }
+        for (const auto& entry : node) {
+            if (!entry.first.IsScalar()) {
+                error(key, "keys must be model names, got " + describe(entry.first));
+                continue;
+            }
+            const std::string& name = entry.first.Scalar();
+            const std::string child = join_key(key, name);
+            if (out.contains(name)) {
+                error(child, "duplicate model");
+                continue;
+            }
+            slo_target t;
+            read_slo_target(entry.second, child, t);
+            out.emplace(name, std::move(t));
+        }
+    }
+
+    // Explicit targets win over the preset's, whatever order the keys are written in.
+    void read_slo_target(node_ref node, key_ref key, slo_target& out) {
+        std::string preset;
+        std::optional<milliseconds> ttft;
+        std::optional<milliseconds> tpot;
+        read_mapping(node, key,
+                     {
+                         {"preset", into(&yaml_loader::read_word, preset)},
+                         {"ttft", into(&yaml_loader::read_optional_duration, ttft)},
+                         {"tpot", into(&yaml_loader::read_optional_duration, tpot)},
+                         {"objective",
+                          [this, &out](node_ref n, key_ref k) {
+                              double v = 0;
+                              const std::size_t errors_before = errors_.size();
+                              read_objective(n, k, v);
+                              if (errors_.size() == errors_before) {
+                                  out.objective = v;
+                              }
+                          }},
+                     });
+        if (!preset.empty()) {
+            if (const auto p = slo_preset(preset)) {
+                out.ttft = p->ttft;
+                out.tpot = p->tpot;
+                out.preset = preset;
+            } else {
+                error(join_key(key, "preset"),
+                      "must be one of server, interactive, got " + detail::quote(preset));
+            }
+        }
+        if (ttft) {
+            out.ttft = ttft;
+        }
+        if (tpot) {
+            out.tpot = tpot;
+        }
+    }
+
+    void read_optional_duration(node_ref node, key_ref key, std::optional<milliseconds>& out) {
+        milliseconds v{0};
+        const std::size_t errors_before = errors_.size();
+        read_duration(node, key, v);
+        if (errors_.size() == errors_before) {
+            out = v;
+        }
+    }
+
+    void read_objective(node_ref node, key_ref key, double& out) {
+        read_parsed(node, key, "a percentage like 99%", parse_objective, out);
+    }
+
+    // "99%", "99.9%" or a bare percentage; a ratio like 0.99 is refused, not read as 0.99 %.
+    static detail::parsed<double> parse_objective(std::string_view text) {
+        text = detail::trim(text);
+        if (!text.empty() && text.back() == '%') {
+            text.remove_suffix(1);
+            text = detail::trim(text);
+        }
+        double v = 0;
+        const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+        if (text.empty() || ec != std::errc{} || ptr != text.data() + text.size() ||
+            !std::isfinite(v)) {
+            return detail::failure<double>("not a number");
+        }
+        if (v <= 1.0) {
+            return detail::failure<double>("looks like a ratio; write the percentage, e.g. 99%");
+        }
+        if (v >= 100.0) {
+            return detail::failure<double>("must be below 100%");
+        }
+        // Via whole units of 1e-10 %, so "99.9%" becomes exactly the double nearest 0.999 (a
+        // plain v / 100 gives 0.9990000000000001, which would show up in the exported gauge).
+        return detail::success(std::round(v * 1e10) / 1e12);
     }
 
     std::vector<config_error>& errors_;

@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tokenmeter::config {
@@ -82,6 +83,9 @@ struct metrics {
     std::uint32_t max_models = 32;  // without allowlist: first N distinct names, then "other"
     // Filled here, not left empty, so that a default-constructed settings is usable as it is.
     histogram_buckets buckets = default_buckets();
+    // Upper bounds (input tokens, inclusive) of the TTFT histogram's prompt_class label; one more
+    // class holds longer prompts, and "unknown" those whose size nobody reported.
+    std::vector<std::uint64_t> prompt_classes = {512, 2048, 8192, 32768};
     bool operator==(const metrics&) const = default;
 };
 
@@ -118,6 +122,25 @@ struct tokenization {
 // installed default.
 std::string effective_tokenizer_dir(const tokenization& t);
 
+// One model's latency service-level objective. A target left unset is not counted.
+struct slo_target {
+    std::string preset;                // "server", "interactive", or "" when none was named
+    std::optional<milliseconds> ttft;  // a request is good when its TTFT is at most this
+    std::optional<milliseconds> tpot;  // ... and when its TPOT is at most this
+    std::optional<double> objective;   // fraction of good requests (0.99); unset: slo.objective
+    bool operator==(const slo_target&) const = default;
+};
+
+// MLPerf Inference LLM scenarios: the preset's targets; nullopt for an unknown name.
+std::optional<slo_target> slo_preset(std::string_view name);
+
+struct slo_settings {
+    double objective = 0.99;                   // for entries that do not name their own
+    std::optional<slo_target> default_target;  // for every model without its own entry
+    std::map<std::string, slo_target> models;  // keyed by the model name clients send
+    bool operator==(const slo_settings&) const = default;
+};
+
 struct settings {
     endpoint listen{"127.0.0.1", 8080};
     endpoint admin{"127.0.0.1", 9090};
@@ -131,6 +154,7 @@ struct settings {
     metrics metric;
     logging log;
     tokenization tokens;
+    slo_settings slo;
     bool operator==(const settings&) const = default;
 };
 
@@ -160,6 +184,13 @@ load_result load_yaml(const std::string& yaml_text);
 load_result load_file(const std::string& path);
 // Semantic checks shared by the file loader and command-line overrides.
 std::vector<config_error> validate(const settings& s);
+
+// The bucket lists the registry uses: a list left at its default gains every SLO target as a
+// boundary (TTFT targets in time_to_first_token, TPOT targets in time_per_output_token and
+// inter_token_latency), so good/bad counts and histogram quantiles agree at the target.
+histogram_buckets buckets_with_slo_targets(const metrics& m, const slo_settings& slo);
+// The objective that applies to one entry (its own, else slo.objective).
+double slo_objective(const slo_settings& slo, const slo_target& target);
 
 // "host:port", "[v6]:port". Returns nullopt on malformed input.
 std::optional<endpoint> parse_endpoint(const std::string& text);

@@ -8,6 +8,8 @@
 #include <prometheus/text_serializer.h>
 
 #include <cmath>
+#include <algorithm>
+#include <chrono>
 #include <string>
 
 namespace tokenmeter::metrics {
@@ -17,6 +19,31 @@ constexpr std::size_t max_model_label_length = 128;
 
 std::string code_label(int code) {
     return code <= 0 ? "0" : std::to_string(code);
+}
+
+// 2048 -> "2k", 512 -> "512": short, and still exact (only whole multiples of 1024 are shortened).
+std::string token_count_label(std::uint64_t n) {
+    if (n >= 1024 && n % 1024 == 0) {
+        return std::to_string(n / 1024) + "k";
+    }
+    return std::to_string(n);
+}
+
+// "0-512", "512-2k", ..., "32k+": the range of input tokens a class holds (upper bound included).
+std::vector<std::string> prompt_class_labels(const std::vector<std::uint64_t>& bounds) {
+    std::vector<std::string> out;
+    std::string lower = "0";
+    for (const std::uint64_t b : bounds) {
+        out.push_back(lower + "-" + token_count_label(b));
+        lower = token_count_label(b);
+    }
+    out.push_back(lower + "+");
+    out.push_back("unknown");
+    return out;
+}
+
+double seconds_of(std::chrono::milliseconds d) {
+    return static_cast<double>(d.count()) / 1000.0;
 }
 
 }  // namespace
@@ -45,10 +72,13 @@ std::string model_labels::label_for(std::string_view model) {
     return name;
 }
 
-registry::registry(const config::metrics& settings)
-    : buckets_(settings.buckets),
+registry::registry(const config::metrics& settings, const config::slo_settings& slo)
+    : buckets_(config::buckets_with_slo_targets(settings, slo)),
       models_(settings.model_allowlist, settings.max_models),
-      registry_(std::make_shared<prometheus::Registry>()) {
+      registry_(std::make_shared<prometheus::Registry>()),
+      slo_(slo),
+      prompt_bounds_(settings.prompt_classes),
+      prompt_labels_(prompt_class_labels(settings.prompt_classes)) {
     using prometheus::BuildCounter;
     using prometheus::BuildGauge;
     using prometheus::BuildHistogram;
@@ -129,6 +159,25 @@ registry::registry(const config::metrics& settings)
         .Register(*registry_)
         .Add({{"version", TOKENMETER_VERSION}})
         .Set(1);
+    slo_requests_ = &BuildCounter()
+                         .Name("tokenmeter_slo_requests_total")
+                         .Help(
+                             "Requests counted against a model's latency SLO: good when the "
+                             "measured TTFT or TPOT is at most the target")
+                         .Register(*registry_);
+    slo_objective_ = &BuildGauge()
+                          .Name("tokenmeter_slo_objective_ratio")
+                          .Help("The configured fraction of requests that must be good")
+                          .Register(*registry_);
+    slo_target_ = &BuildGauge()
+                       .Name("tokenmeter_slo_target_seconds")
+                       .Help("The configured latency target of an SLO")
+                       .Register(*registry_);
+    // Models named in the SLO section take their label slots now, so that they never end up
+    // as "other" behind a crowd of earlier names, and their targets are visible before traffic.
+    for (const auto& [name, target] : slo_.models) {
+        slo_for(models_.label_for(name));
+    }
 }
 
 registry::~registry() = default;
@@ -143,8 +192,17 @@ void registry::record(const meter::request_summary& s) {
         return;
     }
     prometheus::Labels labels{{"model", model}, {"api", api}};
+    count_slo(model, s);
     if (s.time_to_first_token) {
-        ttft_->Add(labels, buckets_.time_to_first_token).Observe(*s.time_to_first_token);
+        // Prefill dominates TTFT, so prompt size is its main driver: split by a bounded class.
+        std::optional<std::uint64_t> input = s.reported.input_tokens;
+        if (!input) {
+            input = s.native_input_tokens ? s.native_input_tokens : s.normalized_input_tokens;
+        }
+        ttft_
+            ->Add({{"model", model}, {"api", api}, {"prompt_class", prompt_class(input)}},
+                  buckets_.time_to_first_token)
+            .Observe(*s.time_to_first_token);
     }
     if (s.inter_token_latency.count() > 0) {
         itl_->Add(labels, buckets_.inter_token_latency)
@@ -200,6 +258,70 @@ void registry::record(const meter::request_summary& s) {
     // Input is not compared: the prompt is counted without its chat template.
     if (s.result == meter::outcome::complete) {
         check("output", s.reported.output_tokens, s.native_output_tokens);
+    }
+}
+
+const std::string& registry::prompt_class(std::optional<std::uint64_t> input_tokens) const {
+    if (!input_tokens) {
+        return prompt_labels_.back();
+    }
+    const auto at = std::lower_bound(prompt_bounds_.begin(), prompt_bounds_.end(), *input_tokens);
+    return prompt_labels_[static_cast<std::size_t>(at - prompt_bounds_.begin())];
+}
+
+// The entry for a (bounded) model label: its own, else slo.default, else none. The gauges are
+// set here, on first use, so a model covered by the default shows its targets once it is seen.
+const config::slo_target* registry::slo_for(const std::string& model_label) {
+    const auto it = slo_.models.find(model_label);
+    const config::slo_target* target = nullptr;
+    if (it != slo_.models.end()) {
+        target = &it->second;
+    } else if (slo_.default_target && model_label != "other" && model_label != "unknown") {
+        target = &*slo_.default_target;
+    }
+    if (target == nullptr) {
+        return nullptr;
+    }
+    const double objective = config::slo_objective(slo_, *target);
+    if (target->ttft) {
+        slo_objective_->Add({{"model", model_label}, {"slo", "ttft"}}).Set(objective);
+        slo_target_->Add({{"model", model_label}, {"slo", "ttft"}}).Set(seconds_of(*target->ttft));
+    }
+    if (target->tpot) {
+        slo_objective_->Add({{"model", model_label}, {"slo", "tpot"}}).Set(objective);
+        slo_target_->Add({{"model", model_label}, {"slo", "tpot"}}).Set(seconds_of(*target->tpot));
+    }
+    return target;
+}
+
+// Good or bad against each target. A request is counted for an SLO only when it has the
+// measurement (a streamed request with a first token; with two or more tokens for TPOT), except
+// that a client who hung up after waiting longer than the TTFT target without a token counts as
+// bad: that wait is exactly what the SLO is about.
+void registry::count_slo(const std::string& model_label, const meter::request_summary& s) {
+    if (slo_.models.empty() && !slo_.default_target) {
+        return;
+    }
+    const config::slo_target* target = slo_for(model_label);
+    if (target == nullptr) {
+        return;
+    }
+    const auto count = [&](const char* slo, bool good) {
+        slo_requests_
+            ->Add({{"model", model_label}, {"slo", slo}, {"result", good ? "good" : "bad"}})
+            .Increment();
+    };
+    if (target->ttft) {
+        const double limit = seconds_of(*target->ttft);
+        if (s.time_to_first_token) {
+            count("ttft", *s.time_to_first_token <= limit);
+        } else if (s.streamed && s.result == meter::outcome::client_cancel &&
+                   s.duration_seconds > limit) {
+            count("ttft", false);
+        }
+    }
+    if (target->tpot && s.time_per_output_token) {
+        count("tpot", *s.time_per_output_token <= seconds_of(*target->tpot));
     }
 }
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_set>
@@ -39,7 +40,9 @@ class model_labels {
 
 class registry {
   public:
-    explicit registry(const config::metrics& settings);
+    // slo: the per-model latency objectives counted in tokenmeter_slo_requests_total; their
+    // targets are added to the default bucket lists (config::buckets_with_slo_targets).
+    explicit registry(const config::metrics& settings, const config::slo_settings& slo = {});
     ~registry();
     registry(const registry&) = delete;
     registry& operator=(const registry&) = delete;
@@ -62,7 +65,12 @@ class registry {
         return registry_;
     }
 
+    // The prompt_class label for a prompt of this many input tokens (nullopt: "unknown").
+    [[nodiscard]] const std::string& prompt_class(std::optional<std::uint64_t> input_tokens) const;
+
   private:
+    const config::slo_target* slo_for(const std::string& model_label);
+    void count_slo(const std::string& model_label, const meter::request_summary& s);
     std::string count_request(protocol::api_kind api, std::string_view model, meter::outcome result,
                               int code, double duration_seconds);
 
@@ -84,6 +92,13 @@ class registry {
     prometheus::Family<prometheus::Counter>* upstream_errors_;
     prometheus::Gauge* streams_active_;
     prometheus::Counter* parse_errors_total_;
+
+    config::slo_settings slo_;
+    std::vector<std::uint64_t> prompt_bounds_;
+    std::vector<std::string> prompt_labels_;  // one per bound, then the open class, then unknown
+    prometheus::Family<prometheus::Counter>* slo_requests_;
+    prometheus::Family<prometheus::Gauge>* slo_objective_;
+    prometheus::Family<prometheus::Gauge>* slo_target_;
 };
 
 }  // namespace tokenmeter::metrics

@@ -65,10 +65,10 @@ TEST(Registry, ExposesEveryFamilyWithItsLabels) {
     auto text = r.expose();
     EXPECT_TRUE(contains(
         text,
-        R"(tokenmeter_time_to_first_token_seconds_count{api="openai_chat",model="llama"} 1)"));
+        R"(tokenmeter_time_to_first_token_seconds_count{api="openai_chat",model="llama",prompt_class="0-512"} 1)"));
     EXPECT_TRUE(contains(
         text,
-        R"(tokenmeter_time_to_first_token_seconds_sum{api="openai_chat",model="llama"} 0.1)"));
+        R"(tokenmeter_time_to_first_token_seconds_sum{api="openai_chat",model="llama",prompt_class="0-512"} 0.1)"));
     EXPECT_TRUE(contains(
         text,
         R"(tokenmeter_inter_token_latency_seconds_count{api="openai_chat",model="llama"} 2)"));
