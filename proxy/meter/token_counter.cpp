@@ -28,45 +28,45 @@ std::uint64_t token_counter::feed_kind(text_kind kind, std::string_view text, co
                                        core::time_point& completed_at,
                                        std::uint64_t& earlier_tokens,
                                        core::time_point& earlier_at) {
+    // The lane that is not timed only counts: it takes the whole read at once.
+    lane& timing = timing_lane();
+    for (lane* l : {native_ ? &*native_ : nullptr, reference_ ? &*reference_ : nullptr}) {
+        if (l != nullptr && l != &timing) {
+            std::uint64_t n = 0;
+            l->streams[kind].feed(text, at, [&n](tokenizer::token_id, core::time_point) { ++n; });
+            l->tokens[kind] += n;
+        }
+    }
     // The first character of a read usually shows that the text before it is final (a new
     // pre-token starts). Feeding it alone first separates the tokens that earlier reads
     // completed from those this read completes, so each group gets its own read's time.
     const std::size_t head = first_char_length(text);
     earlier_tokens = 0;
     if (head < text.size()) {
-        earlier_tokens = feed_piece(kind, text.substr(0, head), at, earlier_at);
+        earlier_tokens = feed_timed(kind, text.substr(0, head), at, earlier_at);
         text.remove_prefix(head);
     }
-    return feed_piece(kind, text, at, completed_at);
+    return feed_timed(kind, text, at, completed_at);
 }
 
-std::uint64_t token_counter::feed_piece(text_kind kind, std::string_view text, core::time_point at,
+std::uint64_t token_counter::feed_timed(text_kind kind, std::string_view text, core::time_point at,
                                         core::time_point& completed_at) {
     fed_[kind] += text.size();
     arrivals_[kind].push_back({fed_[kind], at});
-    std::uint64_t timing_tokens = 0;
     lane& timing = timing_lane();
-    for (lane* l : {native_ ? &*native_ : nullptr, reference_ ? &*reference_ : nullptr}) {
-        if (l == nullptr) {
-            continue;
-        }
-        std::uint64_t n = 0;
-        l->streams[kind].feed(text, at, [&n](tokenizer::token_id, core::time_point) { ++n; });
-        l->tokens[kind] += n;
-        if (l == &timing) {
-            timing_tokens = n;
-        }
-    }
-    if (timing_tokens > 0) {
-        completed_at = completion_time(kind, fed_[kind] - timing.streams[kind].pending_bytes());
-    }
-    // Arrivals wholly before the timing lane's pending text are no longer needed; keep the one
-    // that holds the first pending byte.
+    std::uint64_t n = 0;
+    timing.streams[kind].feed(text, at, [&n](tokenizer::token_id, core::time_point) { ++n; });
+    timing.tokens[kind] += n;
     const std::uint64_t pending_from = fed_[kind] - timing.streams[kind].pending_bytes();
+    if (n > 0) {
+        completed_at = completion_time(kind, pending_from);
+    }
+    // Arrivals wholly before the pending text are no longer needed; keep the one that holds the
+    // first pending byte.
     while (arrivals_[kind].size() > 1 && arrivals_[kind].front().end <= pending_from) {
         arrivals_[kind].pop_front();
     }
-    return timing_tokens;
+    return n;
 }
 
 std::uint64_t token_counter::finish_kind(text_kind kind) {

@@ -66,7 +66,8 @@ class token_counter {
     std::uint64_t feed_kind(text_kind kind, std::string_view text, core::time_point at,
                             core::time_point& completed_at, std::uint64_t& earlier_tokens,
                             core::time_point& earlier_at);
-    std::uint64_t feed_piece(text_kind kind, std::string_view text, core::time_point at,
+    // Feeds the timing lane only, and says when its new tokens were complete.
+    std::uint64_t feed_timed(text_kind kind, std::string_view text, core::time_point at,
                              core::time_point& completed_at);
     // Flushes one kind's pending text in every lane; returns the timing lane's token count.
     std::uint64_t finish_kind(text_kind kind);
