@@ -2,6 +2,7 @@
 // Code points in each general category in Unicode 16.0 but not in Unicode 14.0 (PCRE2 10.42's
 // tables), as inclusive ranges.
 #pragma once
+// clang-format off
 
 #include <cstdint>
 #include <string_view>
@@ -103,3 +104,4 @@ inline constexpr unicode_addition unicode_additions[] = {
 };
 
 }  // namespace tokenmeter::tokenizer::detail
+// clang-format on
