@@ -3,11 +3,12 @@
 // tokenizer.json files written at start-up (byte-level with added tokens and an NFC normalizer;
 // SentencePiece-style with byte fallback), plus the real ones named in
 // $TOKENMETER_FUZZ_TOKENIZERS (comma-separated specs, looked up in $TOKENMETER_TOKENIZER_DIR).
+#include <unistd.h>
+
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <unistd.h>
 #include <memory>
 #include <string>
 #include <vector>
@@ -60,8 +61,9 @@ std::string sentencepiece_json() {
         std::snprintf(name, sizeof name, "\"<0x%02X>\": %d, ", b, b + 1);
         vocab += name;
     }
-    vocab += "\"\\u2581\": 257, \"a\": 258, \"b\": 259, \"\\u2581a\": 260, \"ab\": 261, "
-             "\"\\u2581ab\": 262, \"\\u2581\\u2581\": 263";
+    vocab +=
+        "\"\\u2581\": 257, \"a\": 258, \"b\": 259, \"\\u2581a\": 260, \"ab\": 261, "
+        "\"\\u2581ab\": 262, \"\\u2581\\u2581\": 263";
     return R"({"normalizer": {"type": "Sequence", "normalizers": [
         {"type": "Prepend", "prepend": "\u2581"},
         {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]},
