@@ -21,6 +21,8 @@
 #include <string_view>
 #include <system_error>
 
+#include "protocol/dialects.hpp"
+
 namespace tokenmeter::config {
 
 histogram_buckets default_buckets() {
@@ -570,6 +572,7 @@ class validator {
         check_positive("upstream_pool.idle_keepalive", s.pool.idle_keepalive);
         check_positive("upstream_pool.acquire_timeout", s.pool.acquire_timeout);
         check_positive("readiness.probe_interval", s.ready.probe_interval);
+        check_routes(s.routes);
 
         check_models(s.metric);
         const histogram_buckets& b = s.metric.buckets;
@@ -651,6 +654,27 @@ class validator {
                 error(key, "a model name must not be empty");
             } else if (!seen.insert(name).second) {
                 error(key, "duplicate model name " + detail::quote(name));
+            }
+        }
+    }
+
+    void check_routes(const std::vector<route>& routes) {
+        for (std::size_t i = 0; i < routes.size(); ++i) {
+            const std::string key = "routes[" + std::to_string(i) + "]";
+            const route& r = routes[i];
+            if (r.path.empty() || r.path.front() != '/') {
+                error(key + ".path", "must start with '/', got " + detail::quote(r.path));
+            } else if (r.path.find('*') != std::string::npos &&
+                       r.path.find('*') + 1 != r.path.size()) {
+                error(key + ".path",
+                      "'*' may only end a path prefix, got " + detail::quote(r.path));
+            }
+            if (!protocol::api_from_name(r.api)) {
+                error(key + ".api", "unknown api " + detail::quote(r.api) +
+                                        " (expected openai_chat, openai_completions, "
+                                        "openai_responses, anthropic_messages, tgi_generate, "
+                                        "llamacpp_completion, ollama_chat, ollama_generate, "
+                                        "gemini_generate or none)");
             }
         }
     }
@@ -882,6 +906,8 @@ class yaml_loader {
                           into(&yaml_loader::read_word, s.tokens.count_input_tokens)},
                          {"models", into(&yaml_loader::read_model_table, s.tokens.models)},
                          {"slo", into(&yaml_loader::read_slo, s.slo)},
+                         {"usage_injection", into(&yaml_loader::read_bool, s.usage_injection)},
+                         {"routes", into(&yaml_loader::read_routes, s.routes)},
                      });
     }
 
@@ -1148,6 +1174,40 @@ class yaml_loader {
                          {"format", into(&yaml_loader::read_word, l.format)},
                          {"access_log", into(&yaml_loader::read_bool, l.access_log)},
                      });
+    }
+
+    void read_routes(node_ref node, key_ref key, std::vector<route>& out) {
+        if (node.IsNull()) {
+            out.clear();
+            return;
+        }
+        if (!node.IsSequence()) {
+            error(key, "expected a list of routes (path, api), got " + describe(node));
+            return;
+        }
+        std::vector<route> routes(node.size());
+        for (std::size_t i = 0; i < node.size(); ++i) {
+            route& r = routes[i];
+            read_mapping(
+                node[i], index_key(key, i),
+                {
+                    {"path", into(&yaml_loader::read_text, r.path)},
+                    {"api", into(&yaml_loader::read_word, r.api)},
+                    {"usage_injection", into(&yaml_loader::read_optional_bool, r.usage_injection)},
+                    {"continuous_usage_stats",
+                     into(&yaml_loader::read_bool, r.continuous_usage_stats)},
+                });
+        }
+        out = std::move(routes);
+    }
+
+    void read_optional_bool(node_ref node, key_ref key, std::optional<bool>& out) {
+        bool value = false;
+        const std::size_t before = errors_.size();
+        read_bool(node, key, value);
+        if (errors_.size() == before) {
+            out = value;
+        }
     }
 
     // An empty "allowlist:" means no allowlist, the same as leaving the key out.

@@ -96,6 +96,18 @@ struct logging {
     bool operator==(const logging&) const = default;
 };
 
+// A path whose API is named in the config rather than recognized by its well-known path, e.g. an
+// OpenAI-compatible server mounted under /llm/ or Ollama behind /ollama/.
+struct route {
+    std::string path;  // exact request path, or a prefix when it ends with '*'
+    std::string api;   // an `api` label value: openai_chat, ollama_chat, ..., or none
+    std::optional<bool> usage_injection;  // overrides the top-level usage_injection
+    // With usage injection: also ask for usage in every chunk (vLLM and SGLang's
+    // stream_options.continuous_usage_stats), removed again from what the client receives.
+    bool continuous_usage_stats = false;
+    bool operator==(const route&) const = default;
+};
+
 // Re-tokenization (tokenizer/): which tokenizers count the text a response carries.
 struct model_settings {
     std::string tokenizer;  // the model's own tokenizer: "o200k_base", "cl100k_base" or a path
@@ -155,6 +167,10 @@ struct settings {
     logging log;
     tokenization tokens;
     slo_settings slo;
+    // Add stream_options.include_usage to streamed OpenAI chat/completions requests that did not
+    // ask for usage, and remove the extra usage chunk from what the client receives.
+    bool usage_injection = true;
+    std::vector<route> routes;  // checked in order before the well-known paths
     bool operator==(const settings&) const = default;
 };
 

@@ -3,6 +3,8 @@
 #include <array>
 #include <vector>
 
+#include "protocol/dialects.hpp"
+
 namespace tokenmeter::http {
 namespace {
 
@@ -48,14 +50,7 @@ protocol::api_kind classify(bhttp::verb method, std::string_view target) {
     if (method != bhttp::verb::post) {
         return protocol::api_kind::none;
     }
-    std::string_view path = target.substr(0, target.find('?'));
-    if (path == "/v1/chat/completions") {
-        return protocol::api_kind::openai_chat_completions;
-    }
-    if (path == "/v1/completions") {
-        return protocol::api_kind::openai_completions;
-    }
-    return protocol::api_kind::none;
+    return protocol::api_for_path(target);
 }
 
 void copy_end_to_end_fields(const bhttp::fields& from, bhttp::fields& to) {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "http/headers.hpp"
-#include "protocol/openai.hpp"
+#include "protocol/dialects.hpp"
 
 namespace tokenmeter::http {
 namespace {
@@ -206,10 +206,26 @@ void proxy_session::handle_request() {
     client_keep_alive_ = request.keep_alive();
     client_version_ = request.version();
     head_request_ = request.method() == bhttp::verb::head;
-    api_ = classify(request.method(), request.target());
+    protocol::route_choice route;
+    if (request.method() == bhttp::verb::post) {
+        route = protocol::choose_route(request.target(), context_.settings.routes,
+                                       context_.settings.usage_injection);
+    }
+    api_ = route.api;
     request_info_ = {};
+    usage_injected_ = false;
+    continuous_usage_injected_ = false;
     if (api_ != protocol::api_kind::none) {
-        request_info_ = protocol::parse_openai_request(request.body());
+        request_info_ = protocol::parse_request(api_, request.target(), request.body());
+        if (route.usage_injection && protocol::can_inject_usage(api_, request_info_)) {
+            // The one place the proxy changes bytes: usage on every stream (see usage_filter).
+            if (auto body =
+                    protocol::inject_usage_request(request.body(), route.continuous_usage)) {
+                request.body() = std::move(*body);
+                usage_injected_ = true;
+                continuous_usage_injected_ = route.continuous_usage;
+            }
+        }
     }
 
     upstream_request_ = bhttp::request<bhttp::string_body>{};
@@ -340,13 +356,20 @@ void proxy_session::on_read_upstream_header(error_code ec, std::size_t /*bytes*/
     client_response_.erase(bhttp::field::content_length);
 
     bool has_body = !response_parser_->is_done();
+    usage_filter_.reset();
+    if (usage_injected_ && has_body && upstream_head.result_int() < 300 &&
+        beast::iequals(upstream_head[bhttp::field::content_type].substr(0, 17),
+                       "text/event-stream")) {
+        usage_filter_.emplace(protocol::usage_filter::default_max_held_bytes,
+                              continuous_usage_injected_);
+    }
     if (!has_body) {
         // HEAD, 204 and 304 keep the upstream's Content-Length as a description, with no body.
         auto length = upstream_head[bhttp::field::content_length];
         if (!length.empty()) {
             client_response_.set(bhttp::field::content_length, length);
         }
-    } else if (auto length = response_parser_->content_length()) {
+    } else if (auto length = response_parser_->content_length(); length && !usage_filter_) {
         client_response_.content_length(*length);
     } else if (client_version_ >= 11) {
         client_response_.chunked(true);
@@ -421,31 +444,44 @@ void proxy_session::on_read_upstream_body(error_code ec, std::size_t /*bytes*/) 
         close_client();
         return;
     }
-    if (bytes > 0) {
+    if (bytes > 0 || (usage_filter_ && response_parser_->is_done())) {
         relayed_bytes_ += bytes;
-        auto& out = client_response_.body();
-        out.data = body_buffer_->data();
-        out.size = bytes;
-        // The last bytes carry the end of the message with them (for chunked framing, the final
-        // chunk goes in the same write), so a client that reads them and hangs up at once has
-        // still received a complete response.
-        out.more = !response_parser_->is_done();
-        client_.expires_after(context_.settings.timeout.client_write);
-        // Write first, observe second: the write is started (and usually completed by the
-        // kernel) before the meter looks at the bytes.
-        bhttp::async_write(
-            client_, *client_serializer_,
-            beast::bind_front_handler(&proxy_session::on_write_client_body, shared_from_this()));
-        if (api_ != protocol::api_kind::none) {
-            exchange_->on_body(std::string_view(body_buffer_->data(), bytes), now);
+        std::string_view read(body_buffer_->data(), bytes);
+        bool last = response_parser_->is_done();
+        std::string_view forward = usage_filter_ ? usage_filter_->feed(read, last) : read;
+        if (!forward.empty()) {
+            // Write first, observe second: the write is started (and usually completed by the
+            // kernel) before the meter looks at the bytes.
+            write_client_body(forward, last);
         }
-        return;
+        if (api_ != protocol::api_kind::none && bytes > 0) {
+            // The meter sees every byte the upstream sent, the removed usage chunk included.
+            exchange_->on_body(read, now);
+        }
+        if (!forward.empty()) {
+            return;
+        }
     }
     if (response_parser_->is_done()) {
         write_body_end();
         return;
     }
     do_read_upstream_body();
+}
+
+void proxy_session::write_client_body(std::string_view bytes, bool last) {
+    auto& out = client_response_.body();
+    // buffer_body takes a mutable pointer but only reads through it.
+    out.data = const_cast<char*>(bytes.data());  // NOLINT(cppcoreguidelines-pro-type-const-cast)
+    out.size = bytes.size();
+    // The last bytes carry the end of the message with them (for chunked framing, the final
+    // chunk goes in the same write), so a client that reads them and hangs up at once has
+    // still received a complete response.
+    out.more = !last;
+    client_.expires_after(context_.settings.timeout.client_write);
+    bhttp::async_write(
+        client_, *client_serializer_,
+        beast::bind_front_handler(&proxy_session::on_write_client_body, shared_from_this()));
 }
 
 void proxy_session::on_write_client_body(error_code ec, std::size_t /*bytes*/) {

@@ -14,6 +14,7 @@
 #include "http/upstream_pool.hpp"
 #include "meter/exchange.hpp"
 #include "protocol/types.hpp"
+#include "protocol/usage_filter.hpp"
 
 namespace tokenmeter::http {
 
@@ -46,6 +47,8 @@ class proxy_session : public std::enable_shared_from_this<proxy_session> {
     void do_read_upstream_body();
     void on_read_upstream_body(error_code ec, std::size_t bytes);
     void on_write_client_body(error_code ec, std::size_t bytes);
+    // Writes `bytes` (the read as it is, or what the usage filter let through) to the client.
+    void write_client_body(std::string_view bytes, bool last);
     void write_body_end();
     void on_response_complete();
 
@@ -93,6 +96,12 @@ class proxy_session : public std::enable_shared_from_this<proxy_session> {
     bool client_gone_ = false;
     std::uint64_t watch_generation_ = 0;
     bool watching_ = false;
+
+    // The proxy added stream_options.include_usage to this request; the filter then removes the
+    // usage-only chunk from the response the client sees (absent otherwise: zero-copy relay).
+    bool usage_injected_ = false;
+    bool continuous_usage_injected_ = false;  // continuous_usage_stats was added too
+    std::optional<protocol::usage_filter> usage_filter_;
 
     static constexpr std::size_t body_buffer_size = 16 * 1024;
     std::unique_ptr<std::array<char, body_buffer_size>> body_buffer_;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include "protocol/dialects.hpp"
+
 namespace tokenmeter::meter {
 namespace {
 
@@ -28,9 +30,10 @@ std::string media_type(std::string_view content_type) {
 exchange::exchange(protocol::api_kind api, const protocol::request_info& request,
                    core::time_point request_received, const std::vector<double>* itl_bounds,
                    exchange_limits limits)
-    : adapter_(api),
+    : adapter_(protocol::make_adapter(api)),
       meter_(api, request.model, request.stream, request_received, itl_bounds),
       sse_(limits.max_sse_event_bytes),
+      ndjson_(limits.max_sse_event_bytes),
       limits_(limits),
       expect_stream_(request.stream),
       prompt_parsed_(request.body_parsed) {}
@@ -45,15 +48,20 @@ void exchange::use_encoders(encoders which, input_counting policy, std::string p
 void exchange::on_response_head(int status, std::string_view content_type, core::time_point at) {
     meter_.on_response_head(status, at);
     std::string type = media_type(content_type);
-    if (type == "text/event-stream") {
+    if (!adapter_) {
+        mode_ = body_mode::ignore;
+    } else if (type == "text/event-stream") {
         mode_ = body_mode::sse;
+    } else if (type == "application/x-ndjson" || type == "application/jsonl" ||
+               type == "application/jsonlines" || type == "application/ndjson") {
+        mode_ = body_mode::ndjson;
     } else if (type == "application/json" || (type.size() > 5 && type.ends_with("+json"))) {
         mode_ = body_mode::json;
     } else {
         mode_ = body_mode::ignore;
         if (status < 400 && expect_stream_) {
             // A streamed request answered with something that is not an event stream.
-            meter_.on_parse_error("response is not text/event-stream");
+            meter_.on_parse_error(protocol::parse_error::unexpected_shape);
         }
     }
 }
@@ -63,7 +71,12 @@ void exchange::on_body(std::string_view bytes, core::time_point at) {
     switch (mode_) {
         case body_mode::sse:
             sse_.feed(bytes, [this, at](const sse::event& ev) {
-                adapter_.on_event(ev.type, ev.data, at, meter_);
+                adapter_->on_event(ev.type, ev.data, at, meter_);
+            });
+            break;
+        case body_mode::ndjson:
+            ndjson_.feed(bytes, [this, at](std::string_view line) {
+                adapter_->on_event({}, line, at, meter_);
             });
             break;
         case body_mode::json:
@@ -74,7 +87,7 @@ void exchange::on_body(std::string_view bytes, core::time_point at) {
                 json_overflow_ = true;
                 json_body_.clear();
                 json_body_.shrink_to_fit();
-                meter_.on_parse_error("JSON response larger than max_buffered_response_bytes");
+                meter_.on_parse_error(protocol::parse_error::oversized_event);
                 break;
             }
             json_body_.append(bytes);
@@ -89,17 +102,33 @@ request_summary exchange::finish(end_reason reason, core::time_point at) {
         bool clean = sse_.finish();
         if (!clean && reason == end_reason::upstream_complete) {
             // The body ended inside an event: forwarded as is, but it is not a well-formed stream.
-            meter_.on_parse_error("event stream ended inside an event");
+            meter_.on_parse_error(protocol::parse_error::truncated_event);
         }
         for (auto n = sse_.stats().oversized_events; n > 0; --n) {
-            meter_.on_parse_error("SSE event larger than max_sse_event_bytes");
+            meter_.on_parse_error(protocol::parse_error::oversized_event);
         }
         if (sse_.stats().events == 0 && sse_.stats().bytes > 0 && meter_.current().status < 400) {
-            meter_.on_parse_error("no SSE events in an event-stream body");
+            meter_.on_parse_error(protocol::parse_error::unexpected_shape);
+        }
+    } else if (mode_ == body_mode::ndjson) {
+        // A last line without its newline is read only when the body ended normally; after a
+        // cut it is most likely half an object.
+        core::time_point at_end = last_read_;
+        bool complete = reason == end_reason::upstream_complete;
+        bool clean = ndjson_.finish([this, at_end, complete](std::string_view line) {
+            if (complete) {
+                adapter_->on_event({}, line, at_end, meter_);
+            }
+        });
+        if (!clean && reason == end_reason::upstream_complete) {
+            meter_.on_parse_error(protocol::parse_error::truncated_event);
+        }
+        for (auto n = ndjson_.stats().oversized_lines; n > 0; --n) {
+            meter_.on_parse_error(protocol::parse_error::oversized_event);
         }
     } else if (mode_ == body_mode::json && !json_overflow_ && !json_body_.empty() &&
                reason == end_reason::upstream_complete) {
-        adapter_.on_body(json_body_, last_read_, meter_);
+        adapter_->on_body(json_body_, last_read_, meter_);
     }
     request_summary summary = meter_.finish(reason, at);
     const bool count_input =
@@ -122,7 +151,7 @@ request_summary exchange::finish(end_reason reason, core::time_point at) {
 }
 
 std::size_t exchange::buffered_bytes() const noexcept {
-    return sse_.buffered_bytes() + json_body_.size();
+    return sse_.buffered_bytes() + ndjson_.buffered_bytes() + json_body_.size();
 }
 
 }  // namespace tokenmeter::meter

@@ -1,15 +1,17 @@
 // meter/exchange: everything the proxy observes about one metered request, fed from the relay.
-// Chooses SSE or whole-body decoding from the response head, runs the dialect adapter, and
+// Chooses SSE, NDJSON or whole-body decoding from the response head, runs the dialect adapter, and
 // drives the stream_meter. Never touches the bytes it is shown; a failure only counts.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 
 #include "core/time.hpp"
 #include "meter/stream_meter.hpp"
-#include "protocol/openai.hpp"
+#include "ndjson/parser.hpp"
+#include "protocol/adapter.hpp"
 #include "protocol/types.hpp"
 #include "sse/parser.hpp"
 
@@ -42,11 +44,12 @@ class exchange {
     [[nodiscard]] const request_summary& current() const noexcept { return meter_.current(); }
 
   private:
-    enum class body_mode : std::uint8_t { ignore, sse, json };
+    enum class body_mode : std::uint8_t { ignore, sse, ndjson, json };
 
-    protocol::openai_adapter adapter_;
+    std::unique_ptr<protocol::adapter> adapter_;  // null for api_kind::none: nothing decoded
     stream_meter meter_;
     sse::parser sse_;
+    ndjson::parser ndjson_;
     exchange_limits limits_;
     body_mode mode_ = body_mode::ignore;
     bool expect_stream_ = false;

@@ -148,12 +148,18 @@ void stream_meter::on_chunk(const protocol::response_chunk& chunk, core::time_po
         // The first token is visible to the user as soon as its first text arrives.
         summary_.first_token = at;
     }
+    if (!chunk.content.empty() && !summary_.first_content_token) {
+        summary_.first_content_token = at;
+    }
 
     // k tokens arrived in this chunk: from the server's running count when it gives one,
     // otherwise one per chunk.
     std::uint64_t tokens = 1;
     if (running_output) {
-        std::uint64_t previous = last_running_output_.value_or(0);
+        // Tokens already counted one per chunk are part of the total too: a server that gives
+        // its total only with the last text (TGI's details) must not count them again.
+        std::uint64_t previous =
+            std::max(last_running_output_.value_or(0), summary_.counted_output_tokens);
         tokens = *running_output > previous ? *running_output - previous : 0;
         last_running_output_ = std::max(previous, *running_output);
         if (!counter_ || !counter_->timing_is_native()) {
@@ -188,8 +194,9 @@ void stream_meter::on_done_marker(core::time_point /*at*/) {
     summary_.done_marker = true;
 }
 
-void stream_meter::on_parse_error(std::string_view /*what*/) {
+void stream_meter::on_parse_error(protocol::parse_error reason) {
     summary_.parse_errors += 1;
+    summary_.parse_errors_by_reason[static_cast<std::size_t>(reason)] += 1;
 }
 
 request_summary stream_meter::finish(end_reason reason, core::time_point at) {
@@ -252,6 +259,10 @@ request_summary stream_meter::finish(end_reason reason, core::time_point at) {
 
     if (s.streamed && s.first_token) {
         s.time_to_first_token = core::to_seconds(*s.first_token - s.request_received);
+        if (s.first_content_token) {
+            s.time_to_first_content_token =
+                core::to_seconds(*s.first_content_token - s.request_received);
+        }
         if (timing_tokens >= 2 && s.last_token && *s.last_token > *s.first_token) {
             double decode_seconds = core::to_seconds(*s.last_token - *s.first_token);
             double steps = static_cast<double>(timing_tokens - 1);

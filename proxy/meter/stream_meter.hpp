@@ -3,6 +3,7 @@
 // request is constant whatever the output length.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -92,6 +93,12 @@ struct request_summary {
     std::string finish_reason;
 
     histogram_batch inter_token_latency;
+
+    // First streamed content (answer) text, after any reasoning or tool-call text.
+    std::optional<core::time_point> first_content_token;
+    std::optional<double> time_to_first_content_token;  // seconds, streamed responses only
+    // parse_errors split by reason, indexed by protocol::parse_error.
+    std::array<std::uint64_t, protocol::parse_error_count> parse_errors_by_reason{};
 };
 
 class stream_meter final : public protocol::chunk_sink {
@@ -102,7 +109,7 @@ class stream_meter final : public protocol::chunk_sink {
     void on_response_head(int status, core::time_point at) noexcept;
     void on_chunk(const protocol::response_chunk& chunk, core::time_point at) override;
     void on_done_marker(core::time_point at) override;
-    void on_parse_error(std::string_view what) override;
+    void on_parse_error(protocol::parse_error reason) override;
 
     // Closes the request and computes the derived figures. Call once.
     request_summary finish(end_reason reason, core::time_point at);

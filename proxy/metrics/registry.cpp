@@ -88,6 +88,12 @@ registry::registry(const config::metrics& settings, const config::slo_settings& 
                      "Time from the request head received to the first streamed token (content, "
                      "reasoning or tool-call text)")
                  .Register(*registry_);
+    ttfct_ = &BuildHistogram()
+                  .Name("tokenmeter_time_to_first_content_token_seconds")
+                  .Help(
+                      "Time from the request head received to the first streamed answer text, "
+                      "after any reasoning or tool-call text")
+                  .Register(*registry_);
     itl_ = &BuildHistogram()
                 .Name("tokenmeter_inter_token_latency_seconds")
                 .Help(
@@ -134,15 +140,18 @@ registry::registry(const config::metrics& settings, const config::slo_settings& 
     tokens_ = &BuildCounter()
                    .Name("tokenmeter_tokens_total")
                    .Help(
-                       "Tokens by type (input, output) and count: reported by the model server, "
-                       "native (the model's tokenizer), normalized (the reference tokenizer)")
+                       "Tokens by type (input, output, reasoning, cached_input) and count: "
+                       "reported by the model server, native (the model's tokenizer), normalized "
+                       "(the reference tokenizer); reasoning is part of output, cached_input part "
+                       "of input")
                    .Register(*registry_);
-    parse_errors_ = &BuildCounter()
-                         .Name("tokenmeter_parse_errors_total")
-                         .Help(
-                             "Response bodies or events that could not be understood; each was "
-                             "forwarded unchanged")
-                         .Register(*registry_);
+    parse_errors_ =
+        &BuildCounter()
+             .Name("tokenmeter_parse_errors_total")
+             .Help(
+                 "Response bodies, events or lines that could not be understood, by API "
+                 "and reason; each was forwarded unchanged")
+             .Register(*registry_);
     upstream_errors_ = &BuildCounter()
                             .Name("tokenmeter_upstream_errors_total")
                             .Help("Failures talking to the upstream, by reason")
@@ -152,7 +161,6 @@ registry::registry(const config::metrics& settings, const config::slo_settings& 
                            .Help("Responses currently being relayed")
                            .Register(*registry_)
                            .Add({});
-    parse_errors_total_ = &parse_errors_->Add({});
     BuildGauge()
         .Name("tokenmeter_build_info")
         .Help("Always 1; labels carry the version")
@@ -185,8 +193,10 @@ registry::~registry() = default;
 void registry::record(const meter::request_summary& s) {
     std::string model = count_request(s.api, s.model, s.result, s.status, s.duration_seconds);
     std::string api(protocol::to_string(s.api));
-    if (s.parse_errors > 0) {
-        parse_errors_total_->Increment(static_cast<double>(s.parse_errors));
+    for (std::size_t i = 0; i < s.parse_errors_by_reason.size(); ++i) {
+        if (s.parse_errors_by_reason[i] > 0) {
+            parse_errors(s.api, static_cast<protocol::parse_error>(i), s.parse_errors_by_reason[i]);
+        }
     }
     if (s.api == protocol::api_kind::none) {
         return;
@@ -203,6 +213,9 @@ void registry::record(const meter::request_summary& s) {
             ->Add({{"model", model}, {"api", api}, {"prompt_class", prompt_class(input)}},
                   buckets_.time_to_first_token)
             .Observe(*s.time_to_first_token);
+    }
+    if (s.time_to_first_content_token) {
+        ttfct_->Add(labels, buckets_.time_to_first_token).Observe(*s.time_to_first_content_token);
     }
     if (s.inter_token_latency.count() > 0) {
         itl_->Add(labels, buckets_.inter_token_latency)
@@ -240,6 +253,8 @@ void registry::record(const meter::request_summary& s) {
     count_tokens("output", "native", s.native_output_tokens);
     count_tokens("input", "normalized", s.normalized_input_tokens);
     count_tokens("output", "normalized", s.normalized_output_tokens);
+    count_tokens("reasoning", "reported", s.reported.reasoning_tokens);
+    count_tokens("cached_input", "reported", s.reported.cached_input_tokens);
 
     // A server whose usage report disagrees with its own tokenizer has a broken report (or
     // hides text, like unstreamed reasoning). One or two tokens of difference are normal: an
@@ -360,8 +375,12 @@ void registry::upstream_error(std::string_view reason) {
     upstream_errors_->Add({{"reason", std::string(reason)}}).Increment();
 }
 
-void registry::parse_errors(std::uint64_t count) {
-    parse_errors_total_->Increment(static_cast<double>(count));
+void registry::parse_errors(protocol::api_kind api, protocol::parse_error reason,
+                            std::uint64_t count) {
+    parse_errors_
+        ->Add({{"api", std::string(protocol::to_string(api))},
+               {"reason", std::string(protocol::to_string(reason))}})
+        .Increment(static_cast<double>(count));
 }
 
 std::string registry::expose() const {

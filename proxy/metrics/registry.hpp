@@ -55,7 +55,7 @@ class registry {
     void stream_opened();
     void stream_closed();
     void upstream_error(std::string_view reason);
-    void parse_errors(std::uint64_t count);
+    void parse_errors(protocol::api_kind api, protocol::parse_error reason, std::uint64_t count);
 
     [[nodiscard]] const std::vector<double>& inter_token_latency_bounds() const noexcept {
         return buckets_.inter_token_latency;
@@ -78,6 +78,7 @@ class registry {
     model_labels models_;
     std::shared_ptr<prometheus::Registry> registry_;
     prometheus::Family<prometheus::Histogram>* ttft_;
+    prometheus::Family<prometheus::Histogram>* ttfct_;
     prometheus::Family<prometheus::Histogram>* itl_;
     prometheus::Family<prometheus::Histogram>* tpot_;
     prometheus::Family<prometheus::Histogram>* output_tps_;
@@ -91,7 +92,6 @@ class registry {
     prometheus::Family<prometheus::Counter>* parse_errors_;
     prometheus::Family<prometheus::Counter>* upstream_errors_;
     prometheus::Gauge* streams_active_;
-    prometheus::Counter* parse_errors_total_;
 
     config::slo_settings slo_;
     std::vector<std::uint64_t> prompt_bounds_;

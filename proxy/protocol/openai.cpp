@@ -20,18 +20,6 @@ const json* member(const json& object, const char* key) {
 
 }  // namespace
 
-std::string_view to_string(api_kind kind) noexcept {
-    switch (kind) {
-        case api_kind::openai_chat_completions:
-            return "openai_chat";
-        case api_kind::openai_completions:
-            return "openai_completions";
-        case api_kind::none:
-            break;
-    }
-    return "none";
-}
-
 request_info parse_openai_request(std::string_view body) {
     request_info info;
     json root = json::parse(body.begin(), body.end(), nullptr, false);
@@ -91,7 +79,7 @@ request_info parse_openai_request(std::string_view body) {
 void openai_adapter::on_event(std::string_view type, std::string_view data, core::time_point at,
                               chunk_sink& sink) {
     if (type != "message" && type != "error") {
-        sink.on_parse_error("unknown SSE event type");
+        sink.on_parse_error(parse_error::unknown_event);
         return;
     }
     if (data == "[DONE]") {
@@ -357,7 +345,7 @@ void openai_adapter::decode(std::string_view json_text, bool streamed, core::tim
     bool ok = json::sax_parse(json_text.begin(), json_text.end(), &reader,
                               nlohmann::detail::input_format_t::json, true);
     if (!ok || !reader.root_is_object()) {
-        sink.on_parse_error("malformed JSON");
+        sink.on_parse_error(parse_error::invalid_json);
         return;
     }
 
@@ -365,7 +353,7 @@ void openai_adapter::decode(std::string_view json_text, bool streamed, core::tim
     chunk.error = reader.has_error();
     chunk.usage = reader.usage();
     if (!reader.has_choices() && !chunk.error && !chunk.usage) {
-        sink.on_parse_error("JSON without choices, usage or error");
+        sink.on_parse_error(parse_error::unexpected_shape);
         return;
     }
     chunk.content = content_;

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "core/time.hpp"
+#include "protocol/adapter.hpp"
 #include "protocol/types.hpp"
 
 namespace tokenmeter::protocol {
@@ -14,15 +15,15 @@ namespace tokenmeter::protocol {
 // Reads model, stream and stream_options.include_usage from a request body.
 request_info parse_openai_request(std::string_view body);
 
-class openai_adapter {
+class openai_adapter final : public adapter {
   public:
     explicit openai_adapter(api_kind kind) noexcept : kind_(kind) {}
 
     // One SSE event (type + data), as the SSE parser dispatches it.
     void on_event(std::string_view type, std::string_view data, core::time_point at,
-                  chunk_sink& sink);
+                  chunk_sink& sink) override;
     // A whole non-streamed JSON response body.
-    void on_body(std::string_view body, core::time_point at, chunk_sink& sink);
+    void on_body(std::string_view body, core::time_point at, chunk_sink& sink) override;
 
   private:
     void decode(std::string_view json_text, bool streamed, core::time_point at, chunk_sink& sink);

@@ -1,6 +1,7 @@
 // protocol/types: what a dialect adapter tells the meter, independent of the wire format.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -10,14 +11,34 @@
 
 namespace tokenmeter::protocol {
 
-// Which API a request speaks. Chosen by path (later also by config per route).
+// Which API a request speaks. Chosen by path, or by a configured route (protocol/dialects).
 enum class api_kind : std::uint8_t {
     none,                     // not an LLM API: passed through, not metered
     openai_chat_completions,  // POST /v1/chat/completions
     openai_completions,       // POST /v1/completions
+    openai_responses,         // POST /v1/responses
+    anthropic_messages,       // POST /v1/messages
+    tgi_generate,             // POST /generate, /generate_stream (Hugging Face TGI)
+    llamacpp_completion,      // POST /completion (llama.cpp server's native API)
+    ollama_chat,              // POST /api/chat (NDJSON)
+    ollama_generate,          // POST /api/generate (NDJSON)
+    gemini_generate,          // POST .../models/<m>:generateContent, :streamGenerateContent
 };
 
+// The `api` label value; "none" for pass-through.
 std::string_view to_string(api_kind kind) noexcept;
+
+// Why part of a body could not be metered (the `reason` label of tokenmeter_parse_errors_total).
+// A small fixed set, so the label stays bounded.
+enum class parse_error : std::uint8_t {
+    invalid_json,      // not JSON, or JSON cut short
+    unexpected_shape,  // valid JSON (or a body) that is not what this dialect sends
+    unknown_event,     // an event type the dialect does not define
+    oversized_event,   // an event, line or body over the configured bound: forwarded, not read
+    truncated_event,   // the body ended inside an event or line
+};
+inline constexpr std::size_t parse_error_count = 5;
+std::string_view to_string(parse_error reason) noexcept;
 
 // What the request body says about the response to expect.
 struct request_info {
@@ -66,7 +87,7 @@ class chunk_sink {
     // An end-of-stream marker such as OpenAI's `data: [DONE]`.
     virtual void on_done_marker(core::time_point at) = 0;
     // Something in the body could not be understood; it was forwarded unchanged.
-    virtual void on_parse_error(std::string_view what) = 0;
+    virtual void on_parse_error(parse_error reason) = 0;
 };
 
 }  // namespace tokenmeter::protocol

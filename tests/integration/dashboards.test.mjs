@@ -34,8 +34,6 @@ const RATE_INTERVAL = '5s';
 
 // [selector that returns nothing until the branch lands, expressions it excuses, origin]
 const PENDING = [
-  ['tokenmeter_time_to_first_content_token_seconds_bucket', /tokenmeter_time_to_first_content_token_seconds/, 'issue 4'],
-  ['tokenmeter_parse_errors_total{reason!=""}', /reason!=""/, 'issue 4 (api and reason labels on tokenmeter_parse_errors_total)'],
   ['tokenmeter_tenant_requests_total', /tokenmeter_tenant_requests_total/, 'issue 5'],
   ['tokenmeter_tenant_tokens_total', /tokenmeter_tenant_tokens_total/, 'issue 5'],
   ['tokenmeter_tenant_provisioned_tokens_per_second', /tokenmeter_tenant_provisioned_tokens_per_second/, 'issue 5'],

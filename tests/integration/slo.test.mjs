@@ -31,7 +31,11 @@ async function stream(model, ttftMs, itlMs, { words = 3, usage = true } = {}) {
   const res = await request({
     port: proxy.port,
     body: chatBody(model, { includeUsage: usage, content: Array(words).fill('w').join(' ') }),
-    headers: { 'x-sim-ttft-ms': String(ttftMs), 'x-sim-itl-ms': String(itlMs), 'x-sim-output-tokens': '4' },
+    // Without usage: a server that also ignores the include_usage the proxy adds.
+    headers: {
+      'x-sim-ttft-ms': String(ttftMs), 'x-sim-itl-ms': String(itlMs), 'x-sim-output-tokens': '4',
+      ...(usage ? {} : { 'x-sim-usage': 'never' }),
+    },
   });
   assert.equal(res.status, 200, describeResult(res));
 }

@@ -142,7 +142,9 @@ test('TTFT, ITL and TPOT match the schedule (ttft 200 ms, itl 20 ms, 20 tokens)'
 test('without usage the tokens counter stays untouched; one token per content chunk', { timeout: 60_000 }, async () => {
   await withAttempts('timing-no-usage', async (model) => {
     const bracket = await stampedStream(model,
-      { 'x-sim-ttft-ms': '50', 'x-sim-itl-ms': '10', 'x-sim-output-tokens': '8' }, { includeUsage: false });
+      // usage never: a server that ignores the stream_options.include_usage the proxy adds.
+      { 'x-sim-ttft-ms': '50', 'x-sim-itl-ms': '10', 'x-sim-output-tokens': '8', 'x-sim-usage': 'never' },
+      { includeUsage: false });
     const m = await waitMetrics(proxy, (x) => x.value('tokenmeter_requests_total', { model }) >= 1);
     assert.equal(m.value('tokenmeter_tokens_total', { model }), 0);
     assertTtft(m, { model }, 0.050, bracket);

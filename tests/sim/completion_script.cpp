@@ -95,9 +95,39 @@ std::uint32_t count_words(std::string_view text) {
     return count;
 }
 
+namespace {
+
+// Words in any prompt-like value: a string, an array of them, or objects with text/content/parts.
+std::uint64_t count_any_words(const json& value) {
+    if (value.is_string()) {
+        return count_words(value.get_ref<const std::string&>());
+    }
+    std::uint64_t total = 0;
+    if (value.is_array()) {
+        for (const auto& item : value) {
+            total += count_any_words(item);
+        }
+    } else if (value.is_object()) {
+        for (const char* key : {"text", "content", "parts"}) {
+            if (auto inner = value.find(key); inner != value.end()) {
+                total += count_any_words(*inner);
+            }
+        }
+    }
+    return total;
+}
+
+}  // namespace
+
 std::uint32_t count_prompt_tokens(const json& body, api_kind api) {
     std::uint64_t total = 0;
-    if (api == api_kind::chat) {
+    if (is_dialect(api)) {
+        for (const char* key : {"messages", "system", "input", "inputs", "prompt", "contents"}) {
+            if (auto value = body.find(key); value != body.end()) {
+                total += count_any_words(*value);
+            }
+        }
+    } else if (api == api_kind::chat) {
         if (auto messages = body.find("messages"); messages != body.end() && messages->is_array()) {
             for (const auto& message : *messages) {
                 if (!message.is_object()) {
@@ -129,8 +159,8 @@ std::uint32_t count_prompt_tokens(const json& body, api_kind api) {
 
 completion_script::completion_script(completion_plan plan) : plan_(std::move(plan)) {
     plan_.reasoning_tokens =
-        plan_.api == api_kind::chat ? std::min(plan_.reasoning_tokens, plan_.completion_tokens) : 0;
-    if (plan_.api != api_kind::chat) {
+        has_reasoning(plan_.api) ? std::min(plan_.reasoning_tokens, plan_.completion_tokens) : 0;
+    if (!has_tool_calls(plan_.api)) {
         plan_.tool_call = false;
     }
     plan_.tokens_per_chunk = std::max<std::uint32_t>(plan_.tokens_per_chunk, 1);
@@ -191,6 +221,10 @@ void completion_script::append_usage_object(std::string& out,
 }
 
 void completion_script::append_role_event(std::string& out) const {
+    if (is_dialect(plan_.api)) {
+        append_dialect_head(out);
+        return;
+    }
     append_chunk_prefix(out);
     out += R"("choices":[{"index":0,"delta":{"role":"assistant",)";
     if (plan_.tool_call) {
@@ -213,6 +247,10 @@ void completion_script::append_role_event(std::string& out) const {
 }
 
 void completion_script::open_content_event(std::string& out, std::uint32_t chunk_index) const {
+    if (is_dialect(plan_.api)) {
+        open_dialect_content(out, chunk_index);
+        return;
+    }
     const std::uint32_t begin =
         std::min(chunk_index * plan_.tokens_per_chunk, plan_.completion_tokens);
     const std::uint32_t end = std::min(begin + plan_.tokens_per_chunk, plan_.completion_tokens);
@@ -318,6 +356,9 @@ std::string completion_script::answer_text() const {
 }
 
 std::string completion_script::response_body(bool include_usage) const {
+    if (is_dialect(plan_.api)) {
+        return dialect_body();
+    }
     const bool chat = plan_.api == api_kind::chat;
     json body;
     body["id"] = (chat ? "chatcmpl-sim-" : "cmpl-sim-") + std::to_string(plan_.request_id);

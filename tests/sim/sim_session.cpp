@@ -192,6 +192,45 @@ void sim_session::reject_unreadable(beast::error_code ec) {
                   clock::now());
 }
 
+namespace {
+
+// The completion endpoints, by the paths the real servers use.
+std::optional<api_kind> api_for_path(std::string_view path) {
+    if (path == "/v1/chat/completions") {
+        return api_kind::chat;
+    }
+    if (path == "/v1/completions") {
+        return api_kind::completions;
+    }
+    if (path == "/v1/responses") {
+        return api_kind::responses;
+    }
+    if (path == "/v1/messages") {
+        return api_kind::anthropic;
+    }
+    if (path == "/generate" || path == "/generate_stream") {
+        return api_kind::tgi;
+    }
+    if (path == "/completion") {
+        return api_kind::llamacpp;
+    }
+    if (path == "/api/chat") {
+        return api_kind::ollama_chat;
+    }
+    if (path == "/api/generate") {
+        return api_kind::ollama_generate;
+    }
+    const auto models = path.rfind("/models/");
+    const auto colon = path.rfind(':');
+    if (models != std::string_view::npos && colon != std::string_view::npos && colon > models + 8 &&
+        (path.ends_with(":generateContent") || path.ends_with(":streamGenerateContent"))) {
+        return api_kind::gemini;
+    }
+    return std::nullopt;
+}
+
+}  // namespace
+
 void sim_session::handle_request() {
     auto& stats = state_->stats;
     stats.requests.fetch_add(1, std::memory_order_relaxed);
@@ -205,8 +244,7 @@ void sim_session::handle_request() {
     std::string_view target = request_.target();
     std::string_view path = target.substr(0, target.find('?'));
     const auto method = request_.method();
-    const bool is_chat = path == "/v1/chat/completions";
-    const bool is_completions = path == "/v1/completions";
+    const std::optional<api_kind> completion_api = api_for_path(path);
 
     // Completion endpoints honour every x-sim-* header; the rest only x-sim-fail, so an
     // echo test may send arbitrary x-sim-* headers through the proxy.
@@ -216,7 +254,7 @@ void sim_session::handle_request() {
         if (!name.starts_with("x-sim-")) {
             continue;
         }
-        if (is_chat || is_completions) {
+        if (completion_api) {
             header_error = apply_request_header(settings_, name, field.value());
         } else if (name == "x-sim-fail") {
             header_error = parse_failure_plan(field.value(), settings_.failure);
@@ -246,13 +284,13 @@ void sim_session::handle_request() {
         return;
     }
 
-    if (is_chat || is_completions) {
+    if (completion_api) {
         if (method != http::verb::post) {
             respond_error(405, "use POST", "invalid_request_error", "method_not_allowed",
                           schedule_base_);
             return;
         }
-        handle_completion(is_chat ? api_kind::chat : api_kind::completions);
+        handle_completion(*completion_api);
     } else if (path == "/echo" || path.starts_with("/echo/")) {
         handle_echo();
     } else if (path == "/v1/models" && method == http::verb::get) {
@@ -288,23 +326,53 @@ void sim_session::handle_completion(api_kind api) {
     if (auto model = body.find("model"); model != body.end() && model->is_string()) {
         plan.model = model->get<std::string>();
     }
-    bool stream = false;
+    std::string_view target = request_.target();
+    std::string_view path = target.substr(0, target.find('?'));
+    // Ollama streams unless told not to; TGI and Gemini stream by path.
+    bool stream = api == api_kind::ollama_chat || api == api_kind::ollama_generate;
     if (auto value = body.find("stream"); value != body.end() && value->is_boolean()) {
         stream = value->get<bool>();
     }
+    if (api == api_kind::tgi) {
+        stream = path.ends_with("_stream");
+    } else if (api == api_kind::gemini) {
+        stream = path.ends_with(":streamGenerateContent");
+        const auto models = path.rfind("/models/");
+        plan.model = std::string(path.substr(models + 8, path.rfind(':') - models - 8));
+    }
     bool include_usage = false;
+    bool continuous_usage = false;  // vLLM's stream_options.continuous_usage_stats
     if (auto options = body.find("stream_options"); options != body.end() && options->is_object()) {
         if (auto value = options->find("include_usage");
             value != options->end() && value->is_boolean()) {
             include_usage = value->get<bool>();
         }
+        if (auto value = options->find("continuous_usage_stats");
+            value != options->end() && value->is_boolean()) {
+            continuous_usage = value->get<bool>();
+        }
     }
     std::optional<std::uint64_t> max_tokens;
-    for (const char* key : {"max_tokens", "max_completion_tokens"}) {
-        auto value = body.find(key);
-        if (value == body.end() || value->is_null()) {
+    // Each dialect's output cap: OpenAI, Anthropic, Responses, llama.cpp at the top level; TGI,
+    // Ollama and Gemini in a nested options object.
+    const json* options = &body;
+    for (const char* nest : {"parameters", "options", "generationConfig"}) {
+        if (auto inner = body.find(nest); inner != body.end() && inner->is_object()) {
+            options = &*inner;
+        }
+    }
+    for (const char* key : {"max_tokens", "max_completion_tokens", "max_output_tokens", "n_predict",
+                            "max_new_tokens", "num_predict", "maxOutputTokens"}) {
+        const json* found = nullptr;
+        for (const json* holder : {options, static_cast<const json*>(&body)}) {
+            if (auto it = holder->find(key); found == nullptr && it != holder->end()) {
+                found = &*it;
+            }
+        }
+        if (found == nullptr || found->is_null()) {
             continue;
         }
+        const auto value = found;
         if (!value->is_number_integer() || value->get<std::int64_t>() < 0) {
             respond_error(400, std::string{key} + " must be a non-negative integer",
                           "invalid_request_error", "", schedule_base_);
@@ -322,7 +390,7 @@ void sim_session::handle_completion(api_kind api) {
     plan.tokens_per_chunk = settings_.tokens_per_chunk;
     plan.reasoning_tokens = settings_.reasoning_tokens;
     plan.tool_call = settings_.tool_call;
-    plan.continuous_usage = settings_.continuous_usage;
+    plan.continuous_usage = settings_.continuous_usage || continuous_usage;
     plan.pad_bytes = settings_.pad_bytes;
     plan.seed = settings_.seed;
     plan.usage_chunk = settings_.usage == usage_mode::always ||
@@ -448,7 +516,7 @@ void sim_session::start_stream() {
     truncate_after_ =
         std::min(settings_.failure.close_after_chunks.value_or(chunk_count_), chunk_count_);
     begin_head(200);
-    add_header("content-type", "text/event-stream");
+    add_header("content-type", script_->stream_content_type());
     add_header("cache-control", "no-cache");
     if (settings_.stamp) {
         // With sim_sent_ns this lets a benchmark split lateness into ours and the network's.
@@ -493,9 +561,9 @@ void sim_session::send_content_chunk() {
     if (settings_.stamp) {
         sent_ns = monotonic_ns(clock::now());
     }
-    completion_script::close_event(payload_, sent_ns);
+    script_->close_content_event(payload_, sent_ns);
     if (settings_.failure.garbage) {
-        completion_script::append_garbage_events(payload_, next_chunk_);
+        script_->append_garbage(payload_, next_chunk_);
     }
     ++next_chunk_;
     frame_payload(false);
@@ -504,6 +572,12 @@ void sim_session::send_content_chunk() {
 
 void sim_session::send_stream_tail() {
     payload_.clear();
+    if (is_dialect(script_->plan().api)) {
+        script_->append_dialect_tail(payload_);
+        frame_payload(true);
+        do_write(after_write::stream_done);
+        return;
+    }
     script_->append_finish_event(payload_);
     if (script_->plan().usage_chunk) {
         script_->append_usage_event(payload_);

@@ -50,6 +50,8 @@ const std::vector<std::string> documented_keys{
     "log.level",
     "log.format",
     "log.access_log",
+    "usage_injection",
+    "routes",
 };
 
 std::vector<std::string> keys_of(const std::vector<config_error>& errors) {
@@ -189,6 +191,37 @@ log:
     EXPECT_EQ(s.log.level, "debug");
     EXPECT_EQ(s.log.format, "json");
     EXPECT_TRUE(s.log.access_log);
+}
+
+TEST(Load, RoutesAndUsageInjection) {
+    const load_result r = load_yaml(R"(
+usage_injection: false
+routes:
+  - path: /ollama/*
+    api: ollama_chat
+  - path: /LLM/v1/chat/completions
+    api: OpenAI_Chat
+    usage_injection: true
+    continuous_usage_stats: yes
+)");
+    ASSERT_TRUE(r.ok()) << dump(r.errors);
+    EXPECT_FALSE(r.value.usage_injection);
+    ASSERT_EQ(r.value.routes.size(), 2u);
+    EXPECT_EQ(r.value.routes[0], (route{"/ollama/*", "ollama_chat", std::nullopt}));
+    EXPECT_EQ(r.value.routes[1], (route{"/LLM/v1/chat/completions", "openai_chat", true, true}));
+    EXPECT_TRUE(default_settings().usage_injection);
+    EXPECT_TRUE(default_settings().routes.empty());
+}
+
+TEST(Errors, RoutesNameTheBadEntry) {
+    EXPECT_EQ(only_error("routes:\n  - path: /x\n    api: grpc\n").key, "routes[0].api");
+    EXPECT_EQ(only_error("routes:\n  - path: x\n    api: none\n").key, "routes[0].path");
+    EXPECT_EQ(only_error("routes:\n  - path: /a/*/b\n    api: none\n").key, "routes[0].path");
+    EXPECT_EQ(only_error("routes:\n  - {path: /a, api: none}\n  - {path: /b, api: none, "
+                         "usage_injection: maybe}\n")
+                  .key,
+              "routes[1].usage_injection");
+    EXPECT_EQ(only_error("routes:\n  - {path: /a, api: none, pth: 1}\n").key, "routes[0].pth");
 }
 
 TEST(Load, OneBucketListReplacesOnlyItself) {

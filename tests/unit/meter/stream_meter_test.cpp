@@ -34,6 +34,18 @@ response_chunk with_running_usage(std::string_view content, std::uint64_t output
     return chunk;
 }
 
+TEST(StreamMeter, TotalGivenOnlyWithTheLastTextIsNotCountedTwice) {
+    // TGI: one token per event without usage, then the last token with generated_tokens.
+    stream_meter meter(api_kind::tgi_generate, "m", true, at(0ms), &itl_bounds);
+    meter.on_chunk(text("a"), at(10ms));
+    meter.on_chunk(text("b"), at(20ms));
+    meter.on_chunk(with_running_usage("c", 3), at(30ms));
+    auto s = meter.finish(end_reason::upstream_complete, at(31ms));
+    EXPECT_EQ(s.counted_output_tokens, 3u);
+    EXPECT_EQ(s.inter_token_latency.count(), 2u);
+    EXPECT_EQ(s.output_tokens, 3u);
+}
+
 TEST(StreamMeter, ExactTimingsForOneTokenPerChunk) {
     stream_meter meter(api_kind::openai_chat_completions, "m", true, at(0ms), &itl_bounds);
     meter.on_response_head(200, at(2ms));

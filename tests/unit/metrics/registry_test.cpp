@@ -97,7 +97,8 @@ TEST(Registry, ExposesEveryFamilyWithItsLabels) {
     EXPECT_FALSE(contains(text, R"(count="native")")) << "no tokenizer counted this request";
     EXPECT_TRUE(contains(text, R"(tokenmeter_upstream_errors_total{reason="connect_refused"} 1)"));
     EXPECT_TRUE(contains(text, "tokenmeter_streams_active 1"));
-    EXPECT_TRUE(contains(text, "tokenmeter_parse_errors_total 0"));
+    // Parse errors are labelled by api and reason, so there is no series before the first one.
+    EXPECT_FALSE(contains(text, "tokenmeter_parse_errors_total{"));
 }
 
 TEST(Registry, RetokenizedCountsAndMismatches) {
@@ -160,6 +161,60 @@ TEST(Registry, UnforwardedRequestsAreCounted) {
     EXPECT_TRUE(contains(
         text,
         R"(tokenmeter_requests_total{api="none",code="400",model="none",outcome="rejected"} 1)"));
+}
+
+TEST(Registry, ReasoningCachedInputContentTtftAndParseErrorReasons) {
+    registry r(settings_with({}, 4));
+    meter::stream_meter m(protocol::api_kind::anthropic_messages, "claude", true,
+                          core::time_point{}, &r.inter_token_latency_bounds());
+    m.on_response_head(200, core::time_point{} + 1ms);
+    protocol::response_chunk thinking;
+    thinking.reasoning = "hmm";
+    m.on_chunk(thinking, core::time_point{} + 100ms);
+    protocol::response_chunk answer;
+    answer.content = "yes";
+    m.on_chunk(answer, core::time_point{} + 2500ms);
+    protocol::response_chunk usage;
+    usage.usage = protocol::token_usage{120, 40, 30, 100};
+    m.on_chunk(usage, core::time_point{} + 2501ms);
+    m.on_parse_error(protocol::parse_error::unknown_event);
+    m.on_parse_error(protocol::parse_error::invalid_json);
+    m.on_parse_error(protocol::parse_error::invalid_json);
+    auto s = m.finish(meter::end_reason::upstream_complete, core::time_point{} + 2600ms);
+    ASSERT_TRUE(s.time_to_first_content_token);
+    EXPECT_DOUBLE_EQ(*s.time_to_first_content_token, 2.5);
+    EXPECT_DOUBLE_EQ(*s.time_to_first_token, 0.1);
+    r.record(s);
+    auto text = r.expose();
+    const std::string labels = R"(api="anthropic_messages",model="claude")";
+    EXPECT_TRUE(
+        contains(text, "tokenmeter_time_to_first_content_token_seconds_sum{" + labels + "} 2.5"));
+    EXPECT_TRUE(contains(text, "tokenmeter_time_to_first_token_seconds_sum{" + labels +
+                                   R"(,prompt_class="0-512"} 0.1)"));
+    const std::string reported = R"(api="anthropic_messages",count="reported",model="claude")";
+    EXPECT_TRUE(contains(text, "tokenmeter_tokens_total{" + reported + R"(,type="reasoning"} 30)"));
+    EXPECT_TRUE(
+        contains(text, "tokenmeter_tokens_total{" + reported + R"(,type="cached_input"} 100)"));
+    EXPECT_TRUE(contains(text, "tokenmeter_tokens_total{" + reported + R"(,type="output"} 40)"));
+    EXPECT_TRUE(contains(
+        text,
+        R"(tokenmeter_parse_errors_total{api="anthropic_messages",reason="invalid_json"} 2)"));
+    EXPECT_TRUE(contains(
+        text,
+        R"(tokenmeter_parse_errors_total{api="anthropic_messages",reason="unknown_event"} 1)"));
+}
+
+TEST(Registry, ReasoningOnlyStreamHasNoContentTtft) {
+    registry r(settings_with({}, 4));
+    meter::stream_meter m(protocol::api_kind::openai_responses, "o", true, core::time_point{},
+                          &r.inter_token_latency_bounds());
+    protocol::response_chunk thinking;
+    thinking.reasoning = "hmm";
+    m.on_chunk(thinking, core::time_point{} + 100ms);
+    auto s = m.finish(meter::end_reason::upstream_complete, core::time_point{} + 200ms);
+    EXPECT_FALSE(s.time_to_first_content_token);
+    r.record(s);
+    EXPECT_FALSE(contains(r.expose(), "tokenmeter_time_to_first_content_token_seconds_count{"));
 }
 
 }  // namespace

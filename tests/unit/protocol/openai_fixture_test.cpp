@@ -36,7 +36,7 @@ class recording_sink final : public chunk_sink {
                           chunk.role_only, chunk.error, chunk.usage});
     }
     void on_done_marker(core::time_point) override { ++done_markers; }
-    void on_parse_error(std::string_view) override { ++parse_errors; }
+    void on_parse_error(parse_error) override { ++parse_errors; }
 
     std::vector<recorded_chunk> chunks;
     int done_markers = 0;

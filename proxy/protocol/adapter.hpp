@@ -1,0 +1,28 @@
+// protocol/adapter: the one interface every dialect adapter implements, so the exchange can run
+// any of them over the shared SSE/NDJSON parsers. Adapters do no I/O, never throw and never see
+// the bytes the client gets: they only read and report.
+#pragma once
+
+#include <string_view>
+
+#include "core/time.hpp"
+#include "protocol/types.hpp"
+
+namespace tokenmeter::protocol {
+
+class adapter {
+  public:
+    adapter() = default;
+    adapter(const adapter&) = delete;
+    adapter& operator=(const adapter&) = delete;
+    virtual ~adapter() = default;
+
+    // One framed unit of a streamed body: an SSE event (type, data) or one NDJSON line (type
+    // empty, data the line). The views are valid only during the call.
+    virtual void on_event(std::string_view type, std::string_view data, core::time_point at,
+                          chunk_sink& sink) = 0;
+    // A whole non-streamed body.
+    virtual void on_body(std::string_view body, core::time_point at, chunk_sink& sink) = 0;
+};
+
+}  // namespace tokenmeter::protocol

@@ -1,0 +1,57 @@
+// protocol/chunk_builder: the text and usage an adapter collects while walking one event, kept
+// in buffers reused from event to event, then handed to the sink as one response_chunk.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "protocol/types.hpp"
+
+namespace tokenmeter::protocol {
+
+struct chunk_builder {
+    std::string content;
+    std::string reasoning;
+    std::string tool_arguments;
+    std::string finish_reason;
+    std::optional<token_usage> usage;
+    bool error = false;
+
+    void reset() {
+        content.clear();
+        reasoning.clear();
+        tool_arguments.clear();
+        finish_reason.clear();
+        usage.reset();
+        error = false;
+    }
+
+    token_usage& usage_ref() {
+        if (!usage) {
+            usage.emplace();
+        }
+        return *usage;
+    }
+
+    void set_finish(std::string_view reason) {
+        if (finish_reason.empty()) {
+            finish_reason.assign(reason);
+        }
+    }
+
+    // The chunk; views into this builder, valid until the next reset().
+    [[nodiscard]] response_chunk chunk() const {
+        response_chunk out;
+        out.content = content;
+        out.reasoning = reasoning;
+        out.tool_arguments = tool_arguments;
+        out.finish_reason = finish_reason;
+        out.usage = usage;
+        out.error = error;
+        out.role_only = !out.carries_text();
+        return out;
+    }
+};
+
+}  // namespace tokenmeter::protocol

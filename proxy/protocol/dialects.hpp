@@ -1,0 +1,51 @@
+// protocol/dialects: the protocol registry. Maps a request path (or a configured route) to the
+// API it speaks, reads what the request body says about the response, and builds the adapter
+// that decodes that API's responses. Every dialect-specific decision outside the adapters
+// themselves is made here.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config/config.hpp"
+#include "protocol/adapter.hpp"
+#include "protocol/types.hpp"
+
+namespace tokenmeter::protocol {
+
+// The API a POST to `target` (path and optional query) speaks by its well-known path;
+// api_kind::none when the path is not one of them.
+api_kind api_for_path(std::string_view target) noexcept;
+
+struct route_choice {
+    api_kind api = api_kind::none;
+    bool usage_injection = false;   // the route allows adding stream_options.include_usage
+    bool continuous_usage = false;  // ... and stream_options.continuous_usage_stats
+};
+// The API of a POST to `target`: the first configured route whose path matches (exactly, or as
+// a prefix when it ends with '*'), else the well-known path. Routes name valid APIs (validated).
+route_choice choose_route(std::string_view target, const std::vector<config::route>& routes,
+                          bool usage_injection_default) noexcept;
+
+// The api_kind whose label is `name` ("openai_chat", "anthropic_messages", ..., "none").
+std::optional<api_kind> api_from_name(std::string_view name) noexcept;
+
+// Model, stream flag and prompt size from the request, by dialect: Gemini names the model and
+// streaming in the path, TGI streams by path, Ollama streams unless told "stream": false.
+request_info parse_request(api_kind api, std::string_view target, std::string_view body);
+
+// Whether the proxy may add stream_options.include_usage to this request (OpenAI chat and
+// completions, streamed, not already asking for usage).
+bool can_inject_usage(api_kind api, const request_info& info) noexcept;
+// The request body with "stream_options":{"include_usage":true} set (and
+// "continuous_usage_stats":true when asked); nullopt when the body is not a JSON object (then
+// it is forwarded as it is).
+std::optional<std::string> inject_usage_request(std::string_view body, bool continuous = false);
+
+// A fresh adapter for one response; nullptr for api_kind::none.
+std::unique_ptr<adapter> make_adapter(api_kind api);
+
+}  // namespace tokenmeter::protocol

@@ -1,0 +1,182 @@
+// protocol/gemini: Google Gemini's :streamGenerateContent?alt=sse (SSE data events) and
+// :generateContent (one JSON body; :streamGenerateContent without alt=sse answers a JSON array
+// of the same objects, decoded element by element).
+//
+// Usage merge rule: usageMetadata comes with every streamed chunk as running totals
+// (promptTokenCount, candidatesTokenCount, thoughtsTokenCount, cachedContentTokenCount).
+// Gemini's candidatesTokenCount leaves the thinking out, so output = candidates + thoughts and
+// reasoning = thoughts. Reports are totals: the meter keeps the latest and takes the per-chunk
+// difference of the output total as the tokens that chunk carried.
+#include <optional>
+#include <string>
+
+#include "protocol/chunk_builder.hpp"
+#include "protocol/dialect_adapters.hpp"
+#include "protocol/json_walk.hpp"
+
+namespace tokenmeter::protocol {
+namespace {
+
+class gemini_adapter final : public adapter, private json_visitor {
+  public:
+    void on_event(std::string_view type, std::string_view data, core::time_point at,
+                  chunk_sink& sink) override {
+        if (type != "message" && type != "error") {
+            sink.on_parse_error(parse_error::unknown_event);
+            return;
+        }
+        decode(data, at, sink);
+    }
+
+    void on_body(std::string_view body, core::time_point at, chunk_sink& sink) override {
+        decode(body, at, sink);
+    }
+
+  private:
+    void decode(std::string_view text, core::time_point at, chunk_sink& sink) {
+        sink_ = &sink;
+        at_ = at;
+        root_ = root_kind::other;
+        emitted_ = 0;
+        reset_element();
+        auto result = walk_json(text, *this, path_);
+        sink_ = nullptr;
+        if (result != walk_result::ok) {
+            sink.on_parse_error(parse_error::invalid_json);
+            return;
+        }
+        if (root_ == root_kind::other) {
+            sink.on_parse_error(parse_error::unexpected_shape);
+            return;
+        }
+        if (root_ == root_kind::object) {
+            finish_element(sink);
+        } else if (emitted_ == 0) {
+            sink.on_parse_error(parse_error::unexpected_shape);
+        }
+    }
+
+    void reset_element() {
+        out_.reset();
+        part_text_.clear();
+        thought_ = false;
+        known_ = false;
+        candidates_.reset();
+        thoughts_.reset();
+    }
+
+    void finish_element(chunk_sink& sink) {
+        if (!known_) {
+            sink.on_parse_error(parse_error::unexpected_shape);
+            return;
+        }
+        if (candidates_ || thoughts_) {
+            out_.usage_ref().output_tokens = candidates_.value_or(0) + thoughts_.value_or(0);
+            out_.usage_ref().reasoning_tokens = thoughts_;
+        }
+        emitted_ += 1;
+        sink.on_chunk(out_.chunk(), at_);
+    }
+
+    [[nodiscard]] std::size_t skip() const { return root_ == root_kind::array ? 1 : 0; }
+
+    [[nodiscard]] bool is_part(const json_path& path) const {
+        return path.is_from(
+            skip(), {"candidates", json_path::element, "content", "parts", json_path::element});
+    }
+
+    void on_open(const json_path& path, bool object) override {
+        if (path.size() == 0) {
+            root_ = object ? root_kind::object : root_kind::array;
+            return;
+        }
+        if (root_ == root_kind::array && path.size() == 1) {
+            reset_element();
+            return;
+        }
+        std::size_t s = skip();
+        if (path.is_from(s, {"candidates"}) || path.is_from(s, {"usageMetadata"})) {
+            known_ = true;
+        } else if (path.is_from(s, {"error"})) {
+            known_ = true;
+            out_.error = true;
+        }
+    }
+
+    void on_close(const json_path& path, bool /*object*/) override {
+        if (root_ == root_kind::array && path.size() == 1) {
+            if (sink_ != nullptr) {
+                finish_element(*sink_);
+            }
+            return;
+        }
+        if (is_part(path)) {
+            // "thought": true may come before or after the text it marks.
+            (thought_ ? out_.reasoning : out_.content).append(part_text_);
+            part_text_.clear();
+            thought_ = false;
+        }
+    }
+
+    void on_string(const json_path& path, std::string_view value) override {
+        std::size_t s = skip();
+        if (path.is_from(s, {"candidates", json_path::element, "content", "parts",
+                             json_path::element, "text"})) {
+            part_text_.append(value);
+        } else if (path.size() > s + 6 && path[s] == "candidates" && path[s + 2] == "content" &&
+                   path[s + 3] == "parts" && path[s + 5] == "functionCall" &&
+                   (path[s + 6] == "name" || path[s + 6] == "args")) {
+            // The call's name and its argument values stand in for the generated call text.
+            out_.tool_arguments.append(value);
+        } else if (path.is_from(s, {"candidates", json_path::element, "finishReason"})) {
+            out_.set_finish(value);
+        }
+    }
+
+    void on_bool(const json_path& path, bool value) override {
+        std::size_t s = skip();
+        if (path.is_from(s, {"candidates", json_path::element, "content", "parts",
+                             json_path::element, "thought"})) {
+            thought_ = value;
+        }
+    }
+
+    void on_count(const json_path& path, std::uint64_t value) override {
+        std::size_t s = skip();
+        if (path.size() != s + 2 || path[s] != "usageMetadata") {
+            return;
+        }
+        std::string_view key = path.back();
+        if (key == "promptTokenCount") {
+            out_.usage_ref().input_tokens = value;
+        } else if (key == "candidatesTokenCount") {
+            candidates_ = value;
+        } else if (key == "thoughtsTokenCount") {
+            thoughts_ = value;
+        } else if (key == "cachedContentTokenCount") {
+            out_.usage_ref().cached_input_tokens = value;
+        }
+    }
+
+    enum class root_kind : std::uint8_t { other, object, array };
+
+    json_path path_;
+    chunk_builder out_;
+    std::string part_text_;
+    std::optional<std::uint64_t> candidates_;
+    std::optional<std::uint64_t> thoughts_;
+    chunk_sink* sink_ = nullptr;
+    core::time_point at_{};
+    std::size_t emitted_ = 0;
+    root_kind root_ = root_kind::other;
+    bool thought_ = false;
+    bool known_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<adapter> make_gemini_adapter() {
+    return std::make_unique<gemini_adapter>();
+}
+
+}  // namespace tokenmeter::protocol

@@ -1,0 +1,63 @@
+// protocol/json_walk: one SAX pass over a JSON text that reports every value with the path of
+// keys that leads to it, so an adapter can pick out the few fields it meters without building a
+// DOM per chunk. The path's storage is reused from walk to walk: after warm-up a walk allocates
+// nothing beyond what the JSON library itself does.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tokenmeter::protocol {
+
+// Keys from the root to the current value; an array element's step is "[]".
+class json_path {
+  public:
+    static constexpr std::string_view element = "[]";
+
+    [[nodiscard]] std::size_t size() const noexcept { return size_; }
+    [[nodiscard]] std::string_view operator[](std::size_t i) const noexcept { return steps_[i]; }
+    [[nodiscard]] std::string_view back() const noexcept { return steps_[size_ - 1]; }
+
+    // The whole path is exactly these steps.
+    [[nodiscard]] bool is(std::initializer_list<std::string_view> steps) const noexcept;
+    // The path without its first `skip` steps is exactly these steps.
+    [[nodiscard]] bool is_from(std::size_t skip,
+                               std::initializer_list<std::string_view> steps) const noexcept;
+
+    void push(std::string_view step);
+    void pop() noexcept { --size_; }
+    void clear() noexcept { size_ = 0; }
+
+  private:
+    std::vector<std::string> steps_;
+    std::size_t size_ = 0;
+};
+
+class json_visitor {
+  public:
+    json_visitor() = default;
+    json_visitor(const json_visitor&) = default;
+    json_visitor& operator=(const json_visitor&) = default;
+    virtual ~json_visitor() = default;
+
+    virtual void on_string(const json_path& /*path*/, std::string_view /*value*/) {}
+    // Non-negative integers (and floats with an integral value), the only numbers metered.
+    virtual void on_count(const json_path& /*path*/, std::uint64_t /*value*/) {}
+    virtual void on_bool(const json_path& /*path*/, bool /*value*/) {}
+    // Any other scalar: null, a negative or fractional number.
+    virtual void on_other(const json_path& /*path*/) {}
+    virtual void on_open(const json_path& /*path*/, bool /*object*/) {}
+    virtual void on_close(const json_path& /*path*/, bool /*object*/) {}
+};
+
+enum class walk_result : std::uint8_t { ok, invalid_json };
+
+// Walks `text` (one JSON value, nothing after it but whitespace). `path` is scratch space
+// reused across walks; it is cleared first.
+walk_result walk_json(std::string_view text, json_visitor& visitor, json_path& path);
+
+}  // namespace tokenmeter::protocol

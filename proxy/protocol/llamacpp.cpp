@@ -1,0 +1,107 @@
+// protocol/llamacpp: llama.cpp server's native /completion (SSE data events without event
+// names, or one JSON body). Its OpenAI endpoints go through the OpenAI adapter.
+//
+// Usage merge rule: the final object ("stop": true) carries tokens_predicted (output) and
+// tokens_evaluated (input) as totals, and timings.cache_n (prompt tokens reused from the
+// cache). With timings_per_token, every chunk also carries timings.predicted_n, a running
+// output total; tokens_predicted wins when both are given.
+#include <optional>
+#include <string>
+
+#include "protocol/chunk_builder.hpp"
+#include "protocol/dialect_adapters.hpp"
+#include "protocol/json_walk.hpp"
+
+namespace tokenmeter::protocol {
+namespace {
+
+class llamacpp_adapter final : public adapter, private json_visitor {
+  public:
+    void on_event(std::string_view type, std::string_view data, core::time_point at,
+                  chunk_sink& sink) override {
+        if (type != "message" && type != "error") {
+            sink.on_parse_error(parse_error::unknown_event);
+            return;
+        }
+        decode(data, at, sink);
+    }
+
+    void on_body(std::string_view body, core::time_point at, chunk_sink& sink) override {
+        decode(body, at, sink);
+    }
+
+  private:
+    void decode(std::string_view text, core::time_point at, chunk_sink& sink) {
+        out_.reset();
+        root_object_ = false;
+        known_ = false;
+        stop_ = false;
+        predicted_.reset();
+        predicted_n_.reset();
+        if (walk_json(text, *this, path_) != walk_result::ok) {
+            sink.on_parse_error(parse_error::invalid_json);
+            return;
+        }
+        if (!root_object_ || !known_) {
+            sink.on_parse_error(parse_error::unexpected_shape);
+            return;
+        }
+        if (auto output = predicted_ ? predicted_ : predicted_n_) {
+            out_.usage_ref().output_tokens = output;
+        }
+        sink.on_chunk(out_.chunk(), at);
+    }
+
+    void on_open(const json_path& path, bool object) override {
+        if (path.size() == 0) {
+            root_object_ = object;
+        } else if (path.is({"error"})) {
+            out_.error = true;
+            known_ = true;
+        }
+    }
+
+    void on_string(const json_path& path, std::string_view value) override {
+        if (path.is({"content"})) {
+            out_.content.append(value);
+            known_ = true;
+        } else if (path.is({"stop_type"})) {
+            out_.set_finish(value);
+        }
+    }
+
+    void on_bool(const json_path& path, bool value) override {
+        if (path.is({"stop"})) {
+            known_ = true;
+            stop_ = value;
+        }
+    }
+
+    void on_count(const json_path& path, std::uint64_t value) override {
+        if (path.is({"tokens_predicted"})) {
+            predicted_ = value;
+        } else if (path.is({"tokens_evaluated"})) {
+            out_.usage_ref().input_tokens = value;
+        } else if (path.is({"timings", "predicted_n"})) {
+            predicted_n_ = value;
+        } else if (path.is({"timings", "cache_n"})) {
+            out_.usage_ref().cached_input_tokens = value;
+        }
+    }
+
+    json_path path_;
+    chunk_builder out_;
+    std::optional<std::uint64_t> predicted_;
+    std::optional<std::uint64_t> predicted_n_;
+    bool root_object_ = false;
+    bool known_ = false;
+    bool stop_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<adapter> make_llamacpp_adapter() {
+    return std::make_unique<llamacpp_adapter>();
+}
+
+}  // namespace tokenmeter::protocol
