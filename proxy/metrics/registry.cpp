@@ -255,6 +255,14 @@ void registry::record(const meter::request_summary& s) {
     count_tokens("output", "normalized", s.normalized_output_tokens);
     count_tokens("reasoning", "reported", s.reported.reasoning_tokens);
     count_tokens("cached_input", "reported", s.reported.cached_input_tokens);
+    // Re-tokenized reasoning: only when the stream carried reasoning text (a model without any
+    // gets no series rather than a column of zeros).
+    if (s.native_reasoning_tokens.value_or(0) > 0) {
+        count_tokens("reasoning", "native", s.native_reasoning_tokens);
+    }
+    if (s.normalized_reasoning_tokens.value_or(0) > 0) {
+        count_tokens("reasoning", "normalized", s.normalized_reasoning_tokens);
+    }
 
     // A server whose usage report disagrees with its own tokenizer has a broken report (or
     // hides text, like unstreamed reasoning). One or two tokens of difference are normal: an

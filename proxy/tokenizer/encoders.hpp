@@ -38,6 +38,8 @@ class tiktoken_encoder final : public encoder {
     std::string name_;
     std::vector<split_level> levels_;
     bytes_map ranks_;
+    pair_map pairs_;  // (left rank, right rank) -> rank of the concatenation
+    std::uint64_t cache_owner_ = 0;
     std::array<token_id, 256> byte_rank_{};
 };
 
@@ -48,7 +50,10 @@ struct hf_model {
 
     // normalizer
     bool nfc = false;
-    std::string prepend;  // SentencePiece: prepended to the text ("▁"), or empty
+    std::string prepend;                // SentencePiece: prepended to the text ("▁"), or empty
+    bool prepend_if_absent = false;     // Metaspace: only if the text does not start with it
+    bool prepend_each_segment = false;  // Prepend normalizer / Metaspace "always"
+    std::string split_before;           // Metaspace(split = true): a word starts at each of these
     std::array<std::string, 256> replace_with;  // SentencePiece: by ASCII byte, "" = keep
     // pre-tokenizer (byte-level): regex splits in order
     std::vector<split_level> levels;
@@ -75,6 +80,8 @@ struct hf_model {
     bytes_map added_prefixes;  // every prefix of a content (including the whole)
     std::array<bool, 256> added_first{};
     bool has_added = false;
+
+    std::uint64_t cache_owner = 0;  // this model's key in the per-thread piece cache
 };
 
 class hf_encoder final : public encoder {

@@ -6,8 +6,14 @@
 //    as symbols with <0xAB> byte fallback. The whole text is one word, so pieces are cut at
 //    character pairs no merge ever joins (see joined_chars), which is exact and keeps merges
 //    short.
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "tokenizer/bpe.hpp"
 #include "tokenizer/encoders.hpp"
+#include "tokenizer/piece_cache.hpp"
 #include "tokenizer/utf8.hpp"
 
 namespace tokenmeter::tokenizer::detail {
@@ -48,12 +54,19 @@ void bpe_ids(const hf_model& m, merge_scratch& s, std::vector<token_id>& out) {
 
 void byte_level_bpe(const hf_model& m, std::string_view piece, merge_scratch& s,
                     std::vector<token_id>& out) {
+    piece_cache& cache = piece_cache::for_thread();
+    const std::uint64_t hash = hash_bytes(piece);
+    if (cache.lookup(m.cache_owner, piece, hash, out)) {
+        return;
+    }
     token_id id = 0;
     if (m.vocab.find(piece, id) &&
         (m.ignore_merges || (id < m.whole_ok.size() && m.whole_ok[id]))) {
         out.push_back(id);
+        cache.store(m.cache_owner, piece, hash, &id, 1);
         return;
     }
+    const std::size_t first = out.size();
     s.symbols.clear();
     for (std::size_t i = 0; i < piece.size(); ++i) {
         const auto b = static_cast<unsigned char>(piece[i]);
@@ -61,6 +74,7 @@ void byte_level_bpe(const hf_model& m, std::string_view piece, merge_scratch& s,
             {static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(i + 1), m.byte_ids[b]});
     }
     bpe_ids(m, s, out);
+    cache.store(m.cache_owner, piece, hash, out.data() + first, out.size() - first);
 }
 
 void hf_encoder::compute_whole_ok(hf_model& model) {
@@ -68,6 +82,7 @@ void hf_encoder::compute_whole_ok(hf_model& model) {
     model.vocab.for_each(
         [&](std::string_view, token_id id) { max_id = std::max<std::size_t>(max_id, id); });
     model.whole_ok.assign(max_id + 1, false);
+    model.cache_owner = piece_cache::new_owner();
     if (model.mode != hf_model::kind::byte_level || model.ignore_merges) {
         return;
     }
@@ -285,9 +300,7 @@ std::size_t hf_encoder::sentencepiece_segment(std::string_view text, std::size_t
         const auto at = static_cast<std::uint32_t>(s.symbols.size());
         s.symbols.push_back({at, at + 1, id});
     };
-    auto push = [&](std::string_view ch) {
-        token_id id = 0;
-        const kind k = classify(ch, id);
+    auto push_classified = [&](std::string_view ch, kind k, token_id id) {
         if (k == kind::known) {
             add(id);
             last_id = id;
@@ -300,6 +313,11 @@ std::size_t hf_encoder::sentencepiece_segment(std::string_view text, std::size_t
         }
         last_kind = k;
     };
+    auto push = [&](std::string_view ch) {
+        token_id id = 0;
+        const kind k = classify(ch, id);
+        push_classified(ch, k, id);
+    };
     auto push_all = [&](std::string_view normalized) {
         std::size_t i = 0;
         while (i < normalized.size()) {
@@ -308,13 +326,36 @@ std::size_t hf_encoder::sentencepiece_segment(std::string_view text, std::size_t
             i += len;
         }
     };
-    auto flush = [&]() {
-        bpe_ids(m, s, out);
+    // A chunk's ids depend only on its raw bytes (unless it holds the prepended "▁"), so
+    // recurring words come from the per-thread cache instead of the merge tables.
+    piece_cache& cache = piece_cache::for_thread();
+    bool chunk_has_prepend = false;
+    auto flush = [&](std::size_t chunk_begin, std::size_t chunk_end) {
+        const std::string_view raw = text.substr(chunk_begin, chunk_end - chunk_begin);
+        const std::uint64_t hash = hash_bytes(raw);
+        if (chunk_has_prepend || !cache.lookup(m.cache_owner, raw, hash, out)) {
+            const std::size_t first = out.size();
+            bpe_ids(m, s, out);
+            if (!chunk_has_prepend) {
+                cache.store(m.cache_owner, raw, hash, out.data() + first, out.size() - first);
+            }
+        }
         s.symbols.clear();
+        chunk_has_prepend = false;
     };
 
     if (at_start && !m.prepend.empty()) {
-        push_all(m.prepend);
+        // Metaspace prepends only when the text does not already start with the replacement.
+        const bool starts_with_it =
+            m.prepend_if_absent &&
+            (text.substr(begin, end - begin).starts_with(m.prepend) ||
+             (static_cast<unsigned char>(text[begin]) < 0x80 &&
+              std::string_view(m.replace_with[static_cast<unsigned char>(text[begin])])
+                  .starts_with(m.prepend)));
+        if (!starts_with_it) {
+            push_all(m.prepend);
+            chunk_has_prepend = true;
+        }
     }
     std::size_t chunk_start = begin;
     std::size_t p = begin;
@@ -325,33 +366,38 @@ std::size_t hf_encoder::sentencepiece_segment(std::string_view text, std::size_t
         if (lead < 0x80 && !m.replace_with[lead].empty()) {
             normalized = m.replace_with[lead];
         }
+        const std::string_view first =
+            normalized.substr(0, utf8_char_length(static_cast<unsigned char>(normalized[0])));
+        token_id first_id = 0;
+        const kind first_kind = classify(first, first_id);
         if (p > begin && last_kind != kind::none) {
             // Cut before this character if no merge can join it to the previous one.
-            const std::string_view first =
-                normalized.substr(0, utf8_char_length(static_cast<unsigned char>(normalized[0])));
-            token_id id = 0;
-            const kind k = classify(first, id);
             bool safe = false;
-            if (k == kind::known && last_kind == kind::known) {
-                safe = m.joined_chars.find(last_id, id) == nullptr;
-            } else if (k == kind::unk && last_kind == kind::unk) {
+            if (!m.split_before.empty() && first == m.split_before) {
+                safe = true;  // Metaspace(split = true): every "▁" starts a new word
+            } else if (first_kind == kind::known && last_kind == kind::known) {
+                safe = m.joined_chars.find(last_id, first_id) == nullptr;
+            } else if (first_kind == kind::unk && last_kind == kind::unk) {
                 safe = !m.fuse_unk;
             } else {
                 safe = true;  // byte-fallback and unk symbols never merge (checked at load)
             }
             if (safe) {
-                flush();
+                flush(chunk_start, p);
                 chunk_start = p;
             }
         }
-        push_all(normalized);
+        push_classified(first, first_kind, first_id);
+        if (first.size() < normalized.size()) {
+            push_all(normalized.substr(first.size()));
+        }
         p += len;
     }
     if (open) {
         s.symbols.clear();
         return chunk_start;
     }
-    flush();
+    flush(chunk_start, end);
     return end;
 }
 

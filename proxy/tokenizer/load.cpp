@@ -3,9 +3,14 @@
 // package's <name>.json, a <name>.tiktoken rank file, or <name>/tokenizer.json) or a path to a
 // Hugging Face tokenizer.json. Every configuration it cannot encode exactly is refused with a
 // message naming the file and the offending setting.
+#include <algorithm>
+#include <array>
+#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "tokenizer/encoders.hpp"
 #include "tokenizer/utf8.hpp"
@@ -237,6 +242,7 @@ void parse_normalizer(const json& n, hf_model& m) {
     }
     if (type == "Prepend") {
         m.prepend = n.value("prepend", std::string()) + m.prepend;
+        m.prepend_each_segment = true;
         return;
     }
     if (type == "Replace") {
@@ -329,9 +335,40 @@ void parse_pre_tokenizer(const json& p, hf_model& m, bool& byte_level, bool& saw
         }
         throw load_error{"pre_tokenizer Split with this pattern is not supported"};
     }
+    if (type == "Metaspace") {
+        // Spaces become the replacement, which is prepended (unless already there) and, with
+        // split, starts every word (MergedWithNext).
+        const std::string replacement = p.value("replacement", std::string("\u2581"));
+        if (replacement.empty() || detail::utf8_char_length(static_cast<unsigned char>(
+                                       replacement[0])) != replacement.size()) {
+            throw load_error{"pre_tokenizer Metaspace: replacement must be one character"};
+        }
+        std::string scheme = p.value("prepend_scheme", std::string());
+        if (scheme.empty()) {
+            scheme = p.value("add_prefix_space", true) ? "always" : "never";
+        }
+        if (scheme != "always" && scheme != "first" && scheme != "never") {
+            throw load_error{"pre_tokenizer Metaspace: unknown prepend_scheme \"" + scheme + "\""};
+        }
+        if (!m.prepend.empty()) {
+            throw load_error{"pre_tokenizer Metaspace after a Prepend normalizer is not supported"};
+        }
+        if (m.replace_with[' '].empty()) {
+            m.replace_with[' '] = replacement;
+        }
+        if (scheme != "never") {
+            m.prepend = replacement;
+            m.prepend_if_absent = true;
+            m.prepend_each_segment = scheme == "always";
+        }
+        if (p.value("split", true)) {
+            m.split_before = replacement;
+        }
+        return;
+    }
     throw load_error{"pre_tokenizer \"" + type +
                      "\" is not supported (supported: ByteLevel, "
-                     "Split(Regex, Isolated), Sequence)"};
+                     "Split(Regex, Isolated), Metaspace, Sequence)"};
 }
 
 std::shared_ptr<const encoder> hf_from_json(const json& j, std::string name) {
@@ -491,6 +528,9 @@ std::shared_ptr<const encoder> hf_from_json(const json& j, std::string name) {
         }
         m->merges.insert(ia, ib, {static_cast<std::uint32_t>(i), iab});
         if (!byte_level) {
+            if (m->has_unk && (ia == m->unk || ib == m->unk)) {
+                throw load_error{"merges of the unk token are not supported"};
+            }
             if (m->byte_fallback && (is_byte_token[ia] || is_byte_token[ib])) {
                 throw load_error{"merges of <0xAB> byte-fallback tokens are not supported"};
             }
@@ -533,10 +573,10 @@ std::shared_ptr<const encoder> hf_from_json(const json& j, std::string name) {
                 throw load_error{"added token \"" + content +
                                  "\" is matched after normalization, which is not supported"};
             }
-            if (!m->prepend.empty()) {
+            if (!m->prepend.empty() && m->prepend_each_segment) {
                 throw load_error{
-                    "non-special added tokens with a Prepend normalizer are not "
-                    "supported"};
+                    "non-special added tokens with a Prepend normalizer (or Metaspace "
+                    "prepend_scheme \"always\") are not supported"};
             }
             m->added.insert(content, t.value("id", token_id{0}));
             m->added_first[static_cast<unsigned char>(content[0])] = true;

@@ -2,7 +2,10 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include <cstdio>
+
 #include "tokenizer/pretokenize.hpp"
+#include "tokenizer/unicode_additions.hpp"
 
 namespace tokenmeter::tokenizer::detail {
 
@@ -36,6 +39,46 @@ bool rewrite_pattern(std::string_view in, std::string& out, std::string& error) 
                     return false;
                 }
                 out.append("[^").append(white_space_ranges).append("]");
+                continue;
+            }
+            if (n == 'p' || n == 'P') {
+                // \p{X}: PCRE2 10.42 has Unicode 14 tables; add what Unicode 16 assigned to X.
+                std::string name;
+                std::size_t j = i + 1;
+                if (j < in.size() && in[j] == '{') {
+                    const std::size_t close = in.find('}', j);
+                    if (close == std::string_view::npos) {
+                        error = "unterminated \\p{";
+                        return false;
+                    }
+                    name = std::string(in.substr(j + 1, close - j - 1));
+                    j = close;
+                } else if (j < in.size()) {
+                    name = std::string(1, in[j]);
+                }
+                std::string ranges;
+                for (const unicode_addition& a : unicode_additions) {
+                    if (a.category == name) {
+                        for (std::size_t k = 0; k < a.count; ++k) {
+                            char buf[48];
+                            std::snprintf(buf, sizeof buf, "\\x{%X}-\\x{%X}", a.ranges[k].first,
+                                          a.ranges[k].last);
+                            ranges += buf;
+                        }
+                    }
+                }
+                const std::string original = "\\" + std::string(1, n) + "{" + name + "}";
+                i = j;
+                class_start = false;
+                if (ranges.empty() || (n == 'P' && in_class)) {
+                    out.append(original);
+                } else if (in_class) {
+                    out.append(original).append(ranges);
+                } else if (n == 'p') {
+                    out.append("[").append(original).append(ranges).append("]");
+                } else {
+                    out.append("[^\\p{" + name + "}").append(ranges).append("]");
+                }
                 continue;
             }
             if (!in_class && (n == 'b' || n == 'B' || n == 'G' || n == 'A' || n == 'z' ||

@@ -39,7 +39,9 @@ inline std::uint64_t hash_u64(std::uint64_t x) noexcept {
     return x ^ (x >> 33);
 }
 
-// Byte string -> id. Keys live in one arena; a slot keeps the hash so most misses cost no memcmp.
+// Byte string -> id. Keys live in one arena; a slot keeps the key's first 8 bytes, so a probe
+// compares without touching the arena (most tokens are at most 8 bytes long: no second cache
+// miss), and longer keys only memcmp the rest when the first 8 bytes already match.
 class bytes_map {
   public:
     void reserve(std::size_t n) {
@@ -47,20 +49,21 @@ class bytes_map {
         while (cap < n * 2) {
             cap <<= 1;
         }
-        slots_.assign(cap, slot{});
-        mask_ = cap - 1;
+        if (cap > slots_.size()) {
+            rehash(cap);
+        }
     }
 
     // Returns false if the key was already present (the first id wins).
     bool insert(std::string_view key, std::uint32_t id) {
         if ((size_ + 1) * 2 > slots_.size()) {
-            grow();
+            rehash(slots_.empty() ? 16 : slots_.size() * 2);
         }
-        const std::uint64_t h = hash_bytes(key);
-        for (std::size_t i = h & mask_;; i = (i + 1) & mask_) {
+        const std::uint64_t head = head_of(key);
+        for (std::size_t i = hash_bytes(key) & mask_;; i = (i + 1) & mask_) {
             slot& s = slots_[i];
             if (s.length == empty) {
-                s.hash = h;
+                s.head = head;
                 s.offset = static_cast<std::uint32_t>(arena_.size());
                 s.length = static_cast<std::uint32_t>(key.size());
                 s.id = id;
@@ -68,7 +71,7 @@ class bytes_map {
                 ++size_;
                 return true;
             }
-            if (s.hash == h && key_of(s) == key) {
+            if (matches(s, key, head)) {
                 return false;
             }
         }
@@ -78,14 +81,13 @@ class bytes_map {
         if (size_ == 0) {
             return false;
         }
-        const std::uint64_t h = hash_bytes(key);
-        for (std::size_t i = h & mask_;; i = (i + 1) & mask_) {
+        const std::uint64_t head = head_of(key);
+        for (std::size_t i = hash_bytes(key) & mask_;; i = (i + 1) & mask_) {
             const slot& s = slots_[i];
             if (s.length == empty) {
                 return false;
             }
-            if (s.hash == h && s.length == key.size() &&
-                std::memcmp(arena_.data() + s.offset, key.data(), key.size()) == 0) {
+            if (matches(s, key, head)) {
                 id = s.id;
                 return true;
             }
@@ -107,26 +109,38 @@ class bytes_map {
   private:
     static constexpr std::uint32_t empty = 0xffffffffU;
     struct slot {
-        std::uint64_t hash = 0;
+        std::uint64_t head = 0;  // the key's first 8 bytes, zero padded
         std::uint32_t offset = 0;
         std::uint32_t length = empty;
         std::uint32_t id = 0;
     };
 
+    static std::uint64_t head_of(std::string_view key) noexcept {
+        std::uint64_t h = 0;
+        std::memcpy(&h, key.data(), key.size() < 8 ? key.size() : 8);
+        return h;
+    }
+
+    [[nodiscard]] bool matches(const slot& s, std::string_view key,
+                               std::uint64_t head) const noexcept {
+        return s.head == head && s.length == key.size() &&
+               (key.size() <= 8 ||
+                std::memcmp(arena_.data() + s.offset + 8, key.data() + 8, key.size() - 8) == 0);
+    }
+
     [[nodiscard]] std::string_view key_of(const slot& s) const noexcept {
         return std::string_view(arena_).substr(s.offset, s.length);
     }
 
-    void grow() {
+    void rehash(std::size_t cap) {
         std::vector<slot> old = std::move(slots_);
-        const std::size_t cap = old.empty() ? 16 : old.size() * 2;
         slots_.assign(cap, slot{});
         mask_ = cap - 1;
         for (const slot& s : old) {
             if (s.length == empty) {
                 continue;
             }
-            for (std::size_t i = s.hash & mask_;; i = (i + 1) & mask_) {
+            for (std::size_t i = hash_bytes(key_of(s)) & mask_;; i = (i + 1) & mask_) {
                 if (slots_[i].length == empty) {
                     slots_[i] = s;
                     break;
@@ -149,20 +163,21 @@ class pair_map {
         std::uint32_t id;
     };
 
+    // Call before inserting (rehashes what is there).
     void reserve(std::size_t n) {
         std::size_t cap = 16;
         while (cap < n * 2) {
             cap <<= 1;
         }
-        slots_.assign(cap, slot{});
-        mask_ = cap - 1;
+        if (cap > slots_.size()) {
+            rehash(cap);
+        }
     }
 
-    // Returns false if the pair was already present (the first, lowest rank wins).
+    // Returns false if the pair was already present (the first inserted wins).
     bool insert(std::uint32_t left, std::uint32_t right, merge m) {
         if ((size_ + 1) * 2 > slots_.size()) {
-            reserve((size_ + 1) * 2);
-            rehash();
+            rehash(slots_.size() * 2);
         }
         const std::uint64_t key = pack(left, right);
         for (std::size_t i = hash_u64(key) & mask_;; i = (i + 1) & mask_) {
@@ -171,7 +186,6 @@ class pair_map {
                 s.key = key;
                 s.value = m;
                 ++size_;
-                items_.push_back(s);
                 return true;
             }
             if (s.key == key) {
@@ -204,8 +218,14 @@ class pair_map {
     static std::uint64_t pack(std::uint32_t a, std::uint32_t b) noexcept {
         return (static_cast<std::uint64_t>(a) << 32) | b;
     }
-    void rehash() {
-        for (const slot& item : items_) {
+    void rehash(std::size_t cap) {
+        std::vector<slot> old = std::move(slots_);
+        slots_.assign(cap, slot{});
+        mask_ = cap - 1;
+        for (const slot& item : old) {
+            if (item.key == empty) {
+                continue;
+            }
             for (std::size_t i = hash_u64(item.key) & mask_;; i = (i + 1) & mask_) {
                 if (slots_[i].key == empty) {
                     slots_[i] = item;
@@ -216,7 +236,6 @@ class pair_map {
     }
 
     std::vector<slot> slots_{16};
-    std::vector<slot> items_;  // insertion order, for rehashing
     std::size_t mask_ = 15;
     std::size_t size_ = 0;
 };

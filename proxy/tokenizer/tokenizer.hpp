@@ -20,7 +20,7 @@ namespace tokenmeter::tokenizer {
 using token_id = std::uint32_t;
 
 // An immutable encoder. Thread-safe: one instance is shared by every worker thread; any caches
-// are per call or per stream, never shared mutable state.
+// are per call, per stream or per thread (a small piece -> ids memo), never shared mutable state.
 //
 // Text in, ids out, the way the reference implementations count model output:
 //  - tiktoken encoders (o200k_base, cl100k_base) behave like tiktoken's encode_ordinary.
@@ -31,7 +31,7 @@ using token_id = std::uint32_t;
 //    Gemma 3's newline runs and HTML tags) ARE matched, as Hugging Face does by default. Note
 //    that Hugging Face's default (encode_special_tokens = false) matches special tokens too, so a
 //    reference that cannot switch that off differs exactly on special-token text.
-//    No post-processor: no BOS/EOS ids are added.
+//    No post-processor (no BOS/EOS ids) and no truncation or padding: the count is of the text.
 //  - Invalid UTF-8 is first repaired the WHATWG way (each maximal invalid subsequence becomes
 //    U+FFFD), which is the string a JavaScript reference receives from Buffer.toString("utf8").
 class encoder {
@@ -83,7 +83,9 @@ std::size_t repair_utf8(std::string_view in, bool final, std::string& out);
 
 // Per-request streaming re-tokenizer. Fed text deltas in order with the time each arrived; emits
 // each token once it can no longer change. Memory is bounded by the longest pre-token (plus an
-// incomplete UTF-8 sequence), work is linear in the output.
+// incomplete UTF-8 sequence; for SentencePiece-style encoders, which have no pre-tokenizer, by the
+// longest run of characters without a pair that no merge joins), work is linear in the output.
+// How each encoder type decides what is final: docs/architecture.md, "Tokenizer".
 //
 // Linear work: each feed re-analyses the pending (unfinished) text, which is normally one short
 // pre-token. When a single pre-token grows long (a run of 10,000 spaces, a base64 blob), the

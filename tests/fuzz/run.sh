@@ -6,7 +6,7 @@
 #   e.g. tests/fuzz/run.sh 300 -jobs=2 -workers=2
 #
 # Environment: TOKENMETER_FUZZ_TARGET (sse_parser_fuzz, the default, openai_stream_fuzz,
-# ndjson_parser_fuzz or dialect_stream_fuzz),
+# ndjson_parser_fuzz, dialect_stream_fuzz or tokenizer_fuzz),
 # TOKENMETER_FUZZ_BUILD_DIR (default build-fuzz), CXX_FUZZ (default clang++-14 or clang++).
 set -euo pipefail
 
@@ -40,6 +40,7 @@ target=${TOKENMETER_FUZZ_TARGET:-sse_parser_fuzz}
 case "$target" in
     sse_parser_fuzz) seeds=sse; dict=(-dict="$root/tests/fuzz/sse_parser_fuzz.dict") ;;
     openai_stream_fuzz) seeds=openai; dict=() ;;
+    tokenizer_fuzz) seeds=tokenizer; dict=() ;;
     ndjson_parser_fuzz) seeds=ndjson; dict=() ;;
     dialect_stream_fuzz) seeds=dialects; dict=() ;;
     *) echo "unknown TOKENMETER_FUZZ_TARGET $target" >&2; exit 2 ;;

@@ -113,6 +113,23 @@ test('native counts, and a usage report that disagrees with the native count is 
     nativeHonest - 1 + nativePadded - 1);
 });
 
+test('reasoning text is counted as output and on its own', { timeout: 30_000 }, async () => {
+  const sim = await startSim(['--ttft-ms', '5', '--itl-ms', '1']);
+  const proxy = await startProxy({
+    upstream: sim.port,
+    config: `tokenizer_dir: ${JSON.stringify(tokenizerDir)}\nusage_injection: false\n`,
+  });
+  await streamChat(proxy, {
+    'x-sim-output-tokens': '20', 'x-sim-reasoning-tokens': '8', 'x-sim-usage': 'never',
+  });
+  // The simulator's words are one o200k token each: 20 output tokens, 8 of them reasoning.
+  const m = await waitMetrics(proxy, (x) => x.value('tokenmeter_requests_total', { model: 'sim-model' }) >= 1);
+  const labels = { model: 'sim-model', api: 'openai_chat' };
+  assert.equal(m.value('tokenmeter_tokens_total', { ...labels, type: 'output', count: 'normalized' }), 20);
+  assert.equal(m.value('tokenmeter_tokens_total', { ...labels, type: 'reasoning', count: 'normalized' }), 8);
+  assert.equal(m.has('tokenmeter_tokens_total', { type: 'reasoning', count: 'native' }), false);
+});
+
 test('a missing or broken tokenizer file stops --check-config and start-up, naming the file', { timeout: 20_000 }, () => {
   const { bin } = binaries();
   const missing = path.join(tokenizerDir, 'no-such-model/tokenizer.json');

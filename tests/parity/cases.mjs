@@ -117,6 +117,23 @@ const raw = [
   ["replacement_char", "before\ufffdafter \ufffd\ufffd"],
   ["upper_lower_titlecase", "ǅ ǈ ǋ ǲ ᾈ ᾘ ᾨ Ǆ ǆ"],
   ["modifier_letters", "ʰʲʷ ˈ ˌ ː ᵃ ᵇ ꜟ"],
+  // Case-insensitive contractions under Unicode case folding: U+017F LONG S folds to "s",
+  // U+212A KELVIN SIGN to "k"; fullwidth letters do not fold to ASCII.
+  ["contractions_case_folding", "it'\u017f he'\u017fll THEY'\u017f\u017f it'\uff33 o'\u212a \u212aelvin's"],
+  ["apostrophe_then_mark", "it'\u0301s we'\u0308ll"],
+  // Characters assigned in recent Unicode versions (15.0, 15.1, 16.0): letters and digits that
+  // an older Unicode table would not know (pre-tokenizer classes differ), in running text.
+  ["unicode_15_kawi", "ok \u{11f04}\u{11f05}\u{11f12} \u{11f50}\u{11f51}\u{11f52} end"],
+  ["unicode_15_cjk_ext_h", "漢字\u{31350}\u{31351}\u{3138a} text"],
+  ["unicode_15_1_cjk_ext_i", "x\u{2ebf0}\u{2ebf1}\u{2ec5d}y"],
+  ["unicode_16_scripts", "Garay \u{10d50}\u{10d51}\u{10d70} digits \u{10d40}\u{10d41}; Todhri \u{105c0}\u{105c1}; Kirat Rai \u{16d43}\u{16d44} \u{16d70}\u{16d71}"],
+  ["unicode_16_outlined_digits", "n=\u{1ccf0}\u{1ccf1}\u{1ccf2}\u{1ccf3}4567"],
+  ["unassigned_code_points", "a\u{2fffd}b\u{e0080}c\u{10fff0}d\u0378e"],
+  ["mongolian_vowel_separator", "a\u180eb \u180e c"],
+  // Text that looks like vocabulary internals: SentencePiece's U+2581 (Gemma 3 has added tokens
+  // for runs of it), byte-fallback token names, GPT-2 byte-level stand-ins (Ġ, Ċ).
+  ["literal_metaspace", "a\u2581\u2581b \u2581 \u2581\u2581\u2581\u2581\u2581x\u2581"],
+  ["byte_token_names", "<0x0A> <0xFF><0x00> <unk> ĠHello Ċ ĊĊ âĢĻ"],
 ];
 
 export function shortCases() {
@@ -153,4 +170,32 @@ const invalid = [
 
 export function invalidUtf8Cases() {
   return invalid.map(([name, bytes]) => ({ name: `invalid/${name}`, bytes: Uint8Array.from(bytes) }));
+}
+
+// A sweep over the code space: every 4th code point of the BMP and every 96th above it
+// (surrogates excluded), each in a context that exercises the pre-tokenizers' classes (letter,
+// digit, mark, whitespace, punctuation): "<c>a<c>1 <c><c>'s ". Cut into cases of 512 code
+// points named by their range, so a difference in Unicode tables (a newly assigned letter or
+// digit) shows up as the range that holds it. Checked one-shot and in one random chunking.
+export function sweepCases() {
+  const points = [];
+  for (let cp = 0x20; cp <= 0x10ffff; cp += cp < 0x10000 ? 4 : 96) {
+    if (cp >= 0xd800 && cp <= 0xdfff) {
+      continue;
+    }
+    points.push(cp);
+  }
+  const cases = [];
+  for (let i = 0; i < points.length; i += 512) {
+    const part = points.slice(i, i + 512);
+    const hex = (cp) => cp.toString(16).toUpperCase().padStart(4, "0");
+    const text = part
+      .map((cp) => {
+        const c = String.fromCodePoint(cp);
+        return `${c}a${c}1 ${c}${c}'s `;
+      })
+      .join("");
+    cases.push({ name: `sweep/U+${hex(part[0])}..U+${hex(part[part.length - 1])}`, text });
+  }
+  return cases;
 }

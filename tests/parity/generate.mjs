@@ -5,15 +5,15 @@
 //       the bytes in "hex"; "text" is what a conformant UTF-8 decoder makes of them (U+FFFD per
 //       maximal ill-formed subpart), the only form of those bytes the references accept.
 // Cases: the short ones in cases.mjs, the whole corpus concatenated ("corpus/all"), every corpus
-// file whole ("file/<name>"), and every paragraph of every corpus file ("para/<name>#<n>", split
-// at blank lines).
+// file whole ("file/<name>"), every paragraph of every corpus file ("para/<name>#<n>", split
+// at blank lines), and the code-space sweep ("sweep/U+XXXX..U+YYYY", see cases.mjs).
 //
 // Usage: node generate.mjs --out DIR [--tokenizers o200k_base,llama3,...] [--corrupt]
 //   --corrupt also writes <name>.corrupted.jsonl, the negative control (see writeCorrupted).
 import fs from "node:fs";
 import path from "node:path";
 import { TOKENIZERS, loadReference, tokenizerDir } from "./reference.mjs";
-import { shortCases, invalidUtf8Cases } from "./cases.mjs";
+import { shortCases, invalidUtf8Cases, sweepCases } from "./cases.mjs";
 
 const here = path.dirname(new URL(import.meta.url).pathname);
 
@@ -69,6 +69,7 @@ export function allCases() {
       }
     });
   }
+  cases.push(...sweepCases());
   const lenient = new TextDecoder("utf-8", { fatal: false, ignoreBOM: true });
   for (const c of invalidUtf8Cases()) {
     cases.push({ name: c.name, hex: Buffer.from(c.bytes).toString("hex"), text: lenient.decode(c.bytes) });
@@ -76,28 +77,32 @@ export function allCases() {
   return cases;
 }
 
-// The negative control: the same expectations with exactly CORRUPTED_CASES cases altered (one
-// id changed, one dropped, one added), so the checker must report those cases and no others
-// (parity.self_check runs it with --expect-failing-cases).
+// The negative control: three cases with their ids altered (one id changed, one dropped, one
+// added) and the same three unaltered as "control/<name>". The checker must report exactly the
+// altered ones, in every check, and pass the controls (parity.self_check runs it with
+// --expect-failing-cases 3); it does not depend on the engine passing any other case.
 const CORRUPTED_CASES = ["case/one_letter", "file/prose_en", "para/cjk#3"];
 
 function writeCorrupted(lines, file) {
-  const out = lines.map((line) => {
+  const out = [];
+  for (const line of lines) {
     const c = JSON.parse(line);
-    if (c.name === CORRUPTED_CASES[0]) {
-      c.ids[0] += 1;
-    } else if (c.name === CORRUPTED_CASES[1]) {
-      c.ids.pop();
-    } else if (c.name === CORRUPTED_CASES[2]) {
-      c.ids.push(c.ids[0]);
-    } else {
-      return line;
+    const k = CORRUPTED_CASES.indexOf(c.name);
+    if (k < 0) {
+      continue;
     }
-    return JSON.stringify(c);
-  });
-  const changed = out.filter((l, i) => l !== lines[i]).length;
-  if (changed !== CORRUPTED_CASES.length) {
-    throw new Error(`negative control: changed ${changed} cases, wanted ${CORRUPTED_CASES.length}`);
+    out.push(JSON.stringify({ ...c, name: `control/${c.name}` }));
+    if (k === 0) {
+      c.ids[0] += 1;
+    } else if (k === 1) {
+      c.ids.pop();
+    } else {
+      c.ids.push(c.ids[0]);
+    }
+    out.push(JSON.stringify(c));
+  }
+  if (out.length !== 2 * CORRUPTED_CASES.length) {
+    throw new Error(`negative control: found ${out.length / 2} of ${CORRUPTED_CASES.length} cases`);
   }
   fs.writeFileSync(file, out.join("\n") + "\n");
 }

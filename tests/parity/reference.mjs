@@ -96,3 +96,28 @@ export function loadReference(name, dir = tokenizerDir()) {
     encode: async (text) => (await tok.encode(text, null, { addSpecialTokens: false })).getIds(),
   };
 }
+
+// For the benchmark only: a native (not WASM) build of tiktoken's Rust core,
+// @anysphere/tiktoken-node (a fork of OpenAI's tiktoken; optional dependency, x86-64 Linux).
+// Same ids as the WASM build on the whole corpus (bench-tokenizer.sh compares the totals).
+// Returns null when the package is not installed or the encoding is not one it has.
+export function loadNativeTiktoken(name) {
+  let binding;
+  try {
+    binding = require("@anysphere/tiktoken-node-linux-x64-gnu");
+  } catch {
+    return null;
+  }
+  const encoding = { o200k_base: binding.SupportedEncoding.O200k, cl100k_base: binding.SupportedEncoding.Cl100k }[name];
+  if (encoding === undefined) {
+    return null;
+  }
+  const tok = binding.getTokenizer();
+  const normalText = binding.SpecialTokenAction.NormalText;
+  return {
+    name,
+    kind: "tiktoken-native",
+    // Resolves on a libuv pool thread (UV_THREADPOOL_SIZE=1 in the bench).
+    encode: (text) => tok.encode(text, encoding, normalText, {}),
+  };
+}

@@ -152,6 +152,41 @@ TEST_F(TokenizerLoader, ByteLevelMerges) {
     EXPECT_EQ(streamed(*enc, text, 2), ids_of(*enc, text));
 }
 
+TEST_F(TokenizerLoader, SequenceOfSplitsLikeDeepSeekV3) {
+    // Three Isolated splits in turn (digits, CJK runs, then the Llama 3 pattern): each splits
+    // every piece of the previous one. Expected ids from Hugging Face tokenizers on this file.
+    json j = byte_level_tokenizer(false);
+    j["added_tokens"] = json::array();
+    auto split = [](const std::string& re) {
+        return json{{"type", "Split"},
+                    {"pattern", {{"Regex", re}}},
+                    {"behavior", "Isolated"},
+                    {"invert", false}};
+    };
+    j["pre_tokenizer"]["pretokenizers"] = json::array(
+        {split("\\p{N}{1,3}"), split("[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+"),
+         split("(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
+               "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"),
+         json{{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}});
+    const std::string path = write("ds.json", j.dump());
+    auto enc = load_ok(path);
+    ASSERT_NE(enc, nullptr);
+    const std::vector<std::pair<std::string, std::vector<token_id>>> cases = {
+        {"ab12345ab日本abc abc",
+         {256, 49, 50, 51, 52, 53, 256, 230, 151, 165, 230, 156, 172, 257, 32, 257}},
+        {"x1ab ab日本語ab  abc",
+         {120, 49, 256, 32, 256, 230, 151, 165, 230, 156, 172, 232, 170, 158, 256, 32, 32, 257}},
+        {"abc日ab本 ab1234abc",
+         {257, 230, 151, 165, 256, 230, 156, 172, 32, 256, 49, 50, 51, 52, 257}},
+    };
+    for (const auto& [text, expected] : cases) {
+        EXPECT_EQ(ids_of(*enc, text), expected) << text;
+        for (unsigned seed = 0; seed < 16; ++seed) {
+            EXPECT_EQ(streamed(*enc, text, seed), expected) << text << " seed " << seed;
+        }
+    }
+}
+
 TEST_F(TokenizerLoader, ByteLevelIgnoreMerges) {
     write("tokenizer.json", byte_level_tokenizer(true).dump());
     auto enc = load_ok((dir_ / "tokenizer.json").string());
@@ -203,6 +238,43 @@ TEST_F(TokenizerLoader, SentencePieceStyle) {
     const std::string text = "ab ab  abba a\xc3\xa9 b ab";
     for (unsigned seed = 0; seed < 8; ++seed) {
         EXPECT_EQ(streamed(*enc, text, seed), ids_of(*enc, text)) << seed;
+    }
+}
+
+TEST_F(TokenizerLoader, MetaspacePreTokenizer) {
+    // Expected ids from Hugging Face tokenizers (@anush008/tokenizers) on the same files.
+    json j = sentencepiece_tokenizer();
+    j["normalizer"] = nullptr;
+    j["model"]["vocab"]["b\u2581"] = 263;
+    j["model"]["merges"].push_back("b \u2581");
+    struct variant {
+        std::string scheme;
+        bool split;
+        std::vector<std::vector<token_id>> expected;  // for the texts below
+    };
+    const std::vector<std::string> texts = {"ab ab", " ab", "a ab", "ab  ab", "abc", "b ab"};
+    const std::vector<variant> variants = {
+        {"first",
+         true,
+         {{262, 262}, {262}, {260, 262}, {262, 257, 262}, {262, 100}, {257, 259, 262}}},
+        {"always",
+         false,
+         {{262, 262}, {262}, {260, 262}, {262, 257, 262}, {262, 100}, {257, 259, 262}}},
+        {"never", true, {{261, 262}, {262}, {258, 262}, {261, 257, 262}, {261, 100}, {259, 262}}},
+    };
+    for (const auto& v : variants) {
+        j["pre_tokenizer"] = {{"type", "Metaspace"},
+                              {"replacement", "\u2581"},
+                              {"prepend_scheme", v.scheme},
+                              {"split", v.split}};
+        const std::string path = write("ms_" + v.scheme + ".json", j.dump());
+        auto enc = load_ok(path);
+        ASSERT_NE(enc, nullptr);
+        for (std::size_t i = 0; i < texts.size(); ++i) {
+            EXPECT_EQ(ids_of(*enc, texts[i]), v.expected[i]) << v.scheme << ": " << texts[i];
+            EXPECT_EQ(streamed(*enc, texts[i], static_cast<unsigned>(i)), v.expected[i])
+                << v.scheme;
+        }
     }
 }
 
@@ -274,9 +346,9 @@ TEST_F(TokenizerLoader, UnsupportedConfigurationsAreRefused) {
          "normalizer \"Lowercase\" is not supported"},
         {"metaspace",
          [](json& j) {
-             j["pre_tokenizer"] = {{"type", "Metaspace"}};
+             j["pre_tokenizer"] = {{"type", "UnicodeScripts"}};
          },
-         "pre_tokenizer \"Metaspace\" is not supported"},
+         "pre_tokenizer \"UnicodeScripts\" is not supported"},
         {"split merged",
          [](json& j) { j["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "MergedWithPrevious"; },
          "behavior \"MergedWithPrevious\" is not supported"},

@@ -1,0 +1,77 @@
+// tokenizer/piece_cache: a per-thread, direct-mapped memo of piece -> ids (1 MiB per thread).
+// Natural text repeats its pieces (" the", "ing", "\n\n"), and the vocabulary tables are tens of
+// megabytes, so without it every piece costs one or more cache misses. Per thread, keyed by
+// encoder: never shared between threads, never visible in results (a hit returns what the merge
+// would).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <string_view>
+#include <vector>
+
+#include "tokenizer/tables.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+namespace tokenmeter::tokenizer::detail {
+
+class piece_cache {
+  public:
+    static constexpr std::size_t max_piece = 22;
+    static constexpr std::size_t max_ids = 6;
+
+    // Appends the cached ids of `piece` to `out` and returns true on a hit.
+    bool lookup(std::uint64_t owner, std::string_view piece, std::uint64_t hash,
+                std::vector<token_id>& out) const noexcept {
+        if (piece.size() > max_piece) {
+            return false;
+        }
+        const entry& e = entries_[hash & (entries - 1)];
+        if (e.owner != owner || e.hash != hash || e.length != piece.size() ||
+            std::memcmp(e.text, piece.data(), piece.size()) != 0) {
+            return false;
+        }
+        out.insert(out.end(), e.ids, e.ids + e.count);
+        return true;
+    }
+
+    void store(std::uint64_t owner, std::string_view piece, std::uint64_t hash, const token_id* ids,
+               std::size_t count) noexcept {
+        if (piece.size() > max_piece || count > max_ids) {
+            return;
+        }
+        entry& e = entries_[hash & (entries - 1)];
+        e.owner = owner;
+        e.hash = hash;
+        e.length = static_cast<std::uint8_t>(piece.size());
+        e.count = static_cast<std::uint8_t>(count);
+        std::memcpy(e.text, piece.data(), piece.size());
+        std::memcpy(e.ids, ids, count * sizeof(token_id));
+    }
+
+    // A process-unique owner id for each encoder (an address could be reused by a later one).
+    static std::uint64_t new_owner() noexcept {
+        static std::atomic<std::uint64_t> next{1};
+        return next.fetch_add(1, std::memory_order_relaxed);
+    }
+
+    static piece_cache& for_thread() {
+        thread_local piece_cache cache;
+        return cache;
+    }
+
+  private:
+    static constexpr std::size_t entries = 16384;
+    struct entry {
+        std::uint64_t owner = 0;
+        std::uint64_t hash = 0;
+        std::uint8_t length = 0;
+        std::uint8_t count = 0;
+        char text[max_piece] = {};
+        token_id ids[max_ids] = {};
+    };
+    std::vector<entry> entries_ = std::vector<entry>(entries);
+};
+
+}  // namespace tokenmeter::tokenizer::detail

@@ -1,0 +1,146 @@
+// Fuzz target for the tokenizer: any bytes, encoded whole and streamed in deltas split where the
+// input says, must give the same ids, and nothing may crash. The encoders are two small
+// tokenizer.json files written at start-up (byte-level with added tokens and an NFC normalizer;
+// SentencePiece-style with byte fallback), plus the real ones named in
+// $TOKENMETER_FUZZ_TOKENIZERS (comma-separated specs, looked up in $TOKENMETER_TOKENIZER_DIR).
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tokenizer/tokenizer.hpp"
+
+namespace {
+
+using tokenmeter::tokenizer::encoder;
+using tokenmeter::tokenizer::token_id;
+
+std::vector<std::shared_ptr<const encoder>> encoders;
+
+std::string byte_char_json(int b) {
+    int next = 256;
+    for (int x = 0; x < 256; ++x) {
+        const bool printable = (x >= 33 && x <= 126) || (x >= 161 && x <= 172) || x >= 174;
+        const int cp = printable ? x : next++;
+        if (x == b) {
+            char buf[16];
+            std::snprintf(buf, sizeof buf, "\\u%04x", cp);
+            return buf;
+        }
+    }
+    return {};
+}
+
+std::string byte_level_json() {
+    std::string vocab;
+    for (int b = 0; b < 256; ++b) {
+        vocab += "\"" + byte_char_json(b) + "\": " + std::to_string(b) + ", ";
+    }
+    vocab += "\"ab\": 256, \"abc\": 257, \"" + byte_char_json(' ') + "a\": 258";
+    return R"({"added_tokens": [{"id": 259, "content": "<x>", "special": false},
+                                {"id": 260, "content": "<xy>", "special": false},
+                                {"id": 261, "content": "<|s|>", "special": true}],
+      "normalizer": {"type": "NFC"},
+      "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": "\\p{N}{1,3}"}, "behavior": "Isolated"},
+        {"type": "Split", "pattern": {"Regex": "(?i:'s|'t)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}, "behavior": "Isolated"},
+        {"type": "ByteLevel", "add_prefix_space": false, "use_regex": false}]},
+      "model": {"type": "BPE", "vocab": {)" +
+           vocab + R"(}, "merges": ["a b", "ab c", ")" + byte_char_json(' ') + R"( a"]}})";
+}
+
+std::string sentencepiece_json() {
+    std::string vocab = "\"<unk>\": 0, ";
+    for (int b = 0; b < 256; ++b) {
+        char name[16];
+        std::snprintf(name, sizeof name, "\"<0x%02X>\": %d, ", b, b + 1);
+        vocab += name;
+    }
+    vocab +=
+        "\"\\u2581\": 257, \"a\": 258, \"b\": 259, \"\\u2581a\": 260, \"ab\": 261, "
+        "\"\\u2581ab\": 262, \"\\u2581\\u2581\": 263";
+    return R"({"normalizer": {"type": "Sequence", "normalizers": [
+        {"type": "Prepend", "prepend": "\u2581"},
+        {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]},
+      "pre_tokenizer": null,
+      "model": {"type": "BPE", "unk_token": "<unk>", "fuse_unk": true, "byte_fallback": true,
+        "vocab": {)" +
+           vocab + R"(}, "merges": ["\u2581 a", "a b", "\u2581a b", "\u2581 \u2581"]}})";
+}
+
+void add(const std::string& spec, const std::string& dir) {
+    std::string error;
+    auto enc = tokenmeter::tokenizer::load(spec, dir, error);
+    if (!enc) {
+        std::fprintf(stderr, "tokenizer_fuzz: %s\n", error.c_str());
+        std::abort();
+    }
+    encoders.push_back(std::move(enc));
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+    const char* tmp = std::getenv("TMPDIR");
+    const std::string base = std::string(tmp != nullptr ? tmp : "/tmp") + "/tokenmeter-fuzz-" +
+                             std::to_string(static_cast<long>(::getpid()));
+    const std::string byte_level = base + "-byte-level.json";
+    const std::string sentencepiece = base + "-sentencepiece.json";
+    std::ofstream(byte_level) << byte_level_json();
+    std::ofstream(sentencepiece) << sentencepiece_json();
+    add(byte_level, "");
+    add(sentencepiece, "");
+    std::remove(byte_level.c_str());
+    std::remove(sentencepiece.c_str());
+    if (const char* specs = std::getenv("TOKENMETER_FUZZ_TOKENIZERS"); specs != nullptr) {
+        const char* dir = std::getenv("TOKENMETER_TOKENIZER_DIR");
+        std::string list = specs;
+        std::size_t start = 0;
+        while (start <= list.size()) {
+            std::size_t comma = list.find(',', start);
+            if (comma == std::string::npos) {
+                comma = list.size();
+            }
+            if (comma > start) {
+                add(list.substr(start, comma - start), dir != nullptr ? dir : "");
+            }
+            start = comma + 1;
+        }
+    }
+    return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+    if (size == 0) {
+        return 0;
+    }
+    // First byte: delta sizes (1..16, from a tiny generator); the rest: the text.
+    std::uint32_t state = data[0];
+    const std::string_view text(reinterpret_cast<const char*>(data + 1), size - 1);
+    for (const auto& enc : encoders) {
+        std::vector<token_id> whole;
+        enc->encode(text, whole);
+        tokenmeter::tokenizer::stream s(*enc);
+        std::vector<token_id> streamed;
+        auto sink = [&](token_id id, tokenmeter::core::time_point) { streamed.push_back(id); };
+        std::size_t p = 0;
+        while (p < text.size()) {
+            state = state * 1103515245U + 12345U;
+            const std::size_t n = std::min<std::size_t>(1 + (state >> 16) % 16, text.size() - p);
+            s.feed(text.substr(p, n), {}, sink);
+            p += n;
+        }
+        s.finish({}, sink);
+        if (streamed != whole) {
+            std::fprintf(stderr, "tokenizer_fuzz: %s: streamed ids differ from one-shot\n",
+                         enc->name().c_str());
+            std::abort();
+        }
+    }
+    return 0;
+}
