@@ -56,7 +56,7 @@ d["errors"] and print(d["errors"], file=sys.stderr)'
   wait "$pid" 2>/dev/null || true
 }
 
-for round in $(seq "$rounds"); do
+for _ in $(seq "$rounds"); do
   for name in off nohold hold; do
     line=$(run_one "$name")
     [[ -n $line ]] || { echo "bench-usage: the $name run produced no report" >&2; exit 1; }
