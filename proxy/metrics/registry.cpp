@@ -190,8 +190,18 @@ registry::registry(const config::metrics& settings, const config::slo_settings& 
 
 registry::~registry() = default;
 
+std::string registry::bounded_model(protocol::api_kind api, std::string_view model) {
+    return api == protocol::api_kind::none ? "none" : models_.label_for(model);
+}
+
 void registry::record(const meter::request_summary& s) {
-    std::string model = count_request(s.api, s.model, s.result, s.status, s.duration_seconds);
+    const std::string model = bounded_model(s.api, s.model);
+    record_details(model, s);
+    // Counted last: a scrape that sees the request also sees every series it added to.
+    count_request(s.api, model, s.result, s.status, s.duration_seconds);
+}
+
+void registry::record_details(const std::string& model, const meter::request_summary& s) {
     std::string api(protocol::to_string(s.api));
     for (std::size_t i = 0; i < s.parse_errors_by_reason.size(); ++i) {
         if (s.parse_errors_by_reason[i] > 0) {
@@ -350,13 +360,12 @@ void registry::count_slo(const std::string& model_label, const meter::request_su
 
 void registry::record_unforwarded(protocol::api_kind api, std::string_view model,
                                   meter::outcome result, int code, double duration_seconds) {
-    count_request(api, model, result, code, duration_seconds);
+    count_request(api, bounded_model(api, model), result, code, duration_seconds);
 }
 
-// The two families every request lands in, forwarded or not. Returns the bounded model label.
-std::string registry::count_request(protocol::api_kind api, std::string_view model,
-                                    meter::outcome result, int code, double duration_seconds) {
-    std::string model_label = api == protocol::api_kind::none ? "none" : models_.label_for(model);
+// The two families every request lands in, forwarded or not.
+void registry::count_request(protocol::api_kind api, const std::string& model_label,
+                             meter::outcome result, int code, double duration_seconds) {
     std::string api_label(protocol::to_string(api));
     std::string outcome(meter::to_string(result));
     requests_
@@ -369,7 +378,6 @@ std::string registry::count_request(protocol::api_kind api, std::string_view mod
         ->Add({{"model", model_label}, {"api", api_label}, {"outcome", outcome}},
               buckets_.request_duration)
         .Observe(duration_seconds);
-    return model_label;
 }
 
 void registry::stream_opened() {

@@ -73,8 +73,10 @@ class registry {
   private:
     const config::slo_target* slo_for(const std::string& model_label);
     void count_slo(const std::string& model_label, const meter::request_summary& s);
-    std::string count_request(protocol::api_kind api, std::string_view model, meter::outcome result,
-                              int code, double duration_seconds);
+    std::string bounded_model(protocol::api_kind api, std::string_view model);
+    void record_details(const std::string& model, const meter::request_summary& s);
+    void count_request(protocol::api_kind api, const std::string& model_label,
+                       meter::outcome result, int code, double duration_seconds);
 
     config::histogram_buckets buckets_;
     model_labels models_;

@@ -5,7 +5,9 @@ import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
 
-import { chatBody, nowMs, request, startProxy, startSim, stopAll } from './lib/harness.mjs';
+import {
+  chatBody, nowMs, request, startProxy, startSim, stopAll, waitMetrics,
+} from './lib/harness.mjs';
 
 after(stopAll);
 
@@ -92,7 +94,8 @@ test('metrics.models.allowlist bounds the model label', { timeout: 30_000 }, asy
     });
     assert.equal(res.status, 200);
   }
-  const m = await proxy.metrics();
+  // A request is counted once its response has ended, which may be just after the client read it.
+  const m = await waitMetrics(proxy, (x) => x.value('tokenmeter_requests_total', { outcome: 'complete' }) >= 3);
   assert.equal(m.value('tokenmeter_requests_total', { model: 'allowed-model', outcome: 'complete' }), 1);
   assert.equal(m.value('tokenmeter_requests_total', { model: 'other', outcome: 'complete' }), 2);
   const text = await proxy.metricsText();
