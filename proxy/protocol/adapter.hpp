@@ -25,4 +25,26 @@ class adapter {
     virtual void on_body(std::string_view body, core::time_point at, chunk_sink& sink) = 0;
 };
 
+// For dialects whose streamed events are plain SSE data events carrying the same kind of JSON
+// document as the whole body: any named event type other than "error" is unknown.
+class json_document_adapter : public adapter {
+  public:
+    void on_event(std::string_view type, std::string_view data, core::time_point at,
+                  chunk_sink& sink) final {
+        if (type != "message" && type != "error") {
+            sink.on_parse_error(parse_error::unknown_event);
+            return;
+        }
+        decode(data, true, at, sink);
+    }
+    void on_body(std::string_view body, core::time_point at, chunk_sink& sink) final {
+        decode(body, false, at, sink);
+    }
+
+  protected:
+    // One JSON document: a streamed chunk (streamed = true) or a whole body.
+    virtual void decode(std::string_view text, bool streamed, core::time_point at,
+                        chunk_sink& sink) = 0;
+};
+
 }  // namespace tokenmeter::protocol

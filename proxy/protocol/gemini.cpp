@@ -17,23 +17,10 @@
 namespace tokenmeter::protocol {
 namespace {
 
-class gemini_adapter final : public adapter, private json_visitor {
-  public:
-    void on_event(std::string_view type, std::string_view data, core::time_point at,
-                  chunk_sink& sink) override {
-        if (type != "message" && type != "error") {
-            sink.on_parse_error(parse_error::unknown_event);
-            return;
-        }
-        decode(data, at, sink);
-    }
-
-    void on_body(std::string_view body, core::time_point at, chunk_sink& sink) override {
-        decode(body, at, sink);
-    }
-
+class gemini_adapter final : public json_document_adapter, private json_visitor {
   private:
-    void decode(std::string_view text, core::time_point at, chunk_sink& sink) {
+    void decode(std::string_view text, bool /*streamed*/, core::time_point at,
+                chunk_sink& sink) override {
         sink_ = &sink;
         at_ = at;
         root_ = root_kind::other;
