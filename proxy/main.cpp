@@ -137,59 +137,68 @@ int main(int argc, char** argv) {
         }
     }
 
-    config::load_result loaded;
-    loaded.value = config::default_settings();
-    if (!config_path.empty()) {
-        loaded = config::load_file(config_path);
-        if (!loaded.ok()) {
-            print_errors(loaded.errors, config_path);
-            return 1;
+    // The file (when given) with the flags on top, validated. Called again on SIGHUP, so a reload
+    // reads the same file and keeps the same flags.
+    auto build_settings = [&]() -> config::load_result {
+        config::load_result loaded;
+        loaded.value = config::default_settings();
+        if (!config_path.empty()) {
+            loaded = config::load_file(config_path);
+            if (!loaded.ok()) {
+                return loaded;
+            }
         }
-    }
-    auto& settings = loaded.value;
-    std::vector<config::config_error> errors;
-    if (listen.set) {
-        if (auto e = config::parse_endpoint(listen.value)) {
-            settings.listen = *e;
-        } else {
-            errors.push_back({"--listen", "expected HOST:PORT, got '" + listen.value + "'"});
+        auto& settings = loaded.value;
+        std::vector<config::config_error>& errors = loaded.errors;
+        if (listen.set) {
+            if (auto e = config::parse_endpoint(listen.value)) {
+                settings.listen = *e;
+            } else {
+                errors.push_back({"--listen", "expected HOST:PORT, got '" + listen.value + "'"});
+            }
         }
-    }
-    if (admin.set) {
-        if (auto e = config::parse_endpoint(admin.value)) {
-            settings.admin = *e;
-        } else {
-            errors.push_back({"--admin", "expected HOST:PORT, got '" + admin.value + "'"});
+        if (admin.set) {
+            if (auto e = config::parse_endpoint(admin.value)) {
+                settings.admin = *e;
+            } else {
+                errors.push_back({"--admin", "expected HOST:PORT, got '" + admin.value + "'"});
+            }
         }
-    }
-    if (upstream.set) {
-        if (auto u = config::parse_upstream(upstream.value)) {
-            settings.upstream = *u;
-        } else {
-            errors.push_back(
-                {"--upstream", "expected http://HOST:PORT[/base], got '" + upstream.value + "'"});
+        if (upstream.set) {
+            if (auto u = config::parse_upstream(upstream.value)) {
+                settings.upstream = *u;
+            } else {
+                errors.push_back({"--upstream", "expected http://HOST:PORT[/base], got '" +
+                                                    upstream.value + "'"});
+            }
         }
-    }
-    if (threads.set) {
-        char* end = nullptr;
-        unsigned long n = std::strtoul(threads.value.c_str(), &end, 10);
-        if (end == threads.value.c_str() || *end != '\0' || n > 256) {
-            errors.push_back({"--threads", "expected a number from 0 to 256"});
-        } else {
-            settings.threads = static_cast<std::uint32_t>(n);
+        if (threads.set) {
+            char* end = nullptr;
+            unsigned long n = std::strtoul(threads.value.c_str(), &end, 10);
+            if (end == threads.value.c_str() || *end != '\0' || n > 256) {
+                errors.push_back({"--threads", "expected a number from 0 to 256"});
+            } else {
+                settings.threads = static_cast<std::uint32_t>(n);
+            }
         }
-    }
-    if (log_level.set) {
-        settings.log.level = log_level.value;
-    }
-    if (access_log) {
-        settings.log.access_log = true;
-    }
-    auto semantic = config::validate(settings);
-    errors.insert(errors.end(), semantic.begin(), semantic.end());
-    if (!errors.empty()) {
-        print_errors(errors, config_path.empty() ? "tokenmeter" : config_path);
+        if (log_level.set) {
+            settings.log.level = log_level.value;
+        }
+        if (access_log) {
+            settings.log.access_log = true;
+        }
+        auto semantic = config::validate(settings);
+        errors.insert(errors.end(), semantic.begin(), semantic.end());
+        return loaded;
+    };
+    config::load_result loaded = build_settings();
+    if (!loaded.ok()) {
+        print_errors(loaded.errors, config_path.empty() ? "tokenmeter" : config_path);
         return 1;
     }
-    return app::run(settings);
+    app::reloader reload;
+    if (!config_path.empty()) {
+        reload = build_settings;
+    }
+    return app::run(loaded.value, reload);
 }

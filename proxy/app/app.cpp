@@ -17,17 +17,22 @@
 #include <thread>
 #include <vector>
 
+#include "app/reload_signal.hpp"
 #include "app/tokenizers.hpp"
+#include "config/reload.hpp"
 #include "core/time.hpp"
 #include "http/admin.hpp"
 #include "http/beast.hpp"
 #include "http/headers.hpp"
+#include "http/listener.hpp"
 #include "http/proxy_context.hpp"
 #include "http/proxy_session.hpp"
 #include "http/upstream_pool.hpp"
 #include "http/usage_shipper.hpp"
 #include "metrics/billing.hpp"
+#include "metrics/process.hpp"
 #include "metrics/registry.hpp"
+#include "protocol/json_limits.hpp"
 #include "usage/record.hpp"
 #include "usage/spool.hpp"
 #include "usage/tenant.hpp"
@@ -55,11 +60,45 @@ struct worker {
     std::thread thread;
 };
 
-tcp::endpoint resolve_listen(asio::io_context& ioc, const config::endpoint& endpoint) {
+tcp::endpoint resolve_listen(asio::io_context& ioc, const config::endpoint& endpoint,
+                             const char* what) {
     tcp::resolver resolver(ioc);
+    error_code ec;
     auto results =
-        resolver.resolve(endpoint.host, std::to_string(endpoint.port), tcp::resolver::passive);
+        resolver.resolve(endpoint.host, std::to_string(endpoint.port), tcp::resolver::passive, ec);
+    if (ec || results.empty()) {
+        throw std::runtime_error(std::string("cannot resolve the ") + what + " address " +
+                                 endpoint.host + ":" + std::to_string(endpoint.port) + ": " +
+                                 (ec ? ec.message() : std::string("no address")));
+    }
     return results.begin()->endpoint();
+}
+
+// The last line of defence: a handler that throws past every guard ends nothing but itself.
+// Asio lets run() be called again after an exception without restart().
+void run_loop(asio::io_context& ioc, http::edge_counters& edge) {
+    for (;;) {
+        try {
+            ioc.run();
+            return;
+        } catch (const std::exception& e) {
+            edge.internal_error(e.what());
+        } catch (...) {
+            edge.internal_error("unknown exception");
+        }
+    }
+}
+
+// Descriptors kept back from client connections (two each: client and upstream) for the admin
+// listener, the usage spool, tokenizer files and the readiness probe.
+constexpr std::uint64_t reserved_descriptors = 64;
+
+std::int64_t client_connection_budget(std::uint64_t open_files_limit) {
+    if (open_files_limit <= 2 * reserved_descriptors) {
+        return 8;
+    }
+    const std::uint64_t budget = (open_files_limit - reserved_descriptors) / 2;
+    return static_cast<std::int64_t>(std::min<std::uint64_t>(budget, 1u << 30));
 }
 
 std::string describe(const tcp::endpoint& endpoint) {
@@ -82,8 +121,14 @@ void configure_logging(const config::logging& log) {
 
 }  // namespace
 
-int run(const config::settings& settings) {
+int run(const config::settings& settings, const reloader& reload) {
     configure_logging(settings.log);
+    // A client that hangs up mid-write costs an EPIPE on its own socket, never the process.
+    std::signal(SIGPIPE, SIG_IGN);
+    const auto [files_before, files_after] = raise_open_files_limit();
+    spdlog::info("open-files limit: {} (soft limit was {}); at most {} client connections at once",
+                 files_after, files_before, client_connection_budget(files_after));
+    protocol::set_max_json_depth(settings.limit.max_json_depth);
 
     std::uint32_t threads = settings.threads != 0
                                 ? settings.threads
@@ -102,6 +147,9 @@ int run(const config::settings& settings) {
     }
     metrics::registry registry(settings.metric, settings.slo);
     proxy_context context{settings, registry, clock};
+    metrics::process_metrics process_metrics(*registry.prometheus_registry());
+    metrics::edge_metrics edge_metrics(*registry.prometheus_registry());
+    context.edge.attach(&edge_metrics);
     context.tokenizers = tokenizers.value.get();
     if (settings.tokens.count_input_tokens == "always") {
         context.input_counting = meter::input_counting::always;
@@ -193,23 +241,60 @@ int run(const config::settings& settings) {
     asio::io_context main_ioc{1};
     std::atomic<bool> upstream_ready{false};
 
-    tcp::acceptor acceptor(main_ioc);
+    std::unique_ptr<listener> proxy_listener;
     std::unique_ptr<admin_listener> admin;
     http::admin_state admin_state{registry, context.draining, upstream_ready};
+    admin_state.before_scrape = [&process_metrics] { process_metrics.update(); };
     if (usage_settings.readyz_fail_on_spool_error) {
         admin_state.spool_failing = &spool_failing;
     }
+    std::vector<worker*> ring;
+    std::size_t next_worker = 0;
+    const std::int64_t fd_budget = client_connection_budget(files_after);
+    const std::int64_t max_clients = settings.limit.max_client_connections;
+    // Accept on the main thread, hand each connection to the next worker.
+    auto pick = [&]() -> asio::io_context& {
+        worker& target = *ring[next_worker];
+        next_worker = (next_worker + 1) % ring.size();
+        return target.ioc;
+    };
+    auto accepted = [&](socket_type socket, asio::io_context& ioc) {
+        worker* target = nullptr;
+        for (worker* w : ring) {
+            if (&w->ioc == &ioc) {
+                target = w;
+            }
+        }
+        if (max_clients > 0 &&
+            context.client_connections.load(std::memory_order_relaxed) >= max_clients) {
+            context.edge.connection_refused();
+            asio::post(ioc, [s = std::move(socket)]() mutable {
+                refuse_connection(std::move(s), "too_many_connections",
+                                  "the proxy is at limits.max_client_connections; retry shortly");
+            });
+            return;
+        }
+        // Counted here, not when the worker gets to it, so the limits above see it at once.
+        context.client_connections.fetch_add(1, std::memory_order_relaxed);
+        asio::post(ioc, [target, &context, s = std::move(socket)]() mutable {
+            std::make_shared<proxy_session>(std::move(s), context, target->pool, target->sessions)
+                ->start();
+        });
+    };
+    // Before the descriptors run out, stop taking connections (they wait in the backlog) rather
+    // than fail accept() in a loop; the reserve keeps /metrics and the spool working.
+    auto at_capacity = [&] {
+        return context.client_connections.load(std::memory_order_relaxed) >= fd_budget;
+    };
     try {
-        auto listen_endpoint = resolve_listen(main_ioc, settings.listen);
-        acceptor.open(listen_endpoint.protocol());
-        acceptor.set_option(asio::socket_base::reuse_address(true));
-        acceptor.bind(listen_endpoint);
-        acceptor.listen(asio::socket_base::max_listen_connections);
-        admin = std::make_unique<admin_listener>(main_ioc, resolve_listen(main_ioc, settings.admin),
-                                                 admin_state);
-    } catch (const boost::system::system_error& e) {
-        spdlog::critical("cannot listen: {}", e.what());
-        std::fprintf(stderr, "tokenmeter: cannot listen: %s\n", e.what());
+        proxy_listener = std::make_unique<listener>(
+            main_ioc, "proxy", resolve_listen(main_ioc, settings.listen, "proxy"), context.edge,
+            pick, accepted, at_capacity);
+        admin = std::make_unique<admin_listener>(
+            main_ioc, resolve_listen(main_ioc, settings.admin, "admin"), admin_state, context.edge);
+    } catch (const std::exception& e) {
+        spdlog::critical("{}", e.what());
+        std::fprintf(stderr, "tokenmeter: %s\n", e.what());
         return 1;
     }
 
@@ -219,33 +304,9 @@ int run(const config::settings& settings) {
     for (std::uint32_t i = 0; i < threads; ++i) {
         workers.emplace_back(settings, share, idle_share);
     }
-    std::vector<worker*> ring;
     for (auto& w : workers) {
         ring.push_back(&w);
     }
-
-    // Accept on the main thread, hand each connection to the next worker.
-    std::size_t next_worker = 0;
-    std::function<void()> do_accept;
-    do_accept = [&] {
-        worker& target = *ring[next_worker];
-        next_worker = (next_worker + 1) % ring.size();
-        acceptor.async_accept(target.ioc, [&, &target = target](error_code ec, socket_type socket) {
-            if (ec == asio::error::operation_aborted || !acceptor.is_open()) {
-                return;
-            }
-            if (!ec) {
-                asio::post(target.ioc, [&target, &context, s = std::move(socket)]() mutable {
-                    std::make_shared<proxy_session>(std::move(s), context, target.pool,
-                                                    target.sessions)
-                        ->start();
-                });
-            } else {
-                spdlog::warn("accept failed: {}", ec.message());
-            }
-            do_accept();
-        });
-    };
 
     // Readiness: can a TCP connection to the upstream be opened?
     asio::steady_timer probe_timer(main_ioc);
@@ -330,6 +391,9 @@ int run(const config::settings& settings) {
         });
     };
 
+    // SIGHUP: reload what can change in place; streams are not touched.
+    reload_signal hangups(main_ioc, settings, reload, {&tenants, &registry, &edge_metrics});
+
     // Drain: stop accepting, fail /readyz, let in-flight streams finish, then stop.
     asio::signal_set signals(main_ioc, SIGTERM, SIGINT);
     asio::steady_timer drain_timer(main_ioc);
@@ -338,6 +402,7 @@ int run(const config::settings& settings) {
     auto stop_everything = [&] {
         probe_timer.cancel();
         usage_timer.cancel();
+        hangups.stop();
         admin->stop();
         for (auto& w : workers) {
             w.guard.reset();
@@ -371,8 +436,7 @@ int run(const config::settings& settings) {
         spdlog::info("signal {}: draining (up to {} ms)", signal_number,
                      settings.timeout.drain.count());
         context.draining = true;
-        error_code ignored;
-        acceptor.close(ignored);
+        proxy_listener->stop();
         for (auto& w : workers) {
             asio::post(w.ioc, [&w] {
                 w.sessions.close_idle();
@@ -392,14 +456,15 @@ int run(const config::settings& settings) {
 
     for (auto& w : workers) {
         w.guard.emplace(w.ioc.get_executor());
-        w.thread = std::thread([&w] { w.ioc.run(); });
+        w.thread = std::thread([&w, &context] { run_loop(w.ioc, context.edge); });
     }
     admin->start();
-    do_accept();
+    proxy_listener->start();
+    hangups.start();
     probe();
     update_usage();
 
-    auto listen_text = describe(acceptor.local_endpoint());
+    auto listen_text = describe(proxy_listener->local_endpoint());
     auto admin_text = describe(admin->local_endpoint());
     std::string upstream_text =
         "http://" + upstream_host_header(settings.upstream) + settings.upstream.base_path;
@@ -411,7 +476,7 @@ int run(const config::settings& settings) {
         "thread(s)",
         listen_text, admin_text, upstream_text, threads);
 
-    main_ioc.run();
+    run_loop(main_ioc, context.edge);
     for (auto& w : workers) {
         w.guard.reset();
         w.ioc.stop();

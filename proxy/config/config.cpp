@@ -559,6 +559,10 @@ class validator {
         check_positive("limits.max_request_header_bytes", s.limit.max_request_header_bytes);
         check_positive("limits.max_sse_event_bytes", s.limit.max_sse_event_bytes);
         check_positive("limits.max_buffered_response_bytes", s.limit.max_buffered_response_bytes);
+        if (s.limit.max_json_depth < 8 || s.limit.max_json_depth > 100'000) {
+            error("limits.max_json_depth",
+                  "must be from 8 to 100000, got " + std::to_string(s.limit.max_json_depth));
+        }
 
         if (s.pool.max_connections < 1) {
             error("upstream_pool.max_connections", "must be at least 1");
@@ -939,30 +943,30 @@ class yaml_loader {
     explicit yaml_loader(std::vector<config_error>& errors) : errors_(errors) {}
 
     void load(const YAML::Node& root, settings& s) {
-        read_mapping(root, "",
-                     {
-                         {"listen", into(&yaml_loader::read_endpoint, s.listen)},
-                         {"admin", into(&yaml_loader::read_endpoint, s.admin)},
-                         {"upstream", into(&yaml_loader::read_upstream, s.upstream)},
-                         {"threads", into(&yaml_loader::read_count, s.threads)},
-                         {"preserve_host", into(&yaml_loader::read_bool, s.preserve_host)},
-                         {"timeouts", into(&yaml_loader::read_timeouts, s.timeout)},
-                         {"limits", into(&yaml_loader::read_limits, s.limit)},
-                         {"upstream_pool", into(&yaml_loader::read_pool, s.pool)},
-                         {"readiness", into(&yaml_loader::read_readiness, s.ready)},
-                         {"metrics", into(&yaml_loader::read_metrics, s.metric)},
-                         {"log", into(&yaml_loader::read_log, s.log)},
-                         {"tenants", into(&yaml_loader::read_tenants, s.tenant)},
-                         {"usage", into(&yaml_loader::read_usage, s.usage_records)},
-                         {"reference_tokenizer", into(&yaml_loader::read_reference, s.tokens)},
-                         {"tokenizer_dir", into(&yaml_loader::read_text, s.tokens.tokenizer_dir)},
-                         {"count_input_tokens",
-                          into(&yaml_loader::read_word, s.tokens.count_input_tokens)},
-                         {"models", into(&yaml_loader::read_model_table, s.tokens.models)},
-                         {"slo", into(&yaml_loader::read_slo, s.slo)},
-                         {"usage_injection", into(&yaml_loader::read_bool, s.usage_injection)},
-                         {"routes", into(&yaml_loader::read_routes, s.routes)},
-                     });
+        read_mapping(
+            root, "",
+            {
+                {"listen", into(&yaml_loader::read_endpoint, s.listen)},
+                {"admin", into(&yaml_loader::read_endpoint, s.admin)},
+                {"upstream", into(&yaml_loader::read_upstream, s.upstream)},
+                {"threads", into(&yaml_loader::read_count, s.threads)},
+                {"preserve_host", into(&yaml_loader::read_bool, s.preserve_host)},
+                {"timeouts", into(&yaml_loader::read_timeouts, s.timeout)},
+                {"limits", into(&yaml_loader::read_limits, s.limit)},
+                {"upstream_pool", into(&yaml_loader::read_pool, s.pool)},
+                {"readiness", into(&yaml_loader::read_readiness, s.ready)},
+                {"metrics", into(&yaml_loader::read_metrics, s.metric)},
+                {"log", into(&yaml_loader::read_log, s.log)},
+                {"tenants", into(&yaml_loader::read_tenants, s.tenant)},
+                {"usage", into(&yaml_loader::read_usage, s.usage_records)},
+                {"reference_tokenizer", into(&yaml_loader::read_reference, s.tokens)},
+                {"tokenizer_dir", into(&yaml_loader::read_text, s.tokens.tokenizer_dir)},
+                {"count_input_tokens", into(&yaml_loader::read_word, s.tokens.count_input_tokens)},
+                {"models", into(&yaml_loader::read_model_table, s.tokens.models)},
+                {"slo", into(&yaml_loader::read_slo, s.slo)},
+                {"usage_injection", into(&yaml_loader::read_bool, s.usage_injection)},
+                {"routes", into(&yaml_loader::read_routes, s.routes)},
+            });
     }
 
   private:
@@ -1167,6 +1171,9 @@ class yaml_loader {
                 {"max_sse_event_bytes", into(&yaml_loader::read_size, l.max_sse_event_bytes)},
                 {"max_buffered_response_bytes",
                  into(&yaml_loader::read_size, l.max_buffered_response_bytes)},
+                {"max_json_depth", into(&yaml_loader::read_count, l.max_json_depth)},
+                {"max_client_connections",
+                 into(&yaml_loader::read_count, l.max_client_connections)},
             });
     }
 

@@ -46,7 +46,9 @@ struct limits {
     std::uint64_t max_sse_event_bytes =
         4ull * 1024 * 1024;  // larger events are forwarded, not metered
     std::uint64_t max_buffered_response_bytes =
-        16ull * 1024 * 1024;  // non-streamed JSON bodies kept for metering
+        16ull * 1024 * 1024;                   // non-streamed JSON bodies kept for metering
+    std::uint32_t max_json_depth = 256;        // deeper request/response JSON is not parsed
+    std::uint32_t max_client_connections = 0;  // 0: no limit beyond open-file descriptors
     bool operator==(const limits&) const = default;
 };
 

@@ -8,7 +8,7 @@ namespace {
 
 class admin_session : public std::enable_shared_from_this<admin_session> {
   public:
-    admin_session(tcp::socket socket, admin_state& state)
+    admin_session(socket_type socket, admin_state& state)
         : stream_(std::move(socket)), state_(state) {}
 
     void start() { do_read(); }
@@ -21,7 +21,17 @@ class admin_session : public std::enable_shared_from_this<admin_session> {
                           beast::bind_front_handler(&admin_session::on_read, shared_from_this()));
     }
 
-    void on_read(error_code ec, std::size_t /*bytes*/) {
+    void on_read(error_code ec, std::size_t bytes) {
+        try {
+            handle(ec, bytes);
+        } catch (const std::exception&) {
+            // One scrape failed (out of memory, say): close it, keep the listener.
+            error_code ignored;
+            stream_.socket().close(ignored);
+        }
+    }
+
+    void handle(error_code ec, std::size_t /*bytes*/) {
         if (ec) {
             error_code ignored;
             stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
@@ -36,6 +46,9 @@ class admin_session : public std::enable_shared_from_this<admin_session> {
         if (!get) {
             respond(bhttp::status::method_not_allowed, "text/plain", "only GET\n");
         } else if (path == "/metrics") {
+            if (state_.before_scrape) {
+                state_.before_scrape();
+            }
             respond(bhttp::status::ok, "text/plain; version=0.0.4; charset=utf-8",
                     state_.metrics.expose());
         } else if (path == "/healthz") {
@@ -80,7 +93,7 @@ class admin_session : public std::enable_shared_from_this<admin_session> {
         do_read();
     }
 
-    beast::tcp_stream stream_;
+    tcp_stream stream_;
     beast::flat_buffer buffer_;
     bhttp::request<bhttp::string_body> request_;
     bhttp::response<bhttp::string_body> response_;
@@ -90,33 +103,20 @@ class admin_session : public std::enable_shared_from_this<admin_session> {
 }  // namespace
 
 admin_listener::admin_listener(asio::io_context& ioc, const tcp::endpoint& endpoint,
-                               admin_state& state)
-    : ioc_(ioc), acceptor_(ioc), state_(state) {
-    acceptor_.open(endpoint.protocol());
-    acceptor_.set_option(asio::socket_base::reuse_address(true));
-    acceptor_.bind(endpoint);
-    acceptor_.listen(asio::socket_base::max_listen_connections);
-}
+                               admin_state& state, edge_counters& edge)
+    : state_(state),
+      listener_(
+          ioc, "admin", endpoint, edge, [&ioc]() -> asio::io_context& { return ioc; },
+          [this](socket_type socket, asio::io_context&) {
+              std::make_shared<admin_session>(std::move(socket), state_)->start();
+          }) {}
 
 void admin_listener::start() {
-    do_accept();
+    listener_.start();
 }
 
 void admin_listener::stop() {
-    error_code ignored;
-    acceptor_.close(ignored);
-}
-
-void admin_listener::do_accept() {
-    acceptor_.async_accept(ioc_, [this](error_code ec, tcp::socket socket) {
-        if (ec == asio::error::operation_aborted || !acceptor_.is_open()) {
-            return;
-        }
-        if (!ec) {
-            std::make_shared<admin_session>(std::move(socket), state_)->start();
-        }
-        do_accept();
-    });
+    listener_.stop();
 }
 
 }  // namespace tokenmeter::http

@@ -3,9 +3,11 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 
 #include "http/beast.hpp"
+#include "http/listener.hpp"
 #include "metrics/registry.hpp"
 
 namespace tokenmeter::http {
@@ -16,21 +18,22 @@ struct admin_state {
     const std::atomic<bool>& upstream_ready;
     // Set when usage.readyz_fail_on_spool_error: /readyz fails while the usage spool cannot write.
     const std::atomic<bool>* spool_failing = nullptr;
+    // Runs before each /metrics exposition (process_* figures are read then).
+    std::function<void()> before_scrape{};
 };
 
 class admin_listener {
   public:
-    admin_listener(asio::io_context& ioc, const tcp::endpoint& endpoint, admin_state& state);
+    // Throws std::runtime_error naming the address when it cannot listen.
+    admin_listener(asio::io_context& ioc, const tcp::endpoint& endpoint, admin_state& state,
+                   edge_counters& edge);
     void start();
     void stop();
-    [[nodiscard]] tcp::endpoint local_endpoint() const { return acceptor_.local_endpoint(); }
+    [[nodiscard]] tcp::endpoint local_endpoint() const { return listener_.local_endpoint(); }
 
   private:
-    void do_accept();
-
-    asio::io_context& ioc_;
-    tcp::acceptor acceptor_;
     admin_state& state_;
+    listener listener_;
 };
 
 }  // namespace tokenmeter::http

@@ -75,24 +75,57 @@ void copy_end_to_end_fields(const bhttp::fields& from, bhttp::fields& to) {
     }
 }
 
-std::optional<std::string> framing_problem(const bhttp::request_header<>& head) {
+std::optional<head_problem> framing_problem(const bhttp::request_header<>& head) {
+    auto ambiguous = [](std::string message) {
+        return head_problem{bhttp::status::bad_request, "ambiguous_framing", std::move(message)};
+    };
     auto lengths = head.equal_range(bhttp::field::content_length);
     bool has_length = lengths.first != lengths.second;
     bool has_transfer_encoding = head.find(bhttp::field::transfer_encoding) != head.end();
     if (has_length && has_transfer_encoding) {
-        return std::string("both Content-Length and Transfer-Encoding are present");
+        return ambiguous("both Content-Length and Transfer-Encoding are present");
     }
     auto codings = field_tokens(head, bhttp::field::transfer_encoding);
     if (has_transfer_encoding && (codings.empty() || !beast::iequals(codings.back(), "chunked"))) {
         // RFC 9112 §6.3: a request whose last transfer coding is not chunked has no knowable
         // length.
-        return std::string("Transfer-Encoding without chunked as the final coding");
+        return ambiguous("Transfer-Encoding without chunked as the final coding");
+    }
+    for (std::size_t i = 0; i + 1 < codings.size(); ++i) {
+        if (beast::iequals(codings[i], "chunked")) {
+            // RFC 9112 §6.1: chunked is applied once, and last.
+            return ambiguous("Transfer-Encoding applies chunked more than once");
+        }
+    }
+    if (codings.size() > 1) {
+        // The proxy forwards with its own framing and decodes no other coding: forwarding the
+        // body without it would change it, so the request is not implemented (RFC 9112 §6.1).
+        return head_problem{
+            bhttp::status::not_implemented, "unsupported_transfer_coding",
+            "transfer coding '" + codings.front() + "' is not supported; only chunked"};
     }
     auto values = field_tokens(head, bhttp::field::content_length);
     for (const auto& value : values) {
         if (value != values.front()) {
-            return std::string("differing Content-Length values");
+            return ambiguous("differing Content-Length values");
         }
+    }
+    return std::nullopt;
+}
+
+std::optional<head_problem> host_or_version_problem(const bhttp::request_header<>& head) {
+    if (head.version() != 11 && head.version() != 10) {
+        return head_problem{bhttp::status::http_version_not_supported, "http_version_not_supported",
+                            "only HTTP/1.0 and HTTP/1.1 are served on this port"};
+    }
+    auto hosts = head.count(bhttp::field::host);
+    if (hosts > 1) {
+        return head_problem{bhttp::status::bad_request, "bad_host",
+                            "more than one Host field (RFC 9112 §3.2)"};
+    }
+    if (hosts == 0 && head.version() == 11) {
+        return head_problem{bhttp::status::bad_request, "bad_host",
+                            "an HTTP/1.1 request needs a Host field (RFC 9112 §3.2)"};
     }
     return std::nullopt;
 }

@@ -19,8 +19,20 @@ protocol::api_kind classify(bhttp::verb method, std::string_view target);
 // and Content-Length/Transfer-Encoding, whose framing the proxy sets itself.
 void copy_end_to_end_fields(const bhttp::fields& from, bhttp::fields& to);
 
-// A reason to refuse a request whose length is ambiguous (request smuggling), or nullopt.
-std::optional<std::string> framing_problem(const bhttp::request_header<>& head);
+// Why a request head must be refused before its body is read, or nullopt.
+struct head_problem {
+    bhttp::status status;
+    std::string_view code;
+    std::string message;
+};
+
+// A request whose length is ambiguous (request smuggling: 400) or whose transfer coding the
+// proxy cannot forward (RFC 9112 §6.1: 501).
+std::optional<head_problem> framing_problem(const bhttp::request_header<>& head);
+
+// RFC 9112 §3.2: an HTTP/1.1 request has exactly one Host, an HTTP/1.0 one at most; versions
+// other than 1.0 and 1.1 are refused (505).
+std::optional<head_problem> host_or_version_problem(const bhttp::request_header<>& head);
 
 std::string upstream_host_header(const config::upstream_target& upstream);
 

@@ -10,6 +10,7 @@
 
 #include "config/config.hpp"
 #include "core/time.hpp"
+#include "http/edge.hpp"
 #include "meter/exchange.hpp"
 #include "metrics/registry.hpp"
 #include "tokenizer/catalog.hpp"
@@ -50,6 +51,7 @@ struct proxy_context {
     billing_context billing{};
     const tokenizer::catalog* tokenizers = nullptr;  // null: no re-tokenization
     meter::input_counting input_counting = meter::input_counting::when_unreported;
+    edge_counters edge{};
 };
 
 // Sessions of one worker thread, so a drain can close the idle ones. Touched only on that thread.

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "http/headers.hpp"
+#include "http/request_target.hpp"
 #include "metrics/billing.hpp"
 #include "protocol/dialects.hpp"
 #include "protocol/openai.hpp"
@@ -42,10 +43,12 @@ std::string_view upstream_reason(const error_code& ec, std::string_view stage) {
         return "resolve_failed";
     }
     if (ec == bhttp::error::end_of_stream || ec == asio::error::eof ||
-        ec == asio::error::connection_reset || ec == asio::error::broken_pipe) {
+        ec == bhttp::error::partial_message || ec == asio::error::connection_reset ||
+        ec == asio::error::broken_pipe) {
         return "connection_closed";
     }
-    if (ec.category() == bhttp::make_error_code(bhttp::error::bad_version).category()) {
+    if (ec.category() == bhttp::make_error_code(bhttp::error::bad_version).category() ||
+        ec.category() == upstream_category()) {
         return "bad_response";
     }
     return stage == "connect" ? "connect_failed" : "io_error";
@@ -79,9 +82,7 @@ proxy_session::proxy_session(socket_type socket, proxy_context& context, upstrea
       pool_(pool),
       sessions_(sessions),
       client_(std::move(socket)),
-      body_buffer_(std::make_unique<std::array<char, body_buffer_size>>()) {
-    context_.client_connections.fetch_add(1, std::memory_order_relaxed);
-}
+      body_buffer_(std::make_unique<std::array<char, body_buffer_size>>()) {}
 
 proxy_session::~proxy_session() {
     sessions_.remove(this);
@@ -109,15 +110,15 @@ void proxy_session::close_if_idle() {
 
 void proxy_session::do_read_header() {
     phase_ = phase::reading_request;
+    response_begun_ = false;
     request_parser_.emplace();
     request_parser_->header_limit(
         static_cast<std::uint32_t>(context_.settings.limit.max_request_header_bytes));
     request_parser_->body_limit(context_.settings.limit.max_request_body_bytes);
     const auto& timeouts = context_.settings.timeout;
     client_.expires_after(first_request_ ? timeouts.request_header : timeouts.client_idle);
-    bhttp::async_read_header(
-        client_, client_buffer_, *request_parser_,
-        beast::bind_front_handler(&proxy_session::on_read_header, shared_from_this()));
+    bhttp::async_read_header(client_, client_buffer_, *request_parser_,
+                             guard(&proxy_session::on_read_header));
 }
 
 void proxy_session::on_read_header(error_code ec, std::size_t /*bytes*/) {
@@ -148,9 +149,31 @@ void proxy_session::on_read_header(error_code ec, std::size_t /*bytes*/) {
         return;
     }
     const auto& head = request_parser_->get();
-    if (auto problem = framing_problem(head)) {
-        respond_local(bhttp::status::bad_request, "ambiguous_framing", *problem, true,
+    client_version_ = head.version() == 10 ? 10 : 11;
+    // Refused before the body is read, so each of these closes the connection: the unread body
+    // must not be taken for the next request.
+    if (auto problem = host_or_version_problem(head)) {
+        respond_local(problem->status, problem->code, problem->message, true,
                       meter::outcome::rejected);
+        return;
+    }
+    if (auto problem = framing_problem(head)) {
+        respond_local(problem->status, problem->code, problem->message, true,
+                      meter::outcome::rejected);
+        return;
+    }
+    auto target = normalize_target(head.target());
+    if (auto* refusal = std::get_if<target_refusal>(&target)) {
+        respond_local(bhttp::status::bad_request, refusal->code, refusal->message, true,
+                      meter::outcome::rejected);
+        return;
+    }
+    forward_target_ = std::move(std::get<std::string>(target));
+    if (forward_target_ == "*" &&
+        (head.method() != bhttp::verb::options || !context_.settings.upstream.base_path.empty())) {
+        respond_local(bhttp::status::bad_request, "bad_target",
+                      "'*' is a target only for OPTIONS, and only without an upstream base path",
+                      true, meter::outcome::rejected);
         return;
     }
     // Beast leaves 100-continue to the application; the body is needed before forwarding.
@@ -159,11 +182,13 @@ void proxy_session::on_read_header(error_code ec, std::size_t /*bytes*/) {
         static const std::string continue_line = "HTTP/1.1 100 Continue\r\n\r\n";
         asio::async_write(client_, asio::buffer(continue_line),
                           [self = shared_from_this()](error_code write_ec, std::size_t) {
-                              if (write_ec) {
-                                  self->close_client();
-                                  return;
-                              }
-                              self->do_read_body();
+                              self->run_guarded([&] {
+                                  if (write_ec) {
+                                      self->close_client();
+                                      return;
+                                  }
+                                  self->do_read_body();
+                              });
                           });
         return;
     }
@@ -177,7 +202,7 @@ void proxy_session::do_read_body() {
     }
     client_.expires_after(context_.settings.timeout.request_header);
     bhttp::async_read(client_, client_buffer_, *request_parser_,
-                      beast::bind_front_handler(&proxy_session::on_read_body, shared_from_this()));
+                      guard(&proxy_session::on_read_body));
 }
 
 void proxy_session::on_read_body(error_code ec, std::size_t /*bytes*/) {
@@ -211,6 +236,9 @@ void proxy_session::handle_request() {
     client_.expires_never();
     bhttp::request<bhttp::string_body> request = request_parser_->release();
     request_parser_.reset();
+    // From here on the target is the normalized origin-form one: routing, metering, the usage
+    // record and the upstream all see the same path.
+    request.target(forward_target_);
     client_keep_alive_ = request.keep_alive();
     client_version_ = request.version();
     head_request_ = request.method() == bhttp::verb::head;
@@ -238,11 +266,18 @@ void proxy_session::handle_request() {
     begin_billing(request);
 
     upstream_request_ = bhttp::request<bhttp::string_body>{};
-    upstream_request_.method(request.method());
     if (request.method() == bhttp::verb::unknown) {
+        // Any token method (QUERY, PURGE, lowercase "get" ...) goes upstream as it came; Beast
+        // throws for method(verb::unknown), so only the string is set.
         upstream_request_.method_string(request.method_string());
+    } else {
+        upstream_request_.method(request.method());
     }
-    upstream_request_.target(context_.settings.upstream.base_path + std::string(request.target()));
+    if (forward_target_ == "*") {
+        upstream_request_.target("*");
+    } else {
+        upstream_request_.target(context_.settings.upstream.base_path + forward_target_);
+    }
     upstream_request_.version(11);
     copy_end_to_end_fields(request.base(), upstream_request_.base());
     upstream_request_.erase(bhttp::field::expect);
@@ -275,10 +310,10 @@ void proxy_session::handle_request() {
 // ---- upstream -----------------------------------------------------------------------------
 
 void proxy_session::acquire_upstream(bool allow_reuse) {
-    pool_.acquire(allow_reuse,
-                  [self = shared_from_this()](error_code ec, upstream_ptr connection, bool reused) {
-                      self->on_upstream(ec, std::move(connection), reused);
-                  });
+    pool_.acquire(allow_reuse, [self = shared_from_this()](error_code ec, upstream_ptr connection,
+                                                           bool reused) {
+        self->run_guarded([&] { self->on_upstream(ec, std::move(connection), reused); });
+    });
 }
 
 void proxy_session::on_upstream(error_code ec, upstream_ptr connection, bool reused) {
@@ -300,9 +335,8 @@ void proxy_session::on_upstream(error_code ec, upstream_ptr connection, bool reu
 
 void proxy_session::do_write_upstream_request() {
     upstream_->stream.expires_after(context_.settings.timeout.upstream_idle);
-    bhttp::async_write(
-        upstream_->stream, upstream_request_,
-        beast::bind_front_handler(&proxy_session::on_write_upstream_request, shared_from_this()));
+    bhttp::async_write(upstream_->stream, upstream_request_,
+                       guard(&proxy_session::on_write_upstream_request));
 }
 
 void proxy_session::on_write_upstream_request(error_code ec, std::size_t /*bytes*/) {
@@ -333,10 +367,46 @@ void proxy_session::do_read_upstream_header() {
     if (head_request_) {
         response_parser_->skip(true);
     }
+    upstream_head_bytes_ = 0;
+    parse_upstream_head();
+}
+
+// The response head is read in pieces with the idle timeout re-armed per read (as for the
+// body), not under one deadline: a server that is slow to start but keeps sending is not cut.
+void proxy_session::parse_upstream_head() {
+    auto& buffer = upstream_->buffer;
+    if (buffer.size() > 0) {
+        error_code ec;
+        const std::size_t used = response_parser_->put(buffer.data(), ec);
+        buffer.consume(used);
+        if (ec != bhttp::error::need_more) {
+            if (!ec && !response_parser_->is_header_done()) {
+                ec = bhttp::error::need_more;  // not expected: put stops only at the header end
+            } else {
+                on_read_upstream_header(ec, 0);
+                return;
+            }
+        }
+    }
     upstream_->stream.expires_after(context_.settings.timeout.upstream_idle);
-    bhttp::async_read_header(
-        upstream_->stream, upstream_->buffer, *response_parser_,
-        beast::bind_front_handler(&proxy_session::on_read_upstream_header, shared_from_this()));
+    upstream_->stream.async_read_some(buffer.prepare(head_read_size),
+                                      guard(&proxy_session::on_upstream_head_bytes));
+}
+
+void proxy_session::on_upstream_head_bytes(error_code ec, std::size_t bytes) {
+    upstream_->buffer.commit(bytes);
+    upstream_head_bytes_ += bytes;
+    if (ec == asio::error::eof) {
+        // Closed before a whole head: with nothing at all, the pooled-connection retry applies.
+        ec = upstream_head_bytes_ == 0 && response_parser_->got_some() == false
+                 ? error_code(bhttp::error::end_of_stream)
+                 : error_code(bhttp::error::partial_message);
+    }
+    if (ec) {
+        on_read_upstream_header(ec, 0);
+        return;
+    }
+    parse_upstream_head();
 }
 
 void proxy_session::on_read_upstream_header(error_code ec, std::size_t /*bytes*/) {
@@ -344,6 +414,16 @@ void proxy_session::on_read_upstream_header(error_code ec, std::size_t /*bytes*/
     if (client_gone_) {
         end_for_client_gone();
         return;
+    }
+    if (!ec) {
+        const unsigned status = response_parser_->get().result_int();
+        if (status == 101) {
+            // The proxy forwards no Upgrade, so it agreed to no protocol switch.
+            ec = make_error_code(upstream_errc::switched_protocols);
+        } else if (status >= 100 && status < 200) {
+            forward_interim();
+            return;
+        }
     }
     if (ec) {
         bool closed_before_reply = ec == bhttp::error::end_of_stream ||
@@ -360,6 +440,7 @@ void proxy_session::on_read_upstream_header(error_code ec, std::size_t /*bytes*/
     }
 
     const auto& upstream_head = response_parser_->get();
+    interim_responses_ = 0;
     client_response_ = bhttp::response<bhttp::buffer_body>{};
     client_response_.result(upstream_head.result_int());
     client_response_.reason(upstream_head.reason());
@@ -410,11 +491,40 @@ void proxy_session::on_read_upstream_header(error_code ec, std::size_t /*bytes*/
     write_client_header();
 }
 
-void proxy_session::write_client_header() {
+// An interim (1xx) response: passed on to an HTTP/1.1 client (RFC 9110 §15.2; an HTTP/1.0
+// client cannot take one), then the final response is read from the same connection.
+void proxy_session::forward_interim() {
+    if (++interim_responses_ > max_interim_responses) {
+        on_read_upstream_header(make_error_code(upstream_errc::too_many_interim), 0);
+        return;
+    }
+    if (client_version_ < 11) {
+        do_read_upstream_header();
+        return;
+    }
+    const auto& head = response_parser_->get();
+    interim_response_ = bhttp::response<bhttp::empty_body>{};
+    interim_response_.result(head.result_int());
+    interim_response_.reason(head.reason());
+    interim_response_.version(11);
+    copy_end_to_end_fields(head.base(), interim_response_.base());
     client_.expires_after(context_.settings.timeout.client_write);
-    bhttp::async_write_header(
-        client_, *client_serializer_,
-        beast::bind_front_handler(&proxy_session::on_write_client_header, shared_from_this()));
+    bhttp::async_write(client_, interim_response_, guard(&proxy_session::on_write_interim));
+}
+
+void proxy_session::on_write_interim(error_code ec, std::size_t /*bytes*/) {
+    if (ec || client_gone_) {
+        end_for_client_gone();
+        return;
+    }
+    do_read_upstream_header();
+}
+
+void proxy_session::write_client_header() {
+    response_begun_ = true;
+    client_.expires_after(context_.settings.timeout.client_write);
+    bhttp::async_write_header(client_, *client_serializer_,
+                              guard(&proxy_session::on_write_client_header));
 }
 
 void proxy_session::on_write_client_header(error_code ec, std::size_t /*bytes*/) {
@@ -434,9 +544,8 @@ void proxy_session::do_read_upstream_body() {
     body.data = body_buffer_->data();
     body.size = body_buffer_->size();
     upstream_->stream.expires_after(context_.settings.timeout.upstream_idle);
-    bhttp::async_read_some(
-        upstream_->stream, upstream_->buffer, *response_parser_,
-        beast::bind_front_handler(&proxy_session::on_read_upstream_body, shared_from_this()));
+    bhttp::async_read_some(upstream_->stream, upstream_->buffer, *response_parser_,
+                           guard(&proxy_session::on_read_upstream_body));
 }
 
 void proxy_session::on_read_upstream_body(error_code ec, std::size_t /*bytes*/) {
@@ -517,9 +626,7 @@ void proxy_session::write_client_body(std::string_view bytes, bool last) {
     // still received a complete response.
     out.more = !last;
     client_.expires_after(context_.settings.timeout.client_write);
-    bhttp::async_write(
-        client_, *client_serializer_,
-        beast::bind_front_handler(&proxy_session::on_write_client_body, shared_from_this()));
+    bhttp::async_write(client_, *client_serializer_, guard(&proxy_session::on_write_client_body));
 }
 
 void proxy_session::on_write_client_body(error_code ec, std::size_t /*bytes*/) {
@@ -556,9 +663,7 @@ void proxy_session::write_body_end() {
     out.size = 0;
     out.more = false;
     client_.expires_after(context_.settings.timeout.client_write);
-    bhttp::async_write(
-        client_, *client_serializer_,
-        beast::bind_front_handler(&proxy_session::on_write_client_body, shared_from_this()));
+    bhttp::async_write(client_, *client_serializer_, guard(&proxy_session::on_write_client_body));
 }
 
 void proxy_session::on_response_complete() {
@@ -586,6 +691,18 @@ void proxy_session::fail_before_response(error_code ec, std::string_view stage) 
         respond_local(bhttp::status::gateway_timeout, "upstream_timeout",
                       "the upstream did not answer within timeouts.upstream_idle", true,
                       meter::outcome::upstream_error);
+    } else if (reason == "bad_response") {
+        // It answered, but not with HTTP the proxy can relay: the connection is not reused.
+        respond_local(
+            bhttp::status::bad_gateway, "upstream_bad_response",
+            std::string("the upstream's response was not valid HTTP/1.1: ") + ec.message(), false,
+            meter::outcome::upstream_error);
+    } else if (reason == "connection_closed") {
+        respond_local(bhttp::status::bad_gateway, "upstream_closed",
+                      std::string("the upstream closed the connection before a whole response "
+                                  "head: ") +
+                          ec.message(),
+                      false, meter::outcome::upstream_error);
     } else {
         respond_local(bhttp::status::bad_gateway, "upstream_unreachable",
                       std::string("the upstream could not be reached: ") + ec.message(), false,
@@ -610,6 +727,7 @@ void proxy_session::respond_local(bhttp::status status, std::string_view code,
     bool close = close_connection || !client_keep_alive_ ||
                  context_.draining.load(std::memory_order_relaxed);
     phase_ = phase::writing_local;
+    response_begun_ = true;
     local_response_ = bhttp::response<bhttp::string_body>{};
     local_response_.result(status);
     local_response_.version(client_version_ == 10 ? 10 : 11);
@@ -625,7 +743,7 @@ void proxy_session::respond_local(bhttp::status status, std::string_view code,
     client_.expires_after(context_.settings.timeout.client_write);
     bhttp::async_write(client_, local_response_,
                        [self = shared_from_this(), close](error_code ec, std::size_t bytes) {
-                           self->on_write_local(ec, bytes, close);
+                           self->run_guarded([&] { self->on_write_local(ec, bytes, close); });
                        });
 }
 
@@ -642,34 +760,68 @@ void proxy_session::on_write_local(error_code ec, std::size_t /*bytes*/, bool cl
 void proxy_session::watch_client() {
     watching_ = true;
     auto generation = ++watch_generation_;
-    client_.socket().async_wait(tcp::socket::wait_read, [self = shared_from_this(),
-                                                         generation](error_code ec) {
-        if (ec || generation != self->watch_generation_ || !self->watching_) {
-            return;
-        }
-        auto& socket = self->client_.socket();
-        char probe = 0;
-        error_code mode_ec;
-        error_code peek_ec;
-        socket.non_blocking(true, mode_ec);
-        std::size_t n = socket.receive(asio::buffer(&probe, 1), tcp::socket::message_peek, peek_ec);
-        socket.non_blocking(false, mode_ec);
-        if (peek_ec == asio::error::would_block || peek_ec == asio::error::try_again) {
-            // A spurious wake-up: the client is still there, keep watching.
-            self->watch_client();
-            return;
-        }
-        self->watching_ = false;
-        if (n == 0) {
-            // EOF or reset: the client is gone, so the model server should stop generating.
-            self->client_gone_ = true;
-            // Only cancel here: the pending operation's handler releases the connection.
-            if (self->upstream_) {
-                self->upstream_->stream.cancel();
+    client_.socket().async_wait(
+        tcp::socket::wait_read, [self = shared_from_this(), generation](error_code ec) {
+            if (ec || generation != self->watch_generation_ || !self->watching_) {
+                return;
             }
+            self->run_guarded([&] { self->on_client_readable(); });
+        });
+}
+
+void proxy_session::on_client_readable() {
+    auto& socket = client_.socket();
+    char probe = 0;
+    error_code mode_ec;
+    error_code peek_ec;
+    socket.non_blocking(true, mode_ec);
+    std::size_t n = socket.receive(asio::buffer(&probe, 1), tcp::socket::message_peek, peek_ec);
+    socket.non_blocking(false, mode_ec);
+    if (peek_ec == asio::error::would_block || peek_ec == asio::error::try_again) {
+        // A spurious wake-up: the client is still there, keep watching.
+        watch_client();
+        return;
+    }
+    watching_ = false;
+    if (n == 0) {
+        // EOF or reset: the client is gone, so the model server should stop generating.
+        client_gone_ = true;
+        // Only cancel here: the pending operation's handler releases the connection.
+        if (upstream_) {
+            upstream_->stream.cancel();
         }
-        // Otherwise the client sent its next request early; it waits in the socket buffer.
-    });
+    }
+    // Otherwise the client sent its next request early; it waits in the socket buffer.
+}
+
+void proxy_session::on_internal_error(const char* what) noexcept {
+    failed_ = true;
+    context_.edge.internal_error(what);
+    // Nothing below may throw out of here: each step is guarded on its own.
+    try {
+        stop_watching_client();
+        abort_upstream();
+    } catch (...) {
+    }
+    if (!response_begun_ && phase_ != phase::closed) {
+        try {
+            // Its completion is dropped (failed_): the session then ends, closing the socket
+            // after the 500 went out.
+            respond_local(bhttp::status::internal_server_error, "internal_error",
+                          "the proxy failed while handling this request; it was not completed",
+                          true, meter::outcome::upstream_error);
+            return;
+        } catch (...) {
+        }
+    }
+    try {
+        finish_exchange(meter::end_reason::upstream_failed);
+    } catch (...) {
+    }
+    try {
+        close_client();
+    } catch (...) {
+    }
 }
 
 void proxy_session::stop_watching_client() {
@@ -908,7 +1060,7 @@ bool proxy_session::hold_for_spool(std::uint64_t seq, void (proxy_session::*next
     auto exec = client_.get_executor();
     spool->when_durable(seq, [self, next, exec](bool /*ok*/) {
         // On the writer thread: hop back to the connection's own thread.
-        asio::post(exec, [self, next] { ((*self).*next)(); });
+        asio::post(exec, [self, next] { self->run_guarded([&] { ((*self).*next)(); }); });
     });
     return true;
 }

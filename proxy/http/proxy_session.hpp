@@ -43,7 +43,11 @@ class proxy_session : public std::enable_shared_from_this<proxy_session> {
     void do_write_upstream_request();
     void on_write_upstream_request(error_code ec, std::size_t bytes);
     void do_read_upstream_header();
+    void parse_upstream_head();
+    void on_upstream_head_bytes(error_code ec, std::size_t bytes);
     void on_read_upstream_header(error_code ec, std::size_t bytes);
+    void forward_interim();
+    void on_write_interim(error_code ec, std::size_t bytes);
     void on_write_client_header(error_code ec, std::size_t bytes);
     void do_read_upstream_body();
     void on_read_upstream_body(error_code ec, std::size_t bytes);
@@ -58,6 +62,30 @@ class proxy_session : public std::enable_shared_from_this<proxy_session> {
     void respond_local(bhttp::status status, std::string_view code, std::string_view message,
                        bool close_connection, meter::outcome result);
     void on_write_local(error_code ec, std::size_t bytes, bool close_connection);
+
+    // A handler that runs `method` and turns any exception escaping it into the end of this
+    // connection alone (500 when no response has begun, else a cut), never of the process.
+    template <typename... Args>
+    auto guard(void (proxy_session::*method)(Args...)) {
+        return [self = shared_from_this(), method](Args... args) {
+            self->run_guarded([&] { ((*self).*method)(args...); });
+        };
+    }
+    template <typename Body>
+    void run_guarded(Body&& body) noexcept {
+        if (failed_) {
+            return;  // the connection already failed; late completions are dropped
+        }
+        try {
+            body();
+        } catch (const std::exception& e) {
+            on_internal_error(e.what());
+        } catch (...) {
+            on_internal_error("unknown exception");
+        }
+    }
+    void on_internal_error(const char* what) noexcept;
+    void on_client_readable();
 
     void watch_client();
     void stop_watching_client();
@@ -88,6 +116,9 @@ class proxy_session : public std::enable_shared_from_this<proxy_session> {
     beast::flat_buffer client_buffer_;
     phase phase_ = phase::reading_request;
     bool first_request_ = true;
+    bool failed_ = false;          // an exception ended this connection (on_internal_error)
+    bool response_begun_ = false;  // a response head (local or relayed) went to the client
+    std::string forward_target_;   // the normalized origin-form target (request_target.hpp)
 
     std::optional<bhttp::request_parser<bhttp::string_body>> request_parser_;
     bhttp::request<bhttp::string_body> upstream_request_;
@@ -102,6 +133,11 @@ class proxy_session : public std::enable_shared_from_this<proxy_session> {
     bool upstream_reused_ = false;
     bool retried_ = false;
     std::optional<bhttp::response_parser<bhttp::buffer_body>> response_parser_;
+    std::uint64_t upstream_head_bytes_ = 0;
+    unsigned interim_responses_ = 0;
+    bhttp::response<bhttp::empty_body> interim_response_;
+    static constexpr unsigned max_interim_responses = 16;
+    static constexpr std::size_t head_read_size = 8 * 1024;
     bhttp::response<bhttp::buffer_body> client_response_;
     std::optional<bhttp::response_serializer<bhttp::buffer_body>> client_serializer_;
     bhttp::response<bhttp::string_body> local_response_;

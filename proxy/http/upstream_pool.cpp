@@ -20,6 +20,20 @@ class pool_category_impl final : public boost::system::error_category {
         return "unknown upstream pool error";
     }
 };
+class upstream_category_impl final : public boost::system::error_category {
+  public:
+    const char* name() const noexcept override { return "tokenmeter.upstream"; }
+    std::string message(int ev) const override {
+        switch (static_cast<upstream_errc>(ev)) {
+            case upstream_errc::switched_protocols:
+                return "the upstream answered 101 Switching Protocols, which the proxy never asks "
+                       "for";
+            case upstream_errc::too_many_interim:
+                return "the upstream sent too many interim (1xx) responses";
+        }
+        return "unknown upstream error";
+    }
+};
 #pragma GCC diagnostic pop
 
 // An idle keep-alive connection the server has closed reads as EOF (or has unexpected bytes).
@@ -43,6 +57,11 @@ bool looks_alive(upstream_connection& connection) {
 }
 
 }  // namespace
+
+const boost::system::error_category& upstream_category() noexcept {
+    static const upstream_category_impl category;
+    return category;
+}
 
 const boost::system::error_category& pool_category() noexcept {
     static const pool_category_impl category;
@@ -88,8 +107,8 @@ void upstream_pool::acquire(bool allow_reuse, acquire_handler handler) {
         connect(std::move(handler));
         return;
     }
-    auto w = std::make_shared<waiter>(
-        waiter{allow_reuse, std::move(handler), std::make_shared<steady_timer>(ioc_.get_executor())});
+    auto w = std::make_shared<waiter>(waiter{allow_reuse, std::move(handler),
+                                             std::make_shared<steady_timer>(ioc_.get_executor())});
     w->timer->expires_after(settings_.acquire_timeout);
     w->timer->async_wait([this, weak = std::weak_ptr<waiter>(w)](error_code ec) {
         auto self = weak.lock();

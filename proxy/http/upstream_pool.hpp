@@ -41,6 +41,13 @@ inline error_code make_error_code(pool_errc e) noexcept {
     return {static_cast<int>(e), pool_category()};
 }
 
+// What the proxy refuses in an upstream response (beside Beast's parse errors).
+enum class upstream_errc { switched_protocols = 1, too_many_interim };
+const boost::system::error_category& upstream_category() noexcept;
+inline error_code make_error_code(upstream_errc e) noexcept {
+    return {static_cast<int>(e), upstream_category()};
+}
+
 class upstream_pool {
   public:
     // (error, connection, reused): on error the connection is null.
@@ -82,3 +89,5 @@ class upstream_pool {
 
 template <>
 struct boost::system::is_error_code_enum<tokenmeter::http::pool_errc> : std::true_type {};
+template <>
+struct boost::system::is_error_code_enum<tokenmeter::http::upstream_errc> : std::true_type {};

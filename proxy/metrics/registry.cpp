@@ -7,9 +7,9 @@
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
-#include <cmath>
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <string>
 
 namespace tokenmeter::metrics {
@@ -76,7 +76,7 @@ registry::registry(const config::metrics& settings, const config::slo_settings& 
     : buckets_(config::buckets_with_slo_targets(settings, slo)),
       models_(settings.model_allowlist, settings.max_models),
       registry_(std::make_shared<prometheus::Registry>()),
-      slo_(slo),
+      slo_(std::make_shared<const config::slo_settings>(slo)),
       prompt_bounds_(settings.prompt_classes),
       prompt_labels_(prompt_class_labels(settings.prompt_classes)) {
     using prometheus::BuildCounter;
@@ -183,9 +183,17 @@ registry::registry(const config::metrics& settings, const config::slo_settings& 
                        .Register(*registry_);
     // Models named in the SLO section take their label slots now, so that they never end up
     // as "other" behind a crowd of earlier names, and their targets are visible before traffic.
-    for (const auto& [name, target] : slo_.models) {
-        slo_for(models_.label_for(name));
+    for (const auto& [name, target] : slo.models) {
+        slo_for(slo, models_.label_for(name));
     }
+}
+
+void registry::set_slo(const config::slo_settings& slo) {
+    auto next = std::make_shared<const config::slo_settings>(slo);
+    for (const auto& [name, target] : next->models) {
+        slo_for(*next, models_.label_for(name));
+    }
+    slo_.store(std::move(next));
 }
 
 registry::~registry() = default;
@@ -304,18 +312,19 @@ const std::string& registry::prompt_class(std::optional<std::uint64_t> input_tok
 
 // The entry for a (bounded) model label: its own, else slo.default, else none. The gauges are
 // set here, on first use, so a model covered by the default shows its targets once it is seen.
-const config::slo_target* registry::slo_for(const std::string& model_label) {
-    const auto it = slo_.models.find(model_label);
+const config::slo_target* registry::slo_for(const config::slo_settings& slo,
+                                            const std::string& model_label) {
+    const auto it = slo.models.find(model_label);
     const config::slo_target* target = nullptr;
-    if (it != slo_.models.end()) {
+    if (it != slo.models.end()) {
         target = &it->second;
-    } else if (slo_.default_target && model_label != "other" && model_label != "unknown") {
-        target = &*slo_.default_target;
+    } else if (slo.default_target && model_label != "other" && model_label != "unknown") {
+        target = &*slo.default_target;
     }
     if (target == nullptr) {
         return nullptr;
     }
-    const double objective = config::slo_objective(slo_, *target);
+    const double objective = config::slo_objective(slo, *target);
     if (target->ttft) {
         slo_objective_->Add({{"model", model_label}, {"slo", "ttft"}}).Set(objective);
         slo_target_->Add({{"model", model_label}, {"slo", "ttft"}}).Set(seconds_of(*target->ttft));
@@ -332,10 +341,12 @@ const config::slo_target* registry::slo_for(const std::string& model_label) {
 // that a client who hung up after waiting longer than the TTFT target without a token counts as
 // bad: that wait is exactly what the SLO is about.
 void registry::count_slo(const std::string& model_label, const meter::request_summary& s) {
-    if (slo_.models.empty() && !slo_.default_target) {
+    // One snapshot for the whole request: a reload in between cannot tear it.
+    const auto settings = slo_.load();
+    if (settings->models.empty() && !settings->default_target) {
         return;
     }
-    const config::slo_target* target = slo_for(model_label);
+    const config::slo_target* target = slo_for(*settings, model_label);
     if (target == nullptr) {
         return;
     }

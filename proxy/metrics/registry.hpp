@@ -2,6 +2,7 @@
 // Observations arrive once per request (a summary), never once per token.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -52,6 +53,9 @@ class registry {
     void record_unforwarded(protocol::api_kind api, std::string_view model, meter::outcome result,
                             int code, double duration_seconds);
 
+    // Replaces the SLO targets (SIGHUP). Bucket boundaries stay as they were at start.
+    void set_slo(const config::slo_settings& slo);
+
     void stream_opened();
     void stream_closed();
     void upstream_error(std::string_view reason);
@@ -71,7 +75,8 @@ class registry {
     [[nodiscard]] const std::string& prompt_class(std::optional<std::uint64_t> input_tokens) const;
 
   private:
-    const config::slo_target* slo_for(const std::string& model_label);
+    const config::slo_target* slo_for(const config::slo_settings& slo,
+                                      const std::string& model_label);
     void count_slo(const std::string& model_label, const meter::request_summary& s);
     std::string bounded_model(protocol::api_kind api, std::string_view model);
     void record_details(const std::string& model, const meter::request_summary& s);
@@ -97,7 +102,7 @@ class registry {
     prometheus::Family<prometheus::Counter>* upstream_errors_;
     prometheus::Gauge* streams_active_;
 
-    config::slo_settings slo_;
+    std::atomic<std::shared_ptr<const config::slo_settings>> slo_;
     std::vector<std::uint64_t> prompt_bounds_;
     std::vector<std::string> prompt_labels_;  // one per bound, then the open class, then unknown
     prometheus::Family<prometheus::Counter>* slo_requests_;

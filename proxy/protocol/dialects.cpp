@@ -3,8 +3,10 @@
 #include <array>
 #include <nlohmann/json.hpp>
 #include <utility>
+#include <vector>
 
 #include "protocol/dialect_adapters.hpp"
+#include "protocol/json_limits.hpp"
 #include "protocol/openai.hpp"
 
 namespace tokenmeter::protocol {
@@ -76,19 +78,24 @@ const json* member(const json& object, const char* key) {
 }
 
 // Text a prompt carries: a string, or parts/blocks with "text" (OpenAI, Anthropic, Gemini).
-std::uint64_t text_chars(const json& value) {
-    if (value.is_string()) {
-        return value.get_ref<const std::string&>().size();
-    }
+// Iterative, with an explicit stack: the body's nesting cannot reach the call stack.
+std::uint64_t text_chars(const json& root) {
     std::uint64_t chars = 0;
-    if (value.is_array()) {
-        for (const auto& item : value) {
-            chars += text_chars(item);
-        }
-    } else if (value.is_object()) {
-        for (const char* key : {"text", "content", "parts"}) {
-            if (const json* inner = member(value, key)) {
-                chars += text_chars(*inner);
+    std::vector<const json*> todo{&root};
+    while (!todo.empty()) {
+        const json* value = todo.back();
+        todo.pop_back();
+        if (value->is_string()) {
+            chars += value->get_ref<const std::string&>().size();
+        } else if (value->is_array()) {
+            for (const auto& item : *value) {
+                todo.push_back(&item);
+            }
+        } else if (value->is_object()) {
+            for (const char* key : {"text", "content", "parts"}) {
+                if (const json* inner = member(*value, key)) {
+                    todo.push_back(inner);
+                }
             }
         }
     }
@@ -190,7 +197,10 @@ request_info parse_request(api_kind api, std::string_view target, std::string_vi
     if (api == api_kind::openai_chat_completions || api == api_kind::openai_completions) {
         info = parse_openai_request(body);
     } else {
-        json root = json::parse(body.begin(), body.end(), nullptr, false);
+        // Past the depth limit the body is not looked into (it is still forwarded as it is).
+        json root = json_depth_within(body, max_json_depth())
+                        ? json::parse(body.begin(), body.end(), nullptr, false)
+                        : json(json::value_t::discarded);
         if (!root.is_discarded() && root.is_object()) {
             info.body_parsed = true;
             if (const json* model = member(root, "model"); model != nullptr && model->is_string()) {
@@ -232,6 +242,9 @@ bool can_inject_usage(api_kind api, const request_info& info) noexcept {
 }
 
 std::optional<std::string> inject_usage_request(std::string_view body, bool continuous) {
+    if (!json_depth_within(body, max_json_depth())) {
+        return std::nullopt;
+    }
     json root = json::parse(body.begin(), body.end(), nullptr, false);
     if (root.is_discarded() || !root.is_object()) {
         return std::nullopt;

@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "protocol/json_limits.hpp"
+
 namespace tokenmeter::protocol {
 
 bool json_path::is(std::initializer_list<std::string_view> steps) const noexcept {
@@ -78,10 +80,7 @@ class walker final : public nlohmann::json_sax<json> {
         scalar([this] { visitor_.on_other(path_); });
         return true;
     }
-    bool start_object(std::size_t) override {
-        open(true);
-        return true;
-    }
+    bool start_object(std::size_t) override { return open(true); }
     bool key(string_t& value) override {
         key_ = value;
         return true;
@@ -90,10 +89,7 @@ class walker final : public nlohmann::json_sax<json> {
         close(true);
         return true;
     }
-    bool start_array(std::size_t) override {
-        open(false);
-        return true;
-    }
+    bool start_array(std::size_t) override { return open(false); }
     bool end_array() override {
         close(false);
         return true;
@@ -121,10 +117,15 @@ class walker final : public nlohmann::json_sax<json> {
         }
     }
 
-    void open(bool object) {
+    // False past the depth limit: the parse stops there and the text counts as not parsed.
+    bool open(bool object) {
+        if (arrays_.size() >= max_depth_) {
+            return false;
+        }
         pushed_.push_back(push_step());
         visitor_.on_open(path_, object);
         arrays_.push_back(!object);
+        return true;
     }
 
     void close(bool object) {
@@ -141,6 +142,7 @@ class walker final : public nlohmann::json_sax<json> {
     std::string key_;
     std::vector<bool> arrays_;  // per open container: is it an array
     std::vector<bool> pushed_;  // per open container: did it add a path step
+    std::size_t max_depth_ = max_json_depth();
 };
 
 }  // namespace

@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "protocol/json_limits.hpp"
+
 namespace tokenmeter::protocol {
 namespace {
 
@@ -22,6 +24,9 @@ const json* member(const json& object, const char* key) {
 
 request_info parse_openai_request(std::string_view body) {
     request_info info;
+    if (!json_depth_within(body, max_json_depth())) {
+        return info;  // forwarded as it is, not metered from the body
+    }
     json root = json::parse(body.begin(), body.end(), nullptr, false);
     if (root.is_discarded() || !root.is_object()) {
         return info;
@@ -194,6 +199,9 @@ class chunk_reader final : public nlohmann::json_sax<json> {
         return true;
     }
     bool start_object(std::size_t) override {
+        if (stack_.size() >= max_depth_) {
+            return false;  // past limits.max_json_depth: not parsed
+        }
         push(child_frame(true));
         return true;
     }
@@ -206,6 +214,9 @@ class chunk_reader final : public nlohmann::json_sax<json> {
         return true;
     }
     bool start_array(std::size_t) override {
+        if (stack_.size() >= max_depth_) {
+            return false;
+        }
         push(child_frame(false));
         return true;
     }
@@ -325,6 +336,7 @@ class chunk_reader final : public nlohmann::json_sax<json> {
     std::string& tool_text_;
     std::string& finish_reason_;
     std::vector<frame> stack_;
+    std::size_t max_depth_ = max_json_depth();
     std::string key_;
     std::optional<token_usage> usage_;
     bool root_is_object_ = false;

@@ -62,7 +62,12 @@ tenant_resolver::tenant_resolver(const config::tenants& settings, std::string se
                                              : tenant_source::none),
       header_(settings.header),
       secret_(std::move(secret)),
-      names_(settings.api_key_names.begin(), settings.api_key_names.end()) {}
+      names_(std::make_shared<const name_table>(settings.api_key_names.begin(),
+                                                settings.api_key_names.end())) {}
+
+void tenant_resolver::set_names(const std::map<std::string, std::string>& names) {
+    names_.store(std::make_shared<const name_table>(names.begin(), names.end()));
+}
 
 std::string tenant_resolver::key_tenant(std::string_view api_key) const {
     std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
@@ -104,7 +109,8 @@ std::string tenant_resolver::resolve(const tenant_headers& headers) const {
                 return std::string(anonymous_tenant);
             }
             std::string hashed = key_tenant(key);
-            if (auto it = names_.find(hashed); it != names_.end()) {
+            const auto names = names_.load();
+            if (auto it = names->find(hashed); it != names->end()) {
                 return it->second;
             }
             return hashed;

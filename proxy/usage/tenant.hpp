@@ -4,7 +4,9 @@
 // so no client can bill its traffic to someone else.
 #pragma once
 
+#include <atomic>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -37,11 +39,15 @@ class tenant_resolver {
     // "key:" + the first 16 bytes of HMAC-SHA256(secret, api_key), as hex. For mapping tables.
     [[nodiscard]] std::string key_tenant(std::string_view api_key) const;
 
+    // Replaces the "key:<hash>" -> name table (SIGHUP reload); safe while other threads resolve.
+    void set_names(const std::map<std::string, std::string>& names);
+
   private:
+    using name_table = std::map<std::string, std::string, std::less<>>;
     tenant_source source_;
     std::string header_;
     std::string secret_;
-    std::map<std::string, std::string, std::less<>> names_;
+    std::atomic<std::shared_ptr<const name_table>> names_;
 };
 
 // The secret for source api_key from the environment variable or file the config names.

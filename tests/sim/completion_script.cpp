@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 namespace tokenmeter::sim {
 namespace {
@@ -98,19 +99,24 @@ std::uint32_t count_words(std::string_view text) {
 namespace {
 
 // Words in any prompt-like value: a string, an array of them, or objects with text/content/parts.
-std::uint64_t count_any_words(const json& value) {
-    if (value.is_string()) {
-        return count_words(value.get_ref<const std::string&>());
-    }
+// Iterative: a request nested 100,000 deep must not reach the call stack.
+std::uint64_t count_any_words(const json& root) {
     std::uint64_t total = 0;
-    if (value.is_array()) {
-        for (const auto& item : value) {
-            total += count_any_words(item);
-        }
-    } else if (value.is_object()) {
-        for (const char* key : {"text", "content", "parts"}) {
-            if (auto inner = value.find(key); inner != value.end()) {
-                total += count_any_words(*inner);
+    std::vector<const json*> todo{&root};
+    while (!todo.empty()) {
+        const json* value = todo.back();
+        todo.pop_back();
+        if (value->is_string()) {
+            total += count_words(value->get_ref<const std::string&>());
+        } else if (value->is_array()) {
+            for (const auto& item : *value) {
+                todo.push_back(&item);
+            }
+        } else if (value->is_object()) {
+            for (const char* key : {"text", "content", "parts"}) {
+                if (auto inner = value->find(key); inner != value->end()) {
+                    todo.push_back(&*inner);
+                }
             }
         }
     }

@@ -313,7 +313,22 @@ void sim_session::handle_request() {
 }
 
 void sim_session::handle_completion(api_kind api) {
-    json body = json::parse(request_.body(), nullptr, false);
+    // A model server refuses absurd nesting; the limit also keeps this server's own walks
+    // bounded. The parse is iterative, and so are destruction and the word count.
+    constexpr int max_depth = 512;
+    bool too_deep = false;
+    json body = json::parse(
+        request_.body(),
+        [&too_deep](int depth, json::parse_event_t, json&) {
+            too_deep = too_deep || depth > max_depth;
+            return !too_deep;
+        },
+        false);
+    if (too_deep) {
+        respond_error(400, "request body nests deeper than 512 levels", "invalid_request_error", "",
+                      schedule_base_);
+        return;
+    }
     if (body.is_discarded() || !body.is_object()) {
         respond_error(400, "request body is not a JSON object", "invalid_request_error", "",
                       schedule_base_);

@@ -59,13 +59,42 @@ bhttp::request_header<> head_with(
 TEST(Framing, AmbiguousLengthsAreProblems) {
     EXPECT_FALSE(framing_problem(head_with({{"Content-Length", "5"}})));
     EXPECT_FALSE(framing_problem(head_with({{"Content-Length", "5"}, {"Content-Length", "5"}})));
-    EXPECT_FALSE(framing_problem(head_with({{"Transfer-Encoding", "gzip, chunked"}})));
     EXPECT_TRUE(framing_problem(head_with({{"Content-Length", "5"}, {"Content-Length", "6"}})));
     EXPECT_TRUE(framing_problem(head_with({{"Content-Length", "5, 6"}})));
     EXPECT_TRUE(
         framing_problem(head_with({{"Content-Length", "5"}, {"Transfer-Encoding", "chunked"}})));
     EXPECT_TRUE(framing_problem(head_with({{"Transfer-Encoding", "gzip"}})));
     EXPECT_TRUE(framing_problem(head_with({{"Transfer-Encoding", "chunked, gzip"}})));
+    auto twice = framing_problem(head_with({{"Transfer-Encoding", "chunked, chunked"}}));
+    ASSERT_TRUE(twice);
+    EXPECT_EQ(twice->status, bhttp::status::bad_request);
+}
+
+TEST(Framing, CodingsBeforeChunkedAreNotImplemented) {
+    // Forwarding "gzip, chunked" with the proxy's own framing would drop the gzip coding.
+    auto problem = framing_problem(head_with({{"Transfer-Encoding", "gzip, chunked"}}));
+    ASSERT_TRUE(problem);
+    EXPECT_EQ(problem->status, bhttp::status::not_implemented);
+    EXPECT_FALSE(framing_problem(head_with({{"Transfer-Encoding", "chunked"}})));
+}
+
+TEST(HostAndVersion, ExactlyOneHostOnHttp11) {
+    auto head = head_with({});
+    head.version(11);
+    auto missing = host_or_version_problem(head);
+    ASSERT_TRUE(missing);
+    EXPECT_EQ(missing->status, bhttp::status::bad_request);
+    head.version(10);
+    EXPECT_FALSE(host_or_version_problem(head)) << "HTTP/1.0 may omit Host";
+    head.insert("Host", "a");
+    EXPECT_FALSE(host_or_version_problem(head));
+    head.insert("Host", "b");
+    EXPECT_TRUE(host_or_version_problem(head)) << "repeated Host";
+    auto one = head_with({{"Host", "a"}});
+    one.version(20);
+    auto version = host_or_version_problem(one);
+    ASSERT_TRUE(version);
+    EXPECT_EQ(version->status, bhttp::status::http_version_not_supported);
 }
 
 TEST(HostHeader, OmitsPort80AndBracketsIpv6) {

@@ -1,0 +1,98 @@
+#include "app/reload_signal.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <csignal>
+#include <string>
+
+#include "config/reload.hpp"
+#include "metrics/process.hpp"
+#include "metrics/registry.hpp"
+#include "usage/tenant.hpp"
+
+namespace tokenmeter::app {
+namespace {
+
+std::string joined(const std::vector<std::string>& keys) {
+    std::string out;
+    for (const auto& key : keys) {
+        out += out.empty() ? "" : ", ";
+        out += key;
+    }
+    return out;
+}
+
+}  // namespace
+
+reload_signal::reload_signal(http::asio::io_context& ioc, const config::settings& running,
+                             reloader reload, targets to_update)
+    : signals_(ioc, SIGHUP), running_(running), reload_(std::move(reload)), targets_(to_update) {}
+
+void reload_signal::start() {
+    wait();
+}
+
+void reload_signal::stop() {
+    http::error_code ignored;
+    signals_.cancel(ignored);
+}
+
+void reload_signal::wait() {
+    signals_.async_wait([this](http::error_code ec, int) {
+        if (ec) {
+            return;
+        }
+        try {
+            on_signal();
+        } catch (const std::exception& e) {
+            spdlog::error("SIGHUP: reload failed, the running configuration stays: {}", e.what());
+        }
+        wait();
+    });
+}
+
+void reload_signal::on_signal() {
+    if (!reload_) {
+        spdlog::info("SIGHUP: started without --config, nothing to reload");
+        return;
+    }
+    config::load_result loaded = reload_();
+    if (!loaded.ok()) {
+        for (const auto& error : loaded.errors) {
+            spdlog::error("SIGHUP: {}", config::to_string(error));
+        }
+        spdlog::error("SIGHUP: the new configuration has {} error(s); the running one stays",
+                      loaded.errors.size());
+        if (targets_.counters != nullptr) {
+            targets_.counters->config_reload(false);
+        }
+        return;
+    }
+    const config::reload_diff diff = config::diff_for_reload(running_, loaded.value);
+    running_ = config::apply_reloadable(running_, loaded.value);
+    if (running_.log.level != spdlog::level::to_string_view(spdlog::get_level())) {
+        spdlog::set_level(spdlog::level::from_str(running_.log.level));
+    }
+    if (targets_.tenants != nullptr) {
+        targets_.tenants->set_names(running_.tenant.api_key_names);
+    }
+    if (targets_.registry != nullptr) {
+        targets_.registry->set_slo(running_.slo);
+    }
+    if (targets_.counters != nullptr) {
+        targets_.counters->config_reload(true);
+    }
+    if (diff.applied.empty() && diff.needs_restart.empty()) {
+        spdlog::info("SIGHUP: configuration reloaded, nothing changed");
+        return;
+    }
+    if (!diff.applied.empty()) {
+        spdlog::info("SIGHUP: configuration reloaded; applied: {}", joined(diff.applied));
+    }
+    if (!diff.needs_restart.empty()) {
+        spdlog::warn("SIGHUP: changed but kept as running until a restart: {}",
+                     joined(diff.needs_restart));
+    }
+}
+
+}  // namespace tokenmeter::app

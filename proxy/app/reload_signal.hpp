@@ -1,0 +1,46 @@
+// app/reload_signal: SIGHUP reloads the configuration. The new file is loaded and validated in
+// full; when it is broken the running configuration stays and the error names the key. Otherwise
+// what can change in place changes (config/reload.hpp), what needs a restart is logged, and no
+// connection or stream is touched.
+#pragma once
+
+#include <functional>
+
+#include "app/app.hpp"
+#include "config/config.hpp"
+#include "http/beast.hpp"
+
+namespace tokenmeter::usage {
+class tenant_resolver;
+}  // namespace tokenmeter::usage
+namespace tokenmeter::metrics {
+class registry;
+class edge_metrics;
+}  // namespace tokenmeter::metrics
+
+namespace tokenmeter::app {
+
+class reload_signal {
+  public:
+    struct targets {
+        usage::tenant_resolver* tenants = nullptr;
+        metrics::registry* registry = nullptr;
+        metrics::edge_metrics* counters = nullptr;
+    };
+
+    reload_signal(http::asio::io_context& ioc, const config::settings& running, reloader reload,
+                  targets to_update);
+    void start();
+    void stop();
+
+  private:
+    void wait();
+    void on_signal();
+
+    http::asio::signal_set signals_;
+    config::settings running_;
+    reloader reload_;
+    targets targets_;
+};
+
+}  // namespace tokenmeter::app

@@ -1,0 +1,48 @@
+// http/edge: what goes wrong at the edge, counted and logged without flooding: at most one log
+// line per second per kind, carrying how many were suppressed since the last one.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <string_view>
+
+namespace tokenmeter::metrics {
+class edge_metrics;
+}  // namespace tokenmeter::metrics
+
+namespace tokenmeter::http {
+
+// Thread-safe; lock-free. allow() says whether to log now and how many calls it swallowed.
+class log_limiter {
+  public:
+    explicit log_limiter(std::chrono::milliseconds interval = std::chrono::seconds(1))
+        : interval_ns_(std::chrono::duration_cast<std::chrono::nanoseconds>(interval).count()) {}
+    bool allow(std::uint64_t& suppressed) noexcept;
+
+  private:
+    std::int64_t interval_ns_;
+    std::atomic<std::int64_t> next_ns_{0};
+    std::atomic<std::uint64_t> suppressed_{0};
+};
+
+class edge_counters {
+  public:
+    void attach(metrics::edge_metrics* metrics) noexcept { metrics_ = metrics; }
+
+    // A connection ended because handling it threw.
+    void internal_error(const char* what) noexcept;
+    // accept() failed on a listener; returns true for descriptor or memory exhaustion, after
+    // which the caller backs off.
+    bool accept_error(std::string_view listener, int error_value,
+                      std::string_view message) noexcept;
+    void connection_refused() noexcept;
+
+  private:
+    metrics::edge_metrics* metrics_ = nullptr;
+    log_limiter internal_log_;
+    log_limiter accept_log_;
+    log_limiter refused_log_;
+};
+
+}  // namespace tokenmeter::http

@@ -1,0 +1,48 @@
+// SIGHUP reloads: which changes apply in place and which wait for a restart.
+#include "config/reload.hpp"
+
+#include <gtest/gtest.h>
+
+namespace tokenmeter::config {
+namespace {
+
+TEST(Reload, NothingChangedIsEmpty) {
+    const settings a = default_settings();
+    const auto diff = diff_for_reload(a, a);
+    EXPECT_TRUE(diff.applied.empty());
+    EXPECT_TRUE(diff.needs_restart.empty());
+}
+
+TEST(Reload, LogLevelTenantNamesAndSloApplyInPlace) {
+    const settings running = default_settings();
+    settings next = running;
+    next.log.level = "debug";
+    next.tenant.api_key_names["key:00"] = "acme";
+    next.slo.default_target = slo_target{"", milliseconds{500}, std::nullopt, std::nullopt};
+    const auto diff = diff_for_reload(running, next);
+    EXPECT_EQ(diff.applied,
+              (std::vector<std::string>{"log.level", "tenants.api_key_names", "slo"}));
+    EXPECT_TRUE(diff.needs_restart.empty());
+    const settings after = apply_reloadable(running, next);
+    EXPECT_EQ(after, next);
+}
+
+TEST(Reload, EverythingElseWaitsForARestart) {
+    const settings running = default_settings();
+    settings next = running;
+    next.listen.port = 1;
+    next.upstream.port = 2;
+    next.limit.max_json_depth = 64;
+    next.tenant.header = "x-other";
+    next.log.level = "warn";
+    const auto diff = diff_for_reload(running, next);
+    EXPECT_EQ(diff.applied, (std::vector<std::string>{"log.level"}));
+    EXPECT_EQ(diff.needs_restart,
+              (std::vector<std::string>{"listen", "upstream", "limits", "tenants"}));
+    const settings after = apply_reloadable(running, next);
+    EXPECT_EQ(after.listen, running.listen) << "kept as running";
+    EXPECT_EQ(after.log.level, "warn");
+}
+
+}  // namespace
+}  // namespace tokenmeter::config
