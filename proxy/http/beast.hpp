@@ -19,7 +19,8 @@ using executor = asio::io_context::executor_type;
 using socket_type = asio::basic_stream_socket<tcp, executor>;
 using tcp_stream = beast::basic_stream<tcp, executor, beast::unlimited_rate_policy>;
 using resolver = asio::ip::basic_resolver<tcp, executor>;
-using steady_timer = asio::basic_waitable_timer<std::chrono::steady_clock,
-                                                asio::wait_traits<std::chrono::steady_clock>, executor>;
+using steady_timer =
+    asio::basic_waitable_timer<std::chrono::steady_clock,
+                               asio::wait_traits<std::chrono::steady_clock>, executor>;
 
 }  // namespace tokenmeter::http

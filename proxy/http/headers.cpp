@@ -44,6 +44,20 @@ std::vector<std::string> field_tokens(const bhttp::fields& fields, bhttp::field 
     return tokens;
 }
 
+// RFC 3986 host [":" port] without user info: reg-name, IPv4 or a bracketed IP literal. An
+// empty value is allowed (a target without an authority).
+bool is_authority(std::string_view value) {
+    for (char c : value) {
+        const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                        (c >= '0' && c <= '9') ||
+                        std::string_view("-._~%!$&'()*+,;=:[]").find(c) != std::string_view::npos;
+        if (!ok) {
+            return false;
+        }
+    }
+    return true;
+}
+
 }  // namespace
 
 protocol::api_kind classify(bhttp::verb method, std::string_view target) {
@@ -127,7 +141,21 @@ std::optional<head_problem> host_or_version_problem(const bhttp::request_header<
         return head_problem{bhttp::status::bad_request, "bad_host",
                             "an HTTP/1.1 request needs a Host field (RFC 9112 §3.2)"};
     }
+    if (hosts == 1 && !is_authority(head[bhttp::field::host])) {
+        return head_problem{bhttp::status::bad_request, "bad_host",
+                            "the Host field is not a host[:port] (RFC 9112 §3.2, RFC 3986 §3.2)"};
+    }
     return std::nullopt;
+}
+
+void drop_trailer_fields(bhttp::fields& fields, std::size_t header_fields) {
+    auto it = fields.begin();
+    for (std::size_t i = 0; i < header_fields && it != fields.end(); ++i) {
+        ++it;
+    }
+    while (it != fields.end()) {
+        it = fields.erase(it);
+    }
 }
 
 std::string upstream_host_header(const config::upstream_target& upstream) {

@@ -32,7 +32,12 @@ std::optional<head_problem> framing_problem(const bhttp::request_header<>& head)
 
 // RFC 9112 §3.2: an HTTP/1.1 request has exactly one Host, an HTTP/1.0 one at most; versions
 // other than 1.0 and 1.1 are refused (505).
+// Also refuses a Host value that is not a URI authority (a space, a path, user info...).
 std::optional<head_problem> host_or_version_problem(const bhttp::request_header<>& head);
+
+// Erases the fields after the first `header_fields` (a chunked body's trailer section, which
+// Beast appends to the header).
+void drop_trailer_fields(bhttp::fields& fields, std::size_t header_fields);
 
 std::string upstream_host_header(const config::upstream_target& upstream);
 

@@ -82,6 +82,10 @@ proxy_session::proxy_session(socket_type socket, proxy_context& context, upstrea
       pool_(pool),
       sessions_(sessions),
       client_(std::move(socket)),
+      // Bounded: a chunk-size line, chunk extension or trailer section is parsed from this
+      // buffer whole, so without a cap one such line could grow it without end.
+      client_buffer_(static_cast<std::size_t>(context.settings.limit.max_request_header_bytes) +
+                     client_buffer_slack),
       body_buffer_(std::make_unique<std::array<char, body_buffer_size>>()) {}
 
 proxy_session::~proxy_session() {
@@ -162,6 +166,15 @@ void proxy_session::on_read_header(error_code ec, std::size_t /*bytes*/) {
                       meter::outcome::rejected);
         return;
     }
+    if (head.method() == bhttp::verb::trace &&
+        (head.find(bhttp::field::transfer_encoding) != head.end() ||
+         request_parser_->content_length().value_or(0) > 0)) {
+        respond_local(bhttp::status::bad_request, "trace_with_content",
+                      "a TRACE request carries no content (RFC 9110 §9.3.8)", true,
+                      meter::outcome::rejected);
+        return;
+    }
+    header_fields_ = static_cast<std::size_t>(std::distance(head.begin(), head.end()));
     auto target = normalize_target(head.target());
     if (auto* refusal = std::get_if<target_refusal>(&target)) {
         respond_local(bhttp::status::bad_request, refusal->code, refusal->message, true,
@@ -177,8 +190,10 @@ void proxy_session::on_read_header(error_code ec, std::size_t /*bytes*/) {
         return;
     }
     // Beast leaves 100-continue to the application; the body is needed before forwarding.
+    // An HTTP/1.0 client's expectation is ignored (RFC 9110 §10.1.1): it cannot take a 1xx.
     auto expect = head[bhttp::field::expect];
-    if (!expect.empty() && beast::iequals(expect, "100-continue") && !request_parser_->is_done()) {
+    if (head.version() >= 11 && !expect.empty() && beast::iequals(expect, "100-continue") &&
+        !request_parser_->is_done()) {
         static const std::string continue_line = "HTTP/1.1 100 Continue\r\n\r\n";
         asio::async_write(client_, asio::buffer(continue_line),
                           [self = shared_from_this()](error_code write_ec, std::size_t) {
@@ -212,6 +227,13 @@ void proxy_session::on_read_body(error_code ec, std::size_t /*bytes*/) {
                       meter::outcome::rejected);
         return;
     }
+    if (ec == bhttp::error::buffer_overflow) {
+        respond_local(bhttp::status::bad_request, "chunk_line_too_long",
+                      "a chunk-size line, chunk extension or trailer section is longer than "
+                      "limits.max_request_header_bytes",
+                      true, meter::outcome::rejected);
+        return;
+    }
     if (ec == bhttp::error::end_of_stream || ec == bhttp::error::partial_message ||
         ec == asio::error::connection_reset || ec == asio::error::operation_aborted) {
         close_client();
@@ -239,6 +261,9 @@ void proxy_session::handle_request() {
     // From here on the target is the normalized origin-form one: routing, metering, the usage
     // record and the upstream all see the same path.
     request.target(forward_target_);
+    // Beast appends a chunked body's trailer fields to the header; they are not header fields
+    // (RFC 9110 §6.5.1) and the proxy re-frames the body, so they are dropped.
+    drop_trailer_fields(request.base(), header_fields_);
     client_keep_alive_ = request.keep_alive();
     client_version_ = request.version();
     head_request_ = request.method() == bhttp::verb::head;
@@ -748,8 +773,12 @@ void proxy_session::respond_local(bhttp::status status, std::string_view code,
 }
 
 void proxy_session::on_write_local(error_code ec, std::size_t /*bytes*/, bool close_connection) {
-    if (ec || close_connection) {
+    if (ec) {
         close_client();
+        return;
+    }
+    if (close_connection) {
+        linger_close();
         return;
     }
     next_request_or_close();
@@ -883,6 +912,30 @@ void proxy_session::abort_upstream() {
         upstream_->stream.socket().close(ignored);
         pool_.release(std::move(upstream_), false);
     }
+}
+
+// After an error answer with unread request bytes left, closing at once would make the kernel
+// send a reset that can destroy the answer before the client reads it (RFC 9112 §9.6): stop
+// sending, read and discard for a short while, then close.
+void proxy_session::linger_close() {
+    stop_watching_client();
+    phase_ = phase::closed;
+    error_code ignored;
+    client_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    client_.expires_after(linger_time);
+    lingered_bytes_ = 0;
+    client_.async_read_some(asio::buffer(body_buffer_->data(), body_buffer_->size()),
+                            guard(&proxy_session::on_linger_read));
+}
+
+void proxy_session::on_linger_read(error_code ec, std::size_t bytes) {
+    lingered_bytes_ += bytes;
+    if (ec || lingered_bytes_ > max_linger_bytes) {
+        close_client();
+        return;
+    }
+    client_.async_read_some(asio::buffer(body_buffer_->data(), body_buffer_->size()),
+                            guard(&proxy_session::on_linger_read));
 }
 
 void proxy_session::close_client() {

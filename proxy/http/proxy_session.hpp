@@ -93,6 +93,8 @@ class proxy_session : public std::enable_shared_from_this<proxy_session> {
     void abort_upstream();
     void end_for_client_gone();
     void close_client();
+    void linger_close();
+    void on_linger_read(error_code ec, std::size_t bytes);
     void next_request_or_close();
 
     // Usage records (usage/): open entry, checkpoints, close entry; tenant admission.
@@ -116,9 +118,14 @@ class proxy_session : public std::enable_shared_from_this<proxy_session> {
     beast::flat_buffer client_buffer_;
     phase phase_ = phase::reading_request;
     bool first_request_ = true;
-    bool failed_ = false;          // an exception ended this connection (on_internal_error)
-    bool response_begun_ = false;  // a response head (local or relayed) went to the client
-    std::string forward_target_;   // the normalized origin-form target (request_target.hpp)
+    bool failed_ = false;            // an exception ended this connection (on_internal_error)
+    bool response_begun_ = false;    // a response head (local or relayed) went to the client
+    std::string forward_target_;     // the normalized origin-form target (request_target.hpp)
+    std::size_t header_fields_ = 0;  // fields in the request head; later ones are trailers
+    std::uint64_t lingered_bytes_ = 0;
+    static constexpr std::size_t client_buffer_slack = 16 * 1024;
+    static constexpr std::chrono::seconds linger_time{2};
+    static constexpr std::uint64_t max_linger_bytes = 1024 * 1024;
 
     std::optional<bhttp::request_parser<bhttp::string_body>> request_parser_;
     bhttp::request<bhttp::string_body> upstream_request_;

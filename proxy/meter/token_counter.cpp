@@ -1,6 +1,7 @@
 #include "meter/token_counter.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 namespace tokenmeter::meter {
 
@@ -32,9 +33,7 @@ std::uint64_t token_counter::feed_kind(text_kind kind, std::string_view text, co
     lane& timing = timing_lane();
     for (lane* l : {native_ ? &*native_ : nullptr, reference_ ? &*reference_ : nullptr}) {
         if (l != nullptr && l != &timing) {
-            std::uint64_t n = 0;
-            l->streams[kind].feed(text, at, [&n](tokenizer::token_id, core::time_point) { ++n; });
-            l->tokens[kind] += n;
+            l->tokens[kind] += feed_bounded(*l, kind, text, at);
         }
     }
     // The first character of a read usually shows that the text before it is final (a new
@@ -54,8 +53,7 @@ std::uint64_t token_counter::feed_timed(text_kind kind, std::string_view text, c
     fed_[kind] += text.size();
     arrivals_[kind].push_back({fed_[kind], at});
     lane& timing = timing_lane();
-    std::uint64_t n = 0;
-    timing.streams[kind].feed(text, at, [&n](tokenizer::token_id, core::time_point) { ++n; });
+    const std::uint64_t n = feed_bounded(timing, kind, text, at);
     timing.tokens[kind] += n;
     const std::uint64_t pending_from = fed_[kind] - timing.streams[kind].pending_bytes();
     if (n > 0) {
@@ -65,6 +63,38 @@ std::uint64_t token_counter::feed_timed(text_kind kind, std::string_view text, c
     // first pending byte.
     while (arrivals_[kind].size() > 1 && arrivals_[kind].front().end <= pending_from) {
         arrivals_[kind].pop_front();
+    }
+    return n;
+}
+
+std::uint64_t token_counter::feed_bounded(lane& l, text_kind kind, std::string_view text,
+                                          core::time_point at) {
+    std::uint64_t n = 0;
+    auto count = [&n](tokenizer::token_id, core::time_point) { ++n; };
+    tokenizer::stream& stream = l.streams[kind];
+    while (!text.empty()) {
+        std::size_t slice = std::min(text.size(), max_pending_bytes);
+        // Slices end on a character boundary, so a cut never splits a UTF-8 sequence.
+        while (slice < text.size() && slice > 1 &&
+               (static_cast<unsigned char>(text[slice]) & 0xC0) == 0x80) {
+            --slice;
+        }
+        stream.feed(text.substr(0, slice), at, count);
+        text.remove_prefix(slice);
+        if (stream.pending_bytes() > max_pending_bytes) {
+            const std::size_t cut = stream.pending_bytes();
+            if (l.bytes_per_cut_token == 0) {
+                const std::uint64_t before = n;
+                stream.finish(at, count);
+                l.bytes_per_cut_token = static_cast<double>(cut) /
+                                        static_cast<double>(std::max<std::uint64_t>(1, n - before));
+            } else {
+                n += static_cast<std::uint64_t>(
+                    std::ceil(static_cast<double>(cut) / l.bytes_per_cut_token));
+                stream = tokenizer::stream(*l.encoder);
+            }
+            ++cut_pieces_;
+        }
     }
     return n;
 }

@@ -44,6 +44,16 @@ class token_counter {
     [[nodiscard]] std::optional<std::uint64_t> normalized_reasoning() const;
     // Bytes held back across reads (unfinished pre-tokens), for memory accounting.
     [[nodiscard]] std::size_t pending_bytes() const noexcept;
+    // Pre-tokens cut at max_pending_bytes (see below); 0 for any text a model really writes.
+    [[nodiscard]] std::uint64_t cut_pieces() const noexcept { return cut_pieces_; }
+
+    // No pre-token grows past this many bytes. Real text has none near this long (words, digit
+    // groups and whitespace runs are short), but a hostile stream can send a megabyte of letters
+    // as one "token", and BPE on one piece costs about half a microsecond per byte: seconds of a
+    // worker shared with other streams. So the first such run in a response is cut here and
+    // tokenized exactly; every later cut part is counted at that part's bytes per token, without
+    // BPE. The work per read stays linear and small; only such runs are estimated.
+    static constexpr std::size_t max_pending_bytes = 16 * 1024;
 
   private:
     enum text_kind : std::uint8_t { content = 0, reasoning = 1, tool_arguments = 2, kinds = 3 };
@@ -51,9 +61,12 @@ class token_counter {
     // One tokenizer's streams, one per kind of text.
     struct lane {
         explicit lane(const tokenizer::encoder& enc)
-            : streams{tokenizer::stream(enc), tokenizer::stream(enc), tokenizer::stream(enc)} {}
+            : encoder(&enc),
+              streams{tokenizer::stream(enc), tokenizer::stream(enc), tokenizer::stream(enc)} {}
+        const tokenizer::encoder* encoder;
         tokenizer::stream streams[kinds];
         std::uint64_t tokens[kinds] = {0, 0, 0};
+        double bytes_per_cut_token = 0;  // measured on the first cut part; 0 until then
     };
     // When the bytes of one kind arrived: (end offset in that kind's text, time of the read).
     struct arrival {
@@ -73,12 +86,16 @@ class token_counter {
     std::uint64_t finish_kind(text_kind kind);
     core::time_point completion_time(text_kind kind, std::uint64_t consumed_end);
     lane& timing_lane() noexcept { return native_ ? *native_ : *reference_; }
+    // Feeds `text` into one stream in slices, cutting its pending pre-token at
+    // max_pending_bytes; returns the tokens it completed.
+    std::uint64_t feed_bounded(lane& l, text_kind kind, std::string_view text, core::time_point at);
 
     encoders which_;
     std::optional<lane> native_;
     std::optional<lane> reference_;  // empty when it is the same tokenizer as native
     std::uint64_t fed_[kinds] = {0, 0, 0};
     std::deque<arrival> arrivals_[kinds];
+    std::uint64_t cut_pieces_ = 0;
 };
 
 template <class OnTokens>

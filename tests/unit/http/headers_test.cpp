@@ -97,6 +97,28 @@ TEST(HostAndVersion, ExactlyOneHostOnHttp11) {
     EXPECT_EQ(version->status, bhttp::status::http_version_not_supported);
 }
 
+TEST(HostAndVersion, HostMustBeAnAuthority) {
+    for (const char* good : {"example.com", "example.com:8080", "[::1]:80", "10.0.0.1", ""}) {
+        EXPECT_FALSE(host_or_version_problem(head_with({{"Host", good}}))) << good;
+    }
+    for (const char* bad :
+         {"exa mple.com", "example.com/evil", "user@example.com", "a?b", "a#b", "a\\b"}) {
+        EXPECT_TRUE(host_or_version_problem(head_with({{"Host", bad}}))) << bad;
+    }
+}
+
+TEST(Trailers, FieldsAfterTheHeadAreDropped) {
+    bhttp::fields fields;
+    fields.insert("Host", "a");
+    fields.insert("X-Header", "1");
+    fields.insert("X-Trailer", "2");
+    fields.insert("Content-Length", "9");
+    drop_trailer_fields(fields, 2);
+    EXPECT_EQ(fields["X-Header"], "1");
+    EXPECT_EQ(fields.find("X-Trailer"), fields.end());
+    EXPECT_EQ(fields.find("Content-Length"), fields.end());
+}
+
 TEST(HostHeader, OmitsPort80AndBracketsIpv6) {
     config::upstream_target target;
     target.host = "model";
