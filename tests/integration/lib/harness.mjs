@@ -207,7 +207,8 @@ export async function startSimPair(extraArgs = []) {
 
 // Starts tokenmeter on 127.0.0.1:0 (proxy and admin). upstream: a port number or a URL.
 // config: YAML text written to a temporary file and passed with --config.
-export async function startProxy({ upstream, config, args = [], name = 'proxy' } = {}) {
+// wrap: a command the proxy is started under, e.g. ['prlimit', '--nofile=256:256', '--'].
+export async function startProxy({ upstream, config, args = [], name = 'proxy', wrap = [] } = {}) {
   const { bin } = binaries();
   const upstreamUrl = typeof upstream === 'number' ? `http://127.0.0.1:${upstream}` : upstream;
   const argv = ['--listen', '127.0.0.1:0', '--admin', '127.0.0.1:0'];
@@ -218,7 +219,9 @@ export async function startProxy({ upstream, config, args = [], name = 'proxy' }
     argv.push('--config', configFile);
   }
   argv.push(...args);
-  const child = new Child(name, bin, argv);
+  const child = wrap.length > 0
+    ? new Child(name, wrap[0], [...wrap.slice(1), bin, ...argv])
+    : new Child(name, bin, argv);
   const match = await child.waitForStdout(
     /tokenmeter listening: proxy=127\.0\.0\.1:(\d+) admin=127\.0\.0\.1:(\d+) upstream=(\S+)/);
   const port = Number(match[1]);
