@@ -1,10 +1,23 @@
 #!/usr/bin/env bash
 # Configures and builds tokenmeter, its tests and tools.
-# Usage: scripts/build.sh [BUILD_DIR] [extra cmake args...]   (default BUILD_DIR: build)
+# Usage: scripts/build.sh [BUILD_DIR] [extra cmake args...] [--target TARGET...]
+#   (default BUILD_DIR: build; without --target everything is built)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build_dir="${1:-$root/build}"
 shift || true
+cmake_args=()
+targets=()
+while [[ $# -gt 0 ]]; do
+    if [[ $1 == --target ]]; then
+        shift
+        targets=("$@")
+        break
+    fi
+    cmake_args+=("$1")
+    shift
+done
+set -- "${cmake_args[@]}"
 
 generator=()
 if command -v ninja >/dev/null 2>&1; then
@@ -16,4 +29,8 @@ elif [[ $# -gt 0 ]]; then
     cmake "$build_dir" "$@"
 fi
 jobs="$(nproc 2>/dev/null || echo 2)"
-cmake --build "$build_dir" -j"$jobs"
+if [[ ${#targets[@]} -gt 0 ]]; then
+    cmake --build "$build_dir" -j"$jobs" --target "${targets[@]}"
+else
+    cmake --build "$build_dir" -j"$jobs"
+fi

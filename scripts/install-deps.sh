@@ -1,18 +1,26 @@
 #!/usr/bin/env bash
 # Installs what tokenmeter needs on Debian 12, skipping what is already there.
-# Usage: scripts/install-deps.sh [--with-node]   (run as root, or with sudo available)
+# Usage: scripts/install-deps.sh [--with-node] [--with-ci]   (as root, or with sudo available)
+#   --with-ci also installs scripts/apt-packages-ci.txt (clang and its sanitizer/fuzzer runtime,
+#   for the fuzz and ThreadSanitizer stages of scripts/test.sh).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
 with_node=0
+with_ci=0
 for arg in "$@"; do
     case "$arg" in
         --with-node) with_node=1 ;;
+        --with-ci) with_ci=1 ;;
         *) echo "install-deps: unknown argument $arg" >&2; exit 2 ;;
     esac
 done
 
-mapfile -t wanted < <(grep -v '^\s*#' "$here/apt-packages.txt" | sed '/^\s*$/d')
+lists=("$here/apt-packages.txt")
+if [[ $with_ci == 1 ]]; then
+    lists+=("$here/apt-packages-ci.txt")
+fi
+mapfile -t wanted < <(cat "${lists[@]}" | grep -v '^\s*#' | sed '/^\s*$/d')
 if [[ $with_node == 1 ]] && ! command -v node >/dev/null 2>&1; then
     wanted+=(nodejs npm)
 fi

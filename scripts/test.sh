@@ -3,18 +3,24 @@
 #   1. the normal build: ctest runs unit tests, the simulator self-check, integration tests
 #      against the real proxy and simulator, and the official SDK tests (npm, pinned);
 #   2. an AddressSanitizer/UBSan build of the same code: the unit tests again, and the proxy's
-#      functional integration tests (not the timing ones: a sanitized build is slower).
+#      functional integration tests (not the timing ones: a sanitized build is slower);
+#   3. a ThreadSanitizer build of the proxy and the simulator only, running the integration tests
+#      where threads meet (label tsan); any race report fails the stage;
+#   4. the request-path and upstream-response-head fuzzers (clang, libFuzzer), 60 s each
+#      (TOKENMETER_FUZZ_SECONDS), after replaying their seed corpora.
 # Set TOKENMETER_SKIP_SANITIZE=1 to run only the first stage.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build_dir="${TOKENMETER_BUILD_DIR:-$root/build}"
 asan_dir="${TOKENMETER_ASAN_BUILD_DIR:-$root/build-asan}"
+tsan_dir="${TOKENMETER_TSAN_BUILD_DIR:-$root/build-tsan}"
+fuzz_dir="${TOKENMETER_FUZZ_BUILD_DIR:-$root/build-fuzz}"
 jobs="$(nproc 2>/dev/null || echo 2)"
 
 step() { printf '\n==> %s\n' "$*"; }
 
 step "installing missing packages"
-"$root/scripts/install-deps.sh" --with-node
+"$root/scripts/install-deps.sh" --with-node --with-ci
 
 step "building ($build_dir)"
 "$root/scripts/build.sh" "$build_dir"
@@ -50,5 +56,27 @@ if [[ "${TOKENMETER_SKIP_SANITIZE:-0}" != 1 ]]; then
     (cd "$asan_dir" && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
         UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
         ctest --output-on-failure --timeout 600 -j"$jobs" -L 'unit|sanitize')
+
+    step "building with ThreadSanitizer ($tsan_dir: the proxy and the simulator only)"
+    "$root/scripts/build.sh" "$tsan_dir" -DTOKENMETER_SANITIZE_THREAD=ON -DTOKENMETER_BENCH=OFF \
+        --target tokenmeter tokenmeter-sim
+    step "running the threaded integration tests under ThreadSanitizer"
+    tsan_logs="$tsan_dir/tsan-reports"
+    rm -rf "$tsan_logs" && mkdir -p "$tsan_logs"
+    # A race aborts the process (the test then fails) and leaves its report in $tsan_logs.
+    (cd "$tsan_dir" && TSAN_OPTIONS="halt_on_error=1:abort_on_error=1:log_path=$tsan_logs/tsan" \
+        ctest --output-on-failure --timeout 600 -j"$jobs" -L tsan)
+    if compgen -G "$tsan_logs/tsan*" >/dev/null; then
+        cat "$tsan_logs"/tsan*
+        echo "ThreadSanitizer reported the races above" >&2
+        exit 1
+    fi
+
+    fuzz_seconds="${TOKENMETER_FUZZ_SECONDS:-60}"
+    for target in request_fuzz response_head_fuzz; do
+        step "fuzzing $target for ${fuzz_seconds} s (tests/fuzz/run.sh)"
+        TOKENMETER_FUZZ_BUILD_DIR="$fuzz_dir" TOKENMETER_FUZZ_TARGET="$target" \
+            "$root/tests/fuzz/run.sh" "$fuzz_seconds" 2>&1 | tail -n 12
+    done
 fi
 step "all tests passed"
