@@ -142,3 +142,37 @@ test('process_* series every exporter has', { timeout: 15_000 }, async () => {
   const text = await proxy.metricsText();
   assert.match(text, /# TYPE process_cpu_seconds_total counter/);
 });
+
+test('a listener that cannot bind names itself and its address', { timeout: 15_000 }, async () => {
+  const { spawnSync } = await import('node:child_process');
+  const blocker = net.createServer();
+  await new Promise((resolve) => blocker.listen(0, '127.0.0.1', resolve));
+  const taken = blocker.address().port;
+  try {
+    for (const [flag, name] of [['--listen', 'proxy'], ['--admin', 'admin']]) {
+      const other = flag === '--listen' ? '--admin' : '--listen';
+      const run = spawnSync(process.env.TOKENMETER_BIN,
+        [flag, `127.0.0.1:${taken}`, other, '127.0.0.1:0'], { encoding: 'utf8', timeout: 10_000 });
+      assert.equal(run.status, 1);
+      assert.match(run.stderr, new RegExp(`cannot bind the ${name} address 127\\.0\\.0\\.1:${taken}: Address already in use`));
+    }
+  } finally {
+    blocker.close();
+  }
+});
+
+test('a body nested 150,000 deep passes the proxy unchanged and the simulator refuses it alive', { timeout: 20_000 }, async () => {
+  const sim = await startSim();
+  const proxy = await startProxy({ upstream: sim.port });
+  const depth = 150_000;
+  const body = `{"model":"deep","system":${'['.repeat(depth)}${']'.repeat(depth)},"messages":[]}`;
+  for (const path of ['/v1/messages', '/v1/chat/completions', '/api/chat']) {
+    const res = await request({ port: proxy.port, path, body });
+    assert.equal(res.status, 400, `${path}: the simulator's own refusal, relayed`);
+    assert.match(res.body.toString(), /deeper than 512/);
+  }
+  assert.ok(proxy.child.running && sim.child.running, 'both processes are still up');
+  const echo = await request({ port: proxy.port, path: '/v1/echo-deep', body });
+  assert.equal(echo.status, 200);
+  assert.equal(JSON.parse(echo.body.toString()).body_length, body.length, 'forwarded byte for byte');
+});
