@@ -153,6 +153,28 @@ TEST(Retokenize, NativeAndNormalizedCountsAreKeptApart) {
     EXPECT_NEAR(*s.output_tokens_per_second, 4 / 0.030, 1e-9);
 }
 
+TEST(Retokenize, AHugePreTokenIsCutAndItsWorkBounded) {
+    // One "word" of 1 MiB, as a hostile upstream might send. What the tokenizer holds stays
+    // under the cut; the first cut part is tokenized exactly (the word encoder makes it one
+    // token) and later parts are counted at that part's bytes per token: about one per part.
+    word_encoder words;
+    token_counter counter({&words, nullptr});
+    const std::string word(1u << 20, 'a');
+    std::uint64_t timed = 0;
+    for (std::size_t i = 0; i < word.size(); i += 64 * 1024) {
+        counter.feed(text(std::string_view(word).substr(i, 64 * 1024)), at(1ms),
+                     [&timed](core::time_point, std::uint64_t n) { timed += n; });
+        EXPECT_LE(counter.pending_bytes(), token_counter::max_pending_bytes);
+    }
+    counter.finish([&timed](core::time_point, std::uint64_t n) { timed += n; });
+    EXPECT_GT(counter.cut_pieces(), 50u);
+    ASSERT_TRUE(counter.native_output());
+    const auto parts = (word.size() + token_counter::max_pending_bytes - 1) /
+                       token_counter::max_pending_bytes;
+    EXPECT_NEAR(static_cast<double>(*counter.native_output()), static_cast<double>(parts), 3.0);
+    EXPECT_EQ(timed, *counter.native_output());
+}
+
 TEST(Retokenize, TheSameTokenizerAsNativeAndReferenceCountsOnce) {
     word_encoder words;
     stream_meter meter(api_kind::openai_chat_completions, "m", true, at(0ms), &itl_bounds);
