@@ -4,6 +4,7 @@
 #include <prometheus/family.h>
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
+#include <prometheus/metric_family.h>
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
@@ -11,6 +12,9 @@
 #include <algorithm>
 #include <chrono>
 #include <string>
+
+#include "metrics/native_histogram.hpp"
+#include "usage/record.hpp"
 
 namespace tokenmeter::metrics {
 namespace {
@@ -40,6 +44,22 @@ std::vector<std::string> prompt_class_labels(const std::vector<std::uint64_t>& b
     out.push_back(lower + "+");
     out.push_back("unknown");
     return out;
+}
+
+const char* to_c_str(usage::token_source source) {
+    switch (source) {
+        case usage::token_source::reported:
+            return "reported";
+        case usage::token_source::native:
+            return "native";
+        case usage::token_source::normalized:
+            return "normalized";
+        case usage::token_source::counted:
+            return "counted";
+        case usage::token_source::none:
+            break;
+    }
+    return "none";
 }
 
 double seconds_of(std::chrono::milliseconds d) {
@@ -75,6 +95,7 @@ std::string model_labels::label_for(std::string_view model) {
 registry::registry(const config::metrics& settings, const config::slo_settings& slo)
     : buckets_(config::buckets_with_slo_targets(settings, slo)),
       models_(settings.model_allowlist, settings.max_models),
+      natives_(settings.native_histograms ? std::make_unique<native_histograms>() : nullptr),
       registry_(std::make_shared<prometheus::Registry>()),
       slo_(slo),
       prompt_bounds_(settings.prompt_classes),
@@ -137,14 +158,44 @@ registry::registry(const config::metrics& settings, const config::slo_settings& 
                      .Name("tokenmeter_requests_total")
                      .Help("Requests by model, API, outcome and the status code the client got")
                      .Register(*registry_);
+    // Each token once, from the best source (as the usage records choose): the sum over every
+    // label is the tokens billed. Reasoning and cached input are parts of output and input, and
+    // the per-source counts are alternatives to one another, so each has a family of its own.
     tokens_ = &BuildCounter()
                    .Name("tokenmeter_tokens_total")
                    .Help(
-                       "Tokens by type (input, output, reasoning, cached_input) and count: "
-                       "reported by the model server, native (the model's tokenizer), normalized "
-                       "(the reference tokenizer); reasoning is part of output, cached_input part "
-                       "of input")
+                       "Tokens billed, by type (input, output) and the source of the count "
+                       "(reported, native, normalized, counted), each token counted once as in "
+                       "the usage records")
                    .Register(*registry_);
+    reasoning_tokens_ = &BuildCounter()
+                             .Name("tokenmeter_reasoning_tokens_total")
+                             .Help(
+                                 "Output tokens that were reasoning (part of "
+                                 "tokenmeter_tokens_total{type=\"output\"}), by source of the count")
+                             .Register(*registry_);
+    cached_input_tokens_ =
+        &BuildCounter()
+             .Name("tokenmeter_cached_input_tokens_total")
+             .Help(
+                 "Input tokens the server served from its prompt cache, as it reported them (part "
+                 "of tokenmeter_tokens_total{type=\"input\"})")
+             .Register(*registry_);
+    reported_tokens_ = &BuildCounter()
+                            .Name("tokenmeter_reported_tokens_total")
+                            .Help("Tokens as the model server's usage report counts them")
+                            .Register(*registry_);
+    native_tokens_ = &BuildCounter()
+                          .Name("tokenmeter_native_tokens_total")
+                          .Help("Tokens as the model's own tokenizer counts them (re-tokenized)")
+                          .Register(*registry_);
+    normalized_tokens_ =
+        &BuildCounter()
+             .Name("tokenmeter_normalized_tokens_total")
+             .Help(
+                 "Tokens as the reference tokenizer counts them, the same tokenizer for every "
+                 "model")
+             .Register(*registry_);
     parse_errors_ =
         &BuildCounter()
              .Name("tokenmeter_parse_errors_total")
@@ -219,13 +270,11 @@ void registry::record_details(const std::string& model, const meter::request_sum
         if (!input) {
             input = s.native_input_tokens ? s.native_input_tokens : s.normalized_input_tokens;
         }
-        ttft_
-            ->Add({{"model", model}, {"api", api}, {"prompt_class", prompt_class(input)}},
-                  buckets_.time_to_first_token)
-            .Observe(*s.time_to_first_token);
+        observe(ttft_, {{"model", model}, {"api", api}, {"prompt_class", prompt_class(input)}},
+                buckets_.time_to_first_token, *s.time_to_first_token);
     }
     if (s.time_to_first_content_token) {
-        ttfct_->Add(labels, buckets_.time_to_first_token).Observe(*s.time_to_first_content_token);
+        observe(ttfct_, labels, buckets_.time_to_first_token, *s.time_to_first_content_token);
     }
     if (s.inter_token_latency.count() > 0) {
         itl_->Add(labels, buckets_.inter_token_latency)
@@ -233,47 +282,24 @@ void registry::record_details(const std::string& model, const meter::request_sum
                              s.inter_token_latency.sum());
     }
     if (s.time_per_output_token) {
-        tpot_->Add(labels, buckets_.time_per_output_token).Observe(*s.time_per_output_token);
+        observe(tpot_, labels, buckets_.time_per_output_token, *s.time_per_output_token);
     }
     if (s.output_tokens_per_second) {
-        output_tps_->Add(labels, buckets_.output_tokens_per_second)
-            .Observe(*s.output_tokens_per_second);
+        observe(output_tps_, labels, buckets_.output_tokens_per_second,
+                *s.output_tokens_per_second);
     }
     if (s.decode_tokens_per_second) {
-        decode_tps_->Add(labels, buckets_.decode_tokens_per_second)
-            .Observe(*s.decode_tokens_per_second);
+        observe(decode_tps_, labels, buckets_.decode_tokens_per_second,
+                *s.decode_tokens_per_second);
     }
     if (s.normalized_output_tokens_per_second) {
-        normalized_tps_->Add(labels, buckets_.output_tokens_per_second)
-            .Observe(*s.normalized_output_tokens_per_second);
+        observe(normalized_tps_, labels, buckets_.output_tokens_per_second,
+                *s.normalized_output_tokens_per_second);
     }
     if (s.output_chars > 0) {
         output_chars_->Add(labels).Increment(static_cast<double>(s.output_chars));
     }
-    auto count_tokens = [&](const char* type, const char* source,
-                            const std::optional<std::uint64_t>& n) {
-        if (n) {
-            tokens_->Add({{"model", model}, {"api", api}, {"type", type}, {"count", source}})
-                .Increment(static_cast<double>(*n));
-        }
-    };
-    count_tokens("input", "reported", s.reported.input_tokens);
-    count_tokens("output", "reported", s.reported.output_tokens);
-    count_tokens("input", "native", s.native_input_tokens);
-    count_tokens("output", "native", s.native_output_tokens);
-    count_tokens("input", "normalized", s.normalized_input_tokens);
-    count_tokens("output", "normalized", s.normalized_output_tokens);
-    count_tokens("reasoning", "reported", s.reported.reasoning_tokens);
-    count_tokens("cached_input", "reported", s.reported.cached_input_tokens);
-    // Re-tokenized reasoning: only when the stream carried reasoning text (a model without any
-    // gets no series rather than a column of zeros).
-    if (s.native_reasoning_tokens.value_or(0) > 0) {
-        count_tokens("reasoning", "native", s.native_reasoning_tokens);
-    }
-    if (s.normalized_reasoning_tokens.value_or(0) > 0) {
-        count_tokens("reasoning", "normalized", s.normalized_reasoning_tokens);
-    }
-
+    count_tokens(labels, s);
     // A server whose usage report disagrees with its own tokenizer has a broken report (or
     // hides text, like unstreamed reasoning). One or two tokens of difference are normal: an
     // end-of-sequence token, a detokenizer's trailing bytes.
@@ -292,6 +318,44 @@ void registry::record_details(const std::string& model, const meter::request_sum
     if (s.result == meter::outcome::complete) {
         check("output", s.reported.output_tokens, s.native_output_tokens);
     }
+}
+
+void registry::count_tokens(const prometheus::Labels& labels, const meter::request_summary& s) {
+    auto add = [&](prometheus::Family<prometheus::Counter>* family, const char* type,
+                   const char* source, const std::optional<std::uint64_t>& n) {
+        if (!n) {
+            return;
+        }
+        prometheus::Labels l = labels;
+        if (type != nullptr) {
+            l.emplace("type", type);
+        }
+        if (source != nullptr) {
+            l.emplace("source", source);
+        }
+        family->Add(l).Increment(static_cast<double>(*n));
+    };
+    // A rejected request was never forwarded: no model consumed its tokens (as in its record).
+    if (s.result != meter::outcome::rejected) {
+        const usage::token_count input = usage::best_input(s);
+        const usage::token_count output = usage::best_output(s);
+        add(tokens_, "input", to_c_str(input.source), input.value);
+        add(tokens_, "output", to_c_str(output.source), output.value);
+        if (s.reported.reasoning_tokens) {
+            add(reasoning_tokens_, nullptr, "reported", s.reported.reasoning_tokens);
+        } else if (s.native_reasoning_tokens.value_or(0) > 0) {
+            add(reasoning_tokens_, nullptr, "native", s.native_reasoning_tokens);
+        } else if (s.normalized_reasoning_tokens.value_or(0) > 0) {
+            add(reasoning_tokens_, nullptr, "normalized", s.normalized_reasoning_tokens);
+        }
+        add(cached_input_tokens_, nullptr, nullptr, s.reported.cached_input_tokens);
+    }
+    add(reported_tokens_, "input", nullptr, s.reported.input_tokens);
+    add(reported_tokens_, "output", nullptr, s.reported.output_tokens);
+    add(native_tokens_, "input", nullptr, s.native_input_tokens);
+    add(native_tokens_, "output", nullptr, s.native_output_tokens);
+    add(normalized_tokens_, "input", nullptr, s.normalized_input_tokens);
+    add(normalized_tokens_, "output", nullptr, s.normalized_output_tokens);
 }
 
 const std::string& registry::prompt_class(std::optional<std::uint64_t> input_tokens) const {
@@ -374,10 +438,17 @@ void registry::count_request(protocol::api_kind api, const std::string& model_la
                {"outcome", outcome},
                {"code", code_label(code)}})
         .Increment();
-    duration_
-        ->Add({{"model", model_label}, {"api", api_label}, {"outcome", outcome}},
-              buckets_.request_duration)
-        .Observe(duration_seconds);
+    observe(duration_, {{"model", model_label}, {"api", api_label}, {"outcome", outcome}},
+            buckets_.request_duration, duration_seconds);
+}
+
+void registry::observe(prometheus::Family<prometheus::Histogram>* family,
+                       const prometheus::Labels& labels, const std::vector<double>& bounds,
+                       double value) {
+    family->Add(labels, bounds).Observe(value);
+    if (natives_) {
+        natives_->observe(family->GetName(), labels, value);
+    }
 }
 
 void registry::stream_opened() {
@@ -400,7 +471,22 @@ void registry::parse_errors(protocol::api_kind api, protocol::parse_error reason
 }
 
 std::string registry::expose() const {
-    return prometheus::TextSerializer().Serialize(registry_->Collect());
+    return prometheus::TextSerializer().Serialize(collect());
+}
+
+std::string registry::expose_protobuf() const {
+    if (!natives_) {
+        return {};
+    }
+    return encode_protobuf(collect(), natives_.get());
+}
+
+// Families without a series are left out: a feature that is off shows nothing, not even its
+// HELP and TYPE lines.
+std::vector<prometheus::MetricFamily> registry::collect() const {
+    auto families = registry_->Collect();
+    std::erase_if(families, [](const prometheus::MetricFamily& f) { return f.metric.empty(); });
+    return families;
 }
 
 }  // namespace tokenmeter::metrics

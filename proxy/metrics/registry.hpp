@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -21,6 +22,7 @@ class Gauge;
 class Histogram;
 template <typename T>
 class Family;
+struct MetricFamily;
 }  // namespace prometheus
 
 namespace tokenmeter::metrics {
@@ -37,6 +39,8 @@ class model_labels {
     bool fixed_;
     std::uint32_t max_models_;
 };
+
+class native_histograms;
 
 class registry {
   public:
@@ -61,6 +65,12 @@ class registry {
         return buckets_.inter_token_latency;
     }
     [[nodiscard]] std::string expose() const;
+    // The protobuf exposition (metrics.native_histograms): every family, histograms with their
+    // native buckets. Empty when native histograms are off.
+    [[nodiscard]] std::string expose_protobuf() const;
+    [[nodiscard]] bool native_histograms_enabled() const noexcept { return natives_ != nullptr; }
+    // Every family that has at least one series (what expose() serializes).
+    [[nodiscard]] std::vector<prometheus::MetricFamily> collect() const;
     [[nodiscard]] std::shared_ptr<prometheus::Registry> prometheus_registry() const {
         return registry_;
     }
@@ -75,11 +85,19 @@ class registry {
     void count_slo(const std::string& model_label, const meter::request_summary& s);
     std::string bounded_model(protocol::api_kind api, std::string_view model);
     void record_details(const std::string& model, const meter::request_summary& s);
+    void count_tokens(const std::map<std::string, std::string>& labels,
+                      const meter::request_summary& s);
     void count_request(protocol::api_kind api, const std::string& model_label,
                        meter::outcome result, int code, double duration_seconds);
 
+    // Each observation of a histogram family, also into its native copy (when enabled).
+    void observe(prometheus::Family<prometheus::Histogram>* family,
+                 const std::map<std::string, std::string>& labels,
+                 const std::vector<double>& bounds, double value);
+
     config::histogram_buckets buckets_;
     model_labels models_;
+    std::unique_ptr<native_histograms> natives_;
     std::shared_ptr<prometheus::Registry> registry_;
     prometheus::Family<prometheus::Histogram>* ttft_;
     prometheus::Family<prometheus::Histogram>* ttfct_;
@@ -92,7 +110,12 @@ class registry {
     prometheus::Family<prometheus::Counter>* output_chars_;
     prometheus::Family<prometheus::Counter>* mismatch_;
     prometheus::Family<prometheus::Counter>* requests_;
-    prometheus::Family<prometheus::Counter>* tokens_;
+    prometheus::Family<prometheus::Counter>* tokens_;           // billed: best source, once
+    prometheus::Family<prometheus::Counter>* reasoning_tokens_;  // part of output
+    prometheus::Family<prometheus::Counter>* cached_input_tokens_;  // part of input
+    prometheus::Family<prometheus::Counter>* reported_tokens_;   // per source, for comparison
+    prometheus::Family<prometheus::Counter>* native_tokens_;
+    prometheus::Family<prometheus::Counter>* normalized_tokens_;
     prometheus::Family<prometheus::Counter>* parse_errors_;
     prometheus::Family<prometheus::Counter>* upstream_errors_;
     prometheus::Gauge* streams_active_;
