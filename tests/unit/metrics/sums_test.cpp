@@ -46,6 +46,19 @@ meter::request_summary streamed(const registry& r, protocol::api_kind api,
     return m.finish(meter::end_reason::upstream_complete, at + 5ms);
 }
 
+// One complete request of a tenant on model llama with n tokens of every kind.
+tenant_usage tenant_request(std::string_view tenant, std::uint64_t n) {
+    tenant_usage u;
+    u.tenant = tenant;
+    u.model_label = "llama";
+    u.outcome = "complete";
+    u.input_tokens = n;
+    u.output_tokens = n;
+    u.reasoning_tokens = n;
+    u.cached_input_tokens = n;
+    return u;
+}
+
 struct family_totals {
     std::map<std::string, double> value;  // counters and gauges: sum of the values
     std::map<std::string, double> count;  // histograms: sum of _count
@@ -249,13 +262,7 @@ TEST(Sums, EveryFamilySumsToAKnownTotal) {
 TEST(Sums, FeaturesThatAreOffServeNothing) {
     registry r(config::metrics{});
     billing_metrics billing(r, config::tenants{});  // no tenant source, no limits, no spool
-    tenant_usage u;
-    u.tenant = "anonymous";
-    u.model_label = "llama";
-    u.outcome = "complete";
-    u.input_tokens = 3;
-    u.output_tokens = 4;
-    billing.record(u);
+    billing.record(tenant_request("anonymous", 3));
     const std::string text = r.expose();
     for (const char* name : {"tokenmeter_tenant_", "tokenmeter_usage_", "tokenmeter_slo_",
                              "tokenmeter_parse_errors_total"}) {
@@ -282,15 +289,7 @@ TEST(Sums, EveryServedFamilyAndLabelIsDocumented) {
     s.parse_errors_by_reason[0] = 1;
     r.record(s);
     r.upstream_error("timeout");
-    tenant_usage u;
-    u.tenant = "t";
-    u.model_label = "llama";
-    u.outcome = "complete";
-    u.input_tokens = 1;
-    u.output_tokens = 1;
-    u.reasoning_tokens = 1;
-    u.cached_input_tokens = 1;
-    billing.record(u);
+    billing.record(tenant_request("t", 1));
     billing.rate_limited("t");
     billing.set_spool(0, 0);
     billing.add_ship_errors(0);
