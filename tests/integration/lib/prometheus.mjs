@@ -42,8 +42,8 @@ function getJson(port, pathAndQuery) {
 }
 
 // targets: ["host:port"]; labels: target labels ({cluster: 'test'}); ruleFiles: paths;
-// features: --enable-feature values (e.g. 'native-histograms').
-export async function startPrometheus({ targets, labels, ruleFiles = [], features = [] }) {
+// features: --enable-feature values (e.g. 'native-histograms'); job: the scrape job's name.
+export async function startPrometheus({ targets, labels, ruleFiles = [], features = [], job = 'tokenmeter' }) {
   const dir = makeTempDir('tokenmeter-prom-');
   mkdirSync(path.join(dir, 'data'));
   const configFile = path.join(dir, 'prometheus.yml');
@@ -57,7 +57,7 @@ export async function startPrometheus({ targets, labels, ruleFiles = [], feature
   }
   lines.push(
     'scrape_configs:',
-    '  - job_name: tokenmeter',
+    `  - job_name: ${job}`,
     '    static_configs:',
     `      - targets: ${JSON.stringify(targets)}`,
   );
