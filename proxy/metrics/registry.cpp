@@ -46,22 +46,6 @@ std::vector<std::string> prompt_class_labels(const std::vector<std::uint64_t>& b
     return out;
 }
 
-const char* to_c_str(usage::token_source source) {
-    switch (source) {
-        case usage::token_source::reported:
-            return "reported";
-        case usage::token_source::native:
-            return "native";
-        case usage::token_source::normalized:
-            return "normalized";
-        case usage::token_source::counted:
-            return "counted";
-        case usage::token_source::none:
-            break;
-    }
-    return "none";
-}
-
 double seconds_of(std::chrono::milliseconds d) {
     return static_cast<double>(d.count()) / 1000.0;
 }
@@ -321,16 +305,17 @@ void registry::record_details(const std::string& model, const meter::request_sum
 }
 
 void registry::count_tokens(const prometheus::Labels& labels, const meter::request_summary& s) {
-    auto add = [&](prometheus::Family<prometheus::Counter>* family, const char* type,
-                   const char* source, const std::optional<std::uint64_t>& n) {
+    // type and source: "" leaves the label out.
+    auto add = [&](prometheus::Family<prometheus::Counter>* family, std::string_view type,
+                   std::string_view source, const std::optional<std::uint64_t>& n) {
         if (!n) {
             return;
         }
         prometheus::Labels l = labels;
-        if (type != nullptr) {
+        if (!type.empty()) {
             l.emplace("type", type);
         }
-        if (source != nullptr) {
+        if (!source.empty()) {
             l.emplace("source", source);
         }
         family->Add(l).Increment(static_cast<double>(*n));
@@ -339,23 +324,23 @@ void registry::count_tokens(const prometheus::Labels& labels, const meter::reque
     if (s.result != meter::outcome::rejected) {
         const usage::token_count input = usage::best_input(s);
         const usage::token_count output = usage::best_output(s);
-        add(tokens_, "input", to_c_str(input.source), input.value);
-        add(tokens_, "output", to_c_str(output.source), output.value);
+        add(tokens_, "input", usage::to_string(input.source), input.value);
+        add(tokens_, "output", usage::to_string(output.source), output.value);
         if (s.reported.reasoning_tokens) {
-            add(reasoning_tokens_, nullptr, "reported", s.reported.reasoning_tokens);
+            add(reasoning_tokens_, "", "reported", s.reported.reasoning_tokens);
         } else if (s.native_reasoning_tokens.value_or(0) > 0) {
-            add(reasoning_tokens_, nullptr, "native", s.native_reasoning_tokens);
+            add(reasoning_tokens_, "", "native", s.native_reasoning_tokens);
         } else if (s.normalized_reasoning_tokens.value_or(0) > 0) {
-            add(reasoning_tokens_, nullptr, "normalized", s.normalized_reasoning_tokens);
+            add(reasoning_tokens_, "", "normalized", s.normalized_reasoning_tokens);
         }
-        add(cached_input_tokens_, nullptr, nullptr, s.reported.cached_input_tokens);
+        add(cached_input_tokens_, "", "", s.reported.cached_input_tokens);
     }
-    add(reported_tokens_, "input", nullptr, s.reported.input_tokens);
-    add(reported_tokens_, "output", nullptr, s.reported.output_tokens);
-    add(native_tokens_, "input", nullptr, s.native_input_tokens);
-    add(native_tokens_, "output", nullptr, s.native_output_tokens);
-    add(normalized_tokens_, "input", nullptr, s.normalized_input_tokens);
-    add(normalized_tokens_, "output", nullptr, s.normalized_output_tokens);
+    add(reported_tokens_, "input", "", s.reported.input_tokens);
+    add(reported_tokens_, "output", "", s.reported.output_tokens);
+    add(native_tokens_, "input", "", s.native_input_tokens);
+    add(native_tokens_, "output", "", s.native_output_tokens);
+    add(normalized_tokens_, "input", "", s.normalized_input_tokens);
+    add(normalized_tokens_, "output", "", s.normalized_output_tokens);
 }
 
 const std::string& registry::prompt_class(std::optional<std::uint64_t> input_tokens) const {
