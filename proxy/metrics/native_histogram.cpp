@@ -24,7 +24,7 @@ int native_bucket_index(double v, int schema) {
 void native_histogram::observe(double v) {
     ++count;
     sum += v;
-    if (!(v > native_zero_threshold)) {  // also NaN and negative values: tokenmeter has none
+    if (!(v > zero_threshold)) {  // also NaN and negative values: tokenmeter has none
         ++zero_count;
         return;
     }
@@ -34,6 +34,19 @@ void native_histogram::observe(double v) {
 void native_histograms::observe(const std::string& family, const labels& l, double v) {
     std::lock_guard lock(mutex_);
     histograms_[{family, l}].observe(v);
+}
+
+void native_histograms::observe(const std::string& family, const labels& l,
+                                const native_batch& batch) {
+    std::lock_guard lock(mutex_);
+    native_histogram& h = histograms_[{family, l}];
+    h.zero_threshold = batch.zero_threshold;
+    h.zero_count += batch.zero_count;
+    h.count += batch.count;
+    h.sum += batch.sum;
+    for (const auto& [index, n] : batch.positive) {
+        h.positive[index] += n;
+    }
 }
 
 std::map<std::pair<std::string, native_histograms::labels>, native_histogram>
@@ -113,7 +126,7 @@ int proto_type(prometheus::MetricType t) {
 
 void put_native(std::string& h, const native_histogram& n) {
     put_sint(h, histogram_field::schema, native_schema);
-    put_double(h, histogram_field::zero_threshold, native_zero_threshold);
+    put_double(h, histogram_field::zero_threshold, n.zero_threshold);
     put_uint(h, histogram_field::zero_count, n.zero_count);
     // One span per run of consecutive buckets; the first offset is the absolute index, the
     // others the gap after the previous span. Deltas run on across spans.

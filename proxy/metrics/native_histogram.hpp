@@ -33,7 +33,18 @@ struct native_histogram {
     std::uint64_t zero_count = 0;
     std::uint64_t count = 0;
     double sum = 0;
+    double zero_threshold = native_zero_threshold;
     void observe(double v);
+};
+
+// Observations already sorted into native buckets (a request's inter-token latencies), with the
+// zero threshold below which they were not told apart.
+struct native_batch {
+    std::map<int, std::uint64_t> positive;
+    std::uint64_t zero_count = 0;
+    std::uint64_t count = 0;
+    double sum = 0;
+    double zero_threshold = native_zero_threshold;
 };
 
 // Every native histogram of a registry, keyed by family name and label set.
@@ -41,6 +52,7 @@ class native_histograms {
   public:
     using labels = std::map<std::string, std::string>;
     void observe(const std::string& family, const labels& l, double v);
+    void observe(const std::string& family, const labels& l, const native_batch& batch);
     // A copy, for one exposition.
     [[nodiscard]] std::map<std::pair<std::string, labels>, native_histogram> snapshot() const;
 

@@ -216,6 +216,31 @@ registry::registry(const config::metrics& settings, const config::slo_settings& 
                        .Name("tokenmeter_slo_target_seconds")
                        .Help("The configured latency target of an SLO")
                        .Register(*registry_);
+    // The batch bounds for inter-token latency (see inter_token_latency_bounds()).
+    const std::vector<double>& classic = buckets_.inter_token_latency;
+    itl_batch_bounds_ = classic;
+    if (natives_) {
+        // Every native boundary from 2^-17 s (7.6 us: below it a gap counts as 0) to 2^8 s; a
+        // gap above 256 s is counted in the top native bucket.
+        for (int i = -17 * 16; i <= 8 * 16; ++i) {
+            itl_batch_bounds_.push_back(std::exp2(static_cast<double>(i) / 16.0));
+        }
+        std::sort(itl_batch_bounds_.begin(), itl_batch_bounds_.end());
+        itl_batch_bounds_.erase(std::unique(itl_batch_bounds_.begin(), itl_batch_bounds_.end()),
+                                itl_batch_bounds_.end());
+        // Each batch bucket (previous bound, bound] lies inside one classic and one native
+        // bucket, since both sets of boundaries are among the batch's.
+        for (std::size_t j = 0; j <= itl_batch_bounds_.size(); ++j) {
+            const bool overflow = j == itl_batch_bounds_.size();
+            const double upper = overflow ? itl_batch_bounds_.back() : itl_batch_bounds_[j];
+            itl_classic_index_.push_back(
+                overflow ? classic.size()
+                         : static_cast<std::size_t>(
+                               std::lower_bound(classic.begin(), classic.end(), upper) -
+                               classic.begin()));
+            itl_native_index_.push_back(native_bucket_index(upper));
+        }
+    }
     // Models named in the SLO section take their label slots now, so that they never end up
     // as "other" behind a crowd of earlier names, and their targets are visible before traffic.
     for (const auto& [name, target] : slo_.models) {
@@ -261,9 +286,7 @@ void registry::record_details(const std::string& model, const meter::request_sum
         observe(ttfct_, labels, buckets_.time_to_first_token, *s.time_to_first_content_token);
     }
     if (s.inter_token_latency.count() > 0) {
-        itl_->Add(labels, buckets_.inter_token_latency)
-            .ObserveMultiple(s.inter_token_latency.bucket_increments(),
-                             s.inter_token_latency.sum());
+        observe_inter_token_latency(labels, s.inter_token_latency);
     }
     if (s.time_per_output_token) {
         observe(tpot_, labels, buckets_.time_per_output_token, *s.time_per_output_token);
@@ -425,6 +448,35 @@ void registry::count_request(protocol::api_kind api, const std::string& model_la
         .Increment();
     observe(duration_, {{"model", model_label}, {"api", api_label}, {"outcome", outcome}},
             buckets_.request_duration, duration_seconds);
+}
+
+void registry::observe_inter_token_latency(const prometheus::Labels& labels,
+                                           const meter::histogram_batch& batch) {
+    const std::vector<double>& increments = batch.bucket_increments();
+    if (!natives_) {
+        itl_->Add(labels, buckets_.inter_token_latency)
+            .ObserveMultiple(increments, batch.sum());
+        return;
+    }
+    std::vector<double> classic(buckets_.inter_token_latency.size() + 1, 0.0);
+    native_batch native;
+    native.zero_threshold = itl_batch_bounds_.front();
+    native.count = batch.count();
+    native.sum = batch.sum();
+    for (std::size_t j = 0; j < increments.size() && j < itl_classic_index_.size(); ++j) {
+        if (increments[j] == 0) {
+            continue;
+        }
+        classic[itl_classic_index_[j]] += increments[j];
+        const auto n = static_cast<std::uint64_t>(increments[j]);
+        if (j == 0) {
+            native.zero_count += n;  // at most 2^-17 s: not told apart from 0
+        } else {
+            native.positive[itl_native_index_[j]] += n;
+        }
+    }
+    itl_->Add(labels, buckets_.inter_token_latency).ObserveMultiple(classic, batch.sum());
+    natives_->observe(itl_->GetName(), labels, native);
 }
 
 void registry::observe(prometheus::Family<prometheus::Histogram>* family,

@@ -61,8 +61,11 @@ class registry {
     void upstream_error(std::string_view reason);
     void parse_errors(protocol::api_kind api, protocol::parse_error reason, std::uint64_t count);
 
+    // The bounds a request batches its inter-token latencies into (meter::histogram_batch): the
+    // classic buckets, and with native histograms also every native boundary from 2^-17 s to
+    // 2^8 s, so that the batch splits exactly into both.
     [[nodiscard]] const std::vector<double>& inter_token_latency_bounds() const noexcept {
-        return buckets_.inter_token_latency;
+        return itl_batch_bounds_;
     }
     [[nodiscard]] std::string expose() const;
     // The protobuf exposition (metrics.native_histograms): every family, histograms with their
@@ -95,9 +98,15 @@ class registry {
                  const std::map<std::string, std::string>& labels,
                  const std::vector<double>& bounds, double value);
 
+    void observe_inter_token_latency(const std::map<std::string, std::string>& labels,
+                                     const meter::histogram_batch& batch);
+
     config::histogram_buckets buckets_;
     model_labels models_;
     std::unique_ptr<native_histograms> natives_;
+    std::vector<double> itl_batch_bounds_;
+    std::vector<std::size_t> itl_classic_index_;  // per batch bucket: its classic bucket
+    std::vector<int> itl_native_index_;           // per batch bucket: its native bucket
     std::shared_ptr<prometheus::Registry> registry_;
     prometheus::Family<prometheus::Histogram>* ttft_;
     prometheus::Family<prometheus::Histogram>* ttfct_;

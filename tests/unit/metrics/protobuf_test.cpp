@@ -4,6 +4,7 @@
 
 #include <prometheus/metric_family.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -159,8 +160,51 @@ TEST(ProtobufExposition, DecodesAgainstTheSchemaWithNativeBuckets) {
     EXPECT_TRUE(contains(errors, "counter {\n    value: 1\n  }")) << errors;
     const std::string& build = decoded.at("tokenmeter_build_info");
     EXPECT_TRUE(contains(build, "type: GAUGE")) << build;
-    // Inter-token latency stays classic: no native part.
-    EXPECT_FALSE(contains(decoded.at("tokenmeter_inter_token_latency_seconds"), "schema:"));
+    // Inter-token latency: batched per request, split exactly into classic and native buckets.
+    // One 5 ms gap per request: native bucket -122 (2^(-123/16) < 0.005 <= 2^(-122/16)).
+    const std::string& itl = decoded.at("tokenmeter_inter_token_latency_seconds");
+    EXPECT_TRUE(contains(itl, "sample_count: 4")) << itl;
+    EXPECT_TRUE(contains(itl, "schema: 4")) << itl;
+    EXPECT_TRUE(contains(itl, "zero_threshold: 7.62939453125e-06")) << itl;
+    EXPECT_TRUE(contains(itl, "positive_span {\n      offset: -122\n      length: 1\n    }")) << itl;
+    EXPECT_TRUE(contains(itl, "positive_delta: 4")) << itl;
+    EXPECT_TRUE(contains(itl, "bucket {\n      cumulative_count: 4\n      upper_bound: 0.005524"))
+        << itl;
+    EXPECT_TRUE(contains(itl, "bucket {\n      cumulative_count: 0\n      upper_bound: 0.004645"))
+        << itl;
+}
+
+// The same gaps observed one by one into a native histogram and batched per request through the
+// registry give the same buckets: the batch bounds hold every native boundary.
+TEST(ProtobufExposition, BatchedInterTokenLatencyIsExact) {
+    config::metrics settings;
+    settings.native_histograms = true;
+    registry r(settings);
+    const auto& bounds = r.inter_token_latency_bounds();
+    for (const double b : config::default_buckets().inter_token_latency) {
+        EXPECT_TRUE(std::binary_search(bounds.begin(), bounds.end(), b)) << b;
+    }
+    for (int i = -17 * 16; i <= 8 * 16; i += 7) {
+        EXPECT_TRUE(std::binary_search(bounds.begin(), bounds.end(), std::exp2(i / 16.0))) << i;
+    }
+    meter::histogram_batch batch(&bounds);
+    native_histogram direct;
+    direct.zero_threshold = bounds.front();
+    for (const double gap : {0.0, 0.0, 0.0009, 0.005, 0.0051, 0.02, 0.0203, 0.25, 0.2501, 1.7}) {
+        batch.observe(gap);
+        direct.observe(gap);
+    }
+    std::vector<double> increments = batch.bucket_increments();
+    std::map<int, std::uint64_t> from_batch;
+    for (std::size_t j = 1; j < increments.size(); ++j) {
+        if (increments[j] > 0) {
+            from_batch[native_bucket_index(j < bounds.size() ? bounds[j] : bounds.back())] +=
+                static_cast<std::uint64_t>(increments[j]);
+        }
+    }
+    EXPECT_EQ(from_batch, direct.positive);
+    EXPECT_EQ(static_cast<std::uint64_t>(increments[0]), direct.zero_count);
+    EXPECT_EQ(direct.zero_count, 2U);
 }
 
 TEST(ProtobufExposition, OffWithoutTheOption) {
