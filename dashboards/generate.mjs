@@ -9,7 +9,12 @@ import { fileURLToPath } from 'node:url';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const DS = { type: 'prometheus', uid: '${datasource}' };
-const M = 'model=~"$model"';
+// Where: the scrape targets chosen by the cluster, namespace and job variables. Their "All" is
+// ".*", so series without a cluster or namespace label (a plain Prometheus) still match.
+const W = 'cluster=~"$cluster", namespace=~"$namespace", job=~"$job"';
+const M = `${W}, model=~"$model"`;
+// Aggregations keep them, so two deployments of one model are never added into one quantile.
+const BY = 'cluster, namespace, job';
 const RI = '$__rate_interval';
 
 // ---- building blocks -------------------------------------------------------------------------
@@ -21,20 +26,40 @@ function datasourceVariable() {
   };
 }
 
-function queryVariable(name, label, query) {
+function queryVariable(name, label, query, allValue = '.+') {
   return {
     name, label, type: 'query', datasource: DS,
     definition: query,
     query: { query, refId: 'PrometheusVariableQueryEditor-VariableQuery' },
-    refresh: 2, includeAll: true, multi: true, allValue: '.+', sort: 1, hide: 0, regex: '',
+    refresh: 2, includeAll: true, multi: true, allValue, sort: 1, hide: 0, regex: '',
     current: { selected: true, text: ['All'], value: ['$__all'] }, options: [],
   };
 }
 
+// cluster (an external or target label), namespace (Kubernetes), job (the scrape job): each
+// narrowed by the ones before it.
+const whereVariables = () => [
+  queryVariable('cluster', 'Cluster', 'label_values(tokenmeter_build_info, cluster)', '.*'),
+  queryVariable('namespace', 'Namespace',
+    'label_values(tokenmeter_build_info{cluster=~"$cluster"}, namespace)', '.*'),
+  queryVariable('job', 'Job',
+    'label_values(tokenmeter_build_info{cluster=~"$cluster", namespace=~"$namespace"}, job)', '.*'),
+];
+
+// The SLO period the error budget is spent over (the burn-rate alerts assume 30 days).
+function sloWindowVariable() {
+  const values = ['7d', '28d', '30d'];
+  return {
+    name: 'slo_window', label: 'SLO window', type: 'custom', query: values.join(','),
+    current: { selected: true, text: '30d', value: '30d' }, hide: 0, multi: false, includeAll: false,
+    options: values.map((v) => ({ selected: v === '30d', text: v, value: v })),
+  };
+}
+
 const modelVariable = () =>
-  queryVariable('model', 'Model', 'label_values(tokenmeter_requests_total{api!="none"}, model)');
+  queryVariable('model', 'Model', `label_values(tokenmeter_requests_total{${W}, api!="none"}, model)`);
 const tenantVariable = () =>
-  queryVariable('tenant', 'Tenant', 'label_values(tokenmeter_tenant_requests_total, tenant)');
+  queryVariable('tenant', 'Tenant', `label_values(tokenmeter_tenant_requests_total{${W}}, tenant)`);
 
 function target(expr, legendFormat, refId) {
   return { datasource: DS, expr, legendFormat, range: true, instant: false, refId, editorMode: 'code' };
@@ -71,10 +96,15 @@ function panel(title, description, targets, { unit = 'short', kind = 'timeseries
   };
 }
 
-const quantiles = (metric, by, legendPrefix = '') => [0.5, 0.9, 0.99].map((q) => [
-  `histogram_quantile(${q}, sum by (${by}, le) (rate(${metric}_bucket{${M}}[${RI}])))`,
-  `${legendPrefix}p${Math.round(q * 100)} {{${by.split(', ')[0]}}}`,
-]);
+// p50, p90, p99 and the mean (exact: _sum / _count, whatever the buckets) of a histogram.
+const quantiles = (metric, by, { legendPrefix = '', filter = M } = {}) => [
+  ...[0.5, 0.9, 0.99].map((q) => [
+    `histogram_quantile(${q}, sum by (${BY}, ${by}, le) (rate(${metric}_bucket{${filter}}[${RI}])))`,
+    `${legendPrefix}p${Math.round(q * 100)} {{${by.split(', ')[0]}}}`,
+  ]),
+  [`sum by (${BY}, ${by}) (rate(${metric}_sum{${filter}}[${RI}])) / sum by (${BY}, ${by}) (rate(${metric}_count{${filter}}[${RI}]))`,
+    `${legendPrefix}mean {{${by.split(', ')[0]}}}`],
+];
 
 // Lays panels out left to right, top to bottom, in a 24-column grid; ids in order.
 function dashboard({ uid, title, description, variables, panels }) {
@@ -107,13 +137,11 @@ function dashboard({ uid, title, description, variables, panels }) {
 
 // ---- the dashboards --------------------------------------------------------------------------
 
-const reported = 'count=~"reported|"';  // the server's usage; series without `count` predate it
-
 const fleet = dashboard({
   uid: 'tokenmeter-fleet',
   title: 'tokenmeter / Fleet overview',
   description: 'Traffic, tokens and the latency users feel, per model.',
-  variables: [datasourceVariable(), modelVariable()],
+  variables: [datasourceVariable(), ...whereVariables(), modelVariable()],
   panels: [
     panel('Requests per second', 'Metered requests by model, counted when they end.', [
       [`sum by (model) (rate(tokenmeter_requests_total{${M}, api!="none"}[${RI}]))`, '{{model}}'],
@@ -121,124 +149,135 @@ const fleet = dashboard({
     panel('Requests by outcome', 'complete, client_cancel, upstream_error, upstream_truncated, rejected.', [
       [`sum by (outcome) (rate(tokenmeter_requests_total{${M}, api!="none"}[${RI}]))`, '{{outcome}}'],
     ], { unit: 'reqps', w: 8, stack: true }),
-    panel('Streams in flight', 'Responses being relayed right now, across all proxies.', [
-      ['sum(tokenmeter_streams_active)', 'streams'],
+    panel('Streams in flight', 'Responses being relayed right now, across the selected proxies.', [
+      [`sum(tokenmeter_streams_active{${W}})`, 'streams'],
     ], { w: 8 }),
-    panel('Output tokens per second (reported by the server)', 'From the usage the model server reports.', [
-      [`sum by (model) (rate(tokenmeter_tokens_total{${M}, type="output", ${reported}}[${RI}]))`, '{{model}}'],
+    panel('Billed tokens per second', 'Input and output tokens as the usage records bill them: each token once, from the best count (reported, else re-tokenized, else counted).', [
+      [`sum by (model, type) (rate(tokenmeter_tokens_total{${M}}[${RI}]))`, '{{model}} {{type}}'],
     ], { w: 8 }),
-    panel('Output tokens per second (native tokenizer)', "Re-counted with each model's own tokenizer.", [
-      [`sum by (model) (rate(tokenmeter_tokens_total{${M}, type="output", count="native"}[${RI}]))`, '{{model}}'],
+    panel('Where the billed counts come from', 'Billed tokens per second by source: reported by the server, native or normalized tokenizer, counted chunks. Anything but "reported" means the server sent no usage.', [
+      [`sum by (source) (rate(tokenmeter_tokens_total{${M}}[${RI}]))`, '{{source}}'],
+    ], { w: 8, stack: true }),
+    panel('Output tokens per second, three counts', "The same output counted by the server's report, the model's own tokenizer (native) and the reference tokenizer (normalized, comparable across models).", [
+      [`sum by (model) (rate(tokenmeter_reported_tokens_total{${M}, type="output"}[${RI}]))`, '{{model}} reported'],
+      [`sum by (model) (rate(tokenmeter_native_tokens_total{${M}, type="output"}[${RI}]))`, '{{model}} native'],
+      [`sum by (model) (rate(tokenmeter_normalized_tokens_total{${M}, type="output"}[${RI}]))`, '{{model}} normalized'],
     ], { w: 8 }),
-    panel('Output tokens per second (normalized)', 'Re-counted with the one reference tokenizer, comparable across models.', [
-      [`sum by (model) (rate(tokenmeter_tokens_total{${M}, type="output", count="normalized"}[${RI}]))`, '{{model}}'],
-    ], { w: 8 }),
-    panel('Input tokens per second (reported)', 'Prompt tokens the server reported.', [
-      [`sum by (model) (rate(tokenmeter_tokens_total{${M}, type="input", ${reported}}[${RI}]))`, '{{model}}'],
+    panel('Reasoning and cached input tokens per second', 'Parts of the billed output and input: reasoning (thinking) tokens and prompt tokens served from the cache.', [
+      [`sum by (model) (rate(tokenmeter_reasoning_tokens_total{${M}}[${RI}]))`, '{{model}} reasoning'],
+      [`sum by (model) (rate(tokenmeter_cached_input_tokens_total{${M}}[${RI}]))`, '{{model}} cached input'],
     ], { w: 12 }),
-    panel('Per-request output speed (normalized tokens/s), p50', 'Per request: normalized output tokens / end-to-end time.', [
-      [`histogram_quantile(0.5, sum by (model, le) (rate(tokenmeter_normalized_output_tokens_per_second_bucket{${M}}[${RI}])))`, '{{model}}'],
+    panel('Per-request output speed (normalized tokens/s), p50 and mean', 'Per request: normalized output tokens / end-to-end time.', [
+      [`histogram_quantile(0.5, sum by (${BY}, model, le) (rate(tokenmeter_normalized_output_tokens_per_second_bucket{${M}}[${RI}])))`, 'p50 {{model}}'],
+      [`sum by (${BY}, model) (rate(tokenmeter_normalized_output_tokens_per_second_sum{${M}}[${RI}])) / sum by (${BY}, model) (rate(tokenmeter_normalized_output_tokens_per_second_count{${M}}[${RI}]))`, 'mean {{model}}'],
     ], { w: 12 }),
-    panel('Time to first token p50 / p90 / p99', 'Request received to first token (content, reasoning or tool-call text).',
+    panel('Time to first token: p50 / p90 / p99 and mean', 'Request received to first token (content, reasoning or tool-call text).',
       quantiles('tokenmeter_time_to_first_token_seconds', 'model'), { unit: 's', w: 8 }),
-    panel('Inter-token latency p50 / p90 / p99', 'Gap between consecutive output tokens.',
+    panel('Inter-token latency: p50 / p90 / p99 and mean', 'Gap between consecutive output tokens.',
       quantiles('tokenmeter_inter_token_latency_seconds', 'model'), { unit: 's', w: 8 }),
-    panel('Time per output token p50 / p90 / p99', 'Per request: decode time / (output tokens - 1).',
+    panel('Time per output token: p50 / p90 / p99 and mean', 'Per request: decode time / (output tokens - 1).',
       quantiles('tokenmeter_time_per_output_token_seconds', 'model'), { unit: 's', w: 8 }),
     panel('TTFT p90 by prompt size', 'Prefill dominates TTFT: the same model, split by prompt class (input tokens).', [
-      [`histogram_quantile(0.9, sum by (prompt_class, le) (rate(tokenmeter_time_to_first_token_seconds_bucket{${M}}[${RI}])))`, '{{prompt_class}}'],
+      [`histogram_quantile(0.9, sum by (${BY}, prompt_class, le) (rate(tokenmeter_time_to_first_token_seconds_bucket{${M}}[${RI}])))`, '{{prompt_class}}'],
     ], { unit: 's', w: 12 }),
-    panel('Time to first content token p90', 'First visible answer token (reasoning excluded).', [
-      [`histogram_quantile(0.9, sum by (model, le) (rate(tokenmeter_time_to_first_content_token_seconds_bucket{${M}}[${RI}])))`, '{{model}}'],
+    panel('Time to first content token: p90 and mean', 'First visible answer token (reasoning excluded).', [
+      [`histogram_quantile(0.9, sum by (${BY}, model, le) (rate(tokenmeter_time_to_first_content_token_seconds_bucket{${M}}[${RI}])))`, 'p90 {{model}}'],
+      [`sum by (${BY}, model) (rate(tokenmeter_time_to_first_content_token_seconds_sum{${M}}[${RI}])) / sum by (${BY}, model) (rate(tokenmeter_time_to_first_content_token_seconds_count{${M}}[${RI}]))`, 'mean {{model}}'],
     ], { unit: 's', w: 12 }),
-    panel('Decode tokens per second p50', 'Per request: (output tokens - 1) / decode time.', [
-      [`histogram_quantile(0.5, sum by (model, le) (rate(tokenmeter_decode_tokens_per_second_bucket{${M}}[${RI}])))`, '{{model}}'],
+    panel('Decode tokens per second: p50 and mean', 'Per request: (output tokens - 1) / decode time.', [
+      [`histogram_quantile(0.5, sum by (${BY}, model, le) (rate(tokenmeter_decode_tokens_per_second_bucket{${M}}[${RI}])))`, 'p50 {{model}}'],
+      [`sum by (${BY}, model) (rate(tokenmeter_decode_tokens_per_second_sum{${M}}[${RI}])) / sum by (${BY}, model) (rate(tokenmeter_decode_tokens_per_second_count{${M}}[${RI}]))`, 'mean {{model}}'],
     ], { w: 12 }),
-    panel('Request duration p90', 'Request received to the end of the response.', [
-      [`histogram_quantile(0.9, sum by (model, le) (rate(tokenmeter_request_duration_seconds_bucket{${M}, api!="none"}[${RI}])))`, '{{model}}'],
-    ], { unit: 's', w: 12 }),
+    panel('Request duration (metered APIs): p50 / p90 / p99 and mean', 'Request received to the end of the response, for the model APIs (pass-through requests excluded).',
+      quantiles('tokenmeter_request_duration_seconds', 'model', { filter: `${M}, api!="none"` }), { unit: 's', w: 12 }),
   ],
 });
 
 const sloSel = `tokenmeter_slo_requests_total{${M}}`;
+const SLO_BY = `${BY}, model, slo`;
 const badOrZero = (range) =>
-  `(sum by (model, slo) (increase(tokenmeter_slo_requests_total{${M}, result="bad"}[${range}])) or 0 * sum by (model, slo) (increase(${sloSel}[${range}])))`;
+  `(sum by (${SLO_BY}) (increase(tokenmeter_slo_requests_total{${M}, result="bad"}[${range}])) or 0 * sum by (${SLO_BY}) (increase(${sloSel}[${range}])))`;
+const verdicts = (sloName, title) => panel(`${title}: good and bad requests per second`,
+  `Requests judged against the ${sloName.toUpperCase()} target, good stacked on bad: together they are the requests with that measurement.`, [
+    [`sum by (model, result) (rate(tokenmeter_slo_requests_total{${M}, slo="${sloName}"}[${RI}]))`, '{{model}} {{result}}'],
+  ], { unit: 'reqps', w: 12, stack: true });
 const slo = dashboard({
   uid: 'tokenmeter-slo',
   title: 'tokenmeter / SLOs and error budget',
   description: 'Latency SLOs per model: each request is good or bad against the TTFT and TPOT targets in the slo: config.',
-  variables: [datasourceVariable(), modelVariable()],
+  variables: [datasourceVariable(), ...whereVariables(), modelVariable(), sloWindowVariable()],
   panels: [
-    panel('Good requests over the range', 'Share of requests that met the target, over the selected time range.', [
-      [`sum by (model, slo) (increase(tokenmeter_slo_requests_total{${M}, result="good"}[$__range])) / sum by (model, slo) (increase(${sloSel}[$__range]))`, '{{model}} {{slo}}'],
+    panel('Good requests over the SLO window', 'Share of requests that met the target, over the SLO window (variable slo_window, 30 days by default).', [
+      [`sum by (${SLO_BY}) (increase(tokenmeter_slo_requests_total{${M}, result="good"}[$slo_window])) / sum by (${SLO_BY}) (increase(${sloSel}[$slo_window]))`, '{{model}} {{slo}}'],
     ], { unit: 'percentunit', kind: 'stat', w: 8, h: 6, thresholds: [{ color: 'red', value: null }, { color: 'green', value: 0.99 }] }),
-    panel('Error budget left over the range', '1 - (bad share / allowed bad share). Below 0: the budget of this range is spent.', [
-      [`1 - (${badOrZero('$__range')} / sum by (model, slo) (increase(${sloSel}[$__range]))) / on (model, slo) (1 - max by (model, slo) (tokenmeter_slo_objective_ratio{${M}}))`, '{{model}} {{slo}}'],
+    panel('Error budget left over the SLO window', '1 - (bad share / allowed bad share) over the SLO window (variable slo_window), not the dashboard range. Below 0: the budget is spent.', [
+      [`1 - (${badOrZero('$slo_window')} / sum by (${SLO_BY}) (increase(${sloSel}[$slo_window]))) / on (${SLO_BY}) (1 - max by (${SLO_BY}) (tokenmeter_slo_objective_ratio{${M}}))`, '{{model}} {{slo}}'],
     ], { unit: 'percentunit', kind: 'stat', w: 8, h: 6, thresholds: [{ color: 'red', value: null }, { color: 'orange', value: 0 }, { color: 'green', value: 0.5 }] }),
     panel('Targets and objectives', 'What the proxies are configured with.', [
       [`max by (model, slo) (tokenmeter_slo_target_seconds{${M}})`, '{{model}} {{slo}} target'],
       [`max by (model, slo) (tokenmeter_slo_objective_ratio{${M}})`, '{{model}} {{slo}} objective'],
     ], { kind: 'table', w: 8, h: 6 }),
     panel('Burn rate, 5 m and 1 h (page at 14.4)', 'Bad share / allowed bad share. 1 spends the 30-day budget in exactly 30 days.', [
-      [`tokenmeter:slo_errors:ratio_rate5m{${M}} / on (model, slo) (1 - tokenmeter:slo_objective:ratio)`, '{{model}} {{slo}} 5m'],
-      [`tokenmeter:slo_errors:ratio_rate1h{${M}} / on (model, slo) (1 - tokenmeter:slo_objective:ratio)`, '{{model}} {{slo}} 1h'],
+      [`tokenmeter:slo_errors:ratio_rate5m{${M}} / on (${SLO_BY}) (1 - tokenmeter:slo_objective:ratio)`, '{{model}} {{slo}} 5m'],
+      [`tokenmeter:slo_errors:ratio_rate1h{${M}} / on (${SLO_BY}) (1 - tokenmeter:slo_objective:ratio)`, '{{model}} {{slo}} 1h'],
     ], { w: 12 }),
     panel('Burn rate, 30 m, 6 h and 3 d (page at 6, ticket at 1)', 'The slower windows of the multi-window alerts.', [
-      [`tokenmeter:slo_errors:ratio_rate30m{${M}} / on (model, slo) (1 - tokenmeter:slo_objective:ratio)`, '{{model}} {{slo}} 30m'],
-      [`tokenmeter:slo_errors:ratio_rate6h{${M}} / on (model, slo) (1 - tokenmeter:slo_objective:ratio)`, '{{model}} {{slo}} 6h'],
-      [`tokenmeter:slo_errors:ratio_rate3d{${M}} / on (model, slo) (1 - tokenmeter:slo_objective:ratio)`, '{{model}} {{slo}} 3d'],
+      [`tokenmeter:slo_errors:ratio_rate30m{${M}} / on (${SLO_BY}) (1 - tokenmeter:slo_objective:ratio)`, '{{model}} {{slo}} 30m'],
+      [`tokenmeter:slo_errors:ratio_rate6h{${M}} / on (${SLO_BY}) (1 - tokenmeter:slo_objective:ratio)`, '{{model}} {{slo}} 6h'],
+      [`tokenmeter:slo_errors:ratio_rate3d{${M}} / on (${SLO_BY}) (1 - tokenmeter:slo_objective:ratio)`, '{{model}} {{slo}} 3d'],
     ], { w: 12 }),
-    panel('Good and bad requests per second', 'Counted by the proxy against each target.', [
-      [`sum by (model, slo, result) (rate(${sloSel}[${RI}]))`, '{{model}} {{slo}} {{result}}'],
-    ], { unit: 'reqps', w: 12, stack: true }),
+    verdicts('ttft', 'TTFT'),
+    verdicts('tpot', 'TPOT'),
     panel('Bad share', 'Bad / all requests per SLO.', [
-      [`${badOrZero(RI).replaceAll('increase(', 'rate(')} / sum by (model, slo) (rate(${sloSel}[${RI}]))`, '{{model}} {{slo}}'],
-    ], { unit: 'percentunit', w: 12 }),
-    panel('TTFT p99 against the target', 'The histogram view of the TTFT SLO (targets are bucket boundaries).', [
-      [`histogram_quantile(0.99, sum by (model, le) (rate(tokenmeter_time_to_first_token_seconds_bucket{${M}}[${RI}])))`, '{{model}} p99'],
+      [`${badOrZero(RI).replaceAll('increase(', 'rate(')} / sum by (${SLO_BY}) (rate(${sloSel}[${RI}]))`, '{{model}} {{slo}}'],
+    ], { unit: 'percentunit', w: 8 }),
+    panel('TTFT p99 and mean against the target', 'The histogram view of the TTFT SLO (targets are bucket boundaries; the buckets are about 19 % wide).', [
+      [`histogram_quantile(0.99, sum by (${BY}, model, le) (rate(tokenmeter_time_to_first_token_seconds_bucket{${M}}[${RI}])))`, '{{model}} p99'],
+      [`sum by (${BY}, model) (rate(tokenmeter_time_to_first_token_seconds_sum{${M}}[${RI}])) / sum by (${BY}, model) (rate(tokenmeter_time_to_first_token_seconds_count{${M}}[${RI}]))`, '{{model}} mean'],
       [`max by (model) (tokenmeter_slo_target_seconds{${M}, slo="ttft"})`, '{{model}} target'],
-    ], { unit: 's', w: 12 }),
-    panel('TPOT p99 against the target', 'The histogram view of the TPOT SLO.', [
-      [`histogram_quantile(0.99, sum by (model, le) (rate(tokenmeter_time_per_output_token_seconds_bucket{${M}}[${RI}])))`, '{{model}} p99'],
+    ], { unit: 's', w: 8 }),
+    panel('TPOT p99 and mean against the target', 'The histogram view of the TPOT SLO.', [
+      [`histogram_quantile(0.99, sum by (${BY}, model, le) (rate(tokenmeter_time_per_output_token_seconds_bucket{${M}}[${RI}])))`, '{{model}} p99'],
+      [`sum by (${BY}, model) (rate(tokenmeter_time_per_output_token_seconds_sum{${M}}[${RI}])) / sum by (${BY}, model) (rate(tokenmeter_time_per_output_token_seconds_count{${M}}[${RI}]))`, '{{model}} mean'],
       [`max by (model) (tokenmeter_slo_target_seconds{${M}, slo="tpot"})`, '{{model}} target'],
-    ], { unit: 's', w: 12 }),
+    ], { unit: 's', w: 8 }),
   ],
 });
 
-const T = 'tenant=~"$tenant"';
+const T = `${W}, tenant=~"$tenant"`;
 const tenants = dashboard({
   uid: 'tokenmeter-tenants',
   title: 'tokenmeter / Tenants and usage',
   description: 'Who uses what: requests and tokens per tenant, provisioned throughput, rate limiting and the usage export.',
-  variables: [datasourceVariable(), modelVariable(), tenantVariable()],
+  variables: [datasourceVariable(), ...whereVariables(), modelVariable(), tenantVariable()],
   panels: [
     panel('Requests per second by tenant', '', [
-      [`sum by (tenant) (rate(tokenmeter_tenant_requests_total{${T}, ${M}}[${RI}]))`, '{{tenant}}'],
+      [`sum by (tenant) (rate(tokenmeter_tenant_requests_total{${T}, model=~"$model"}[${RI}]))`, '{{tenant}}'],
     ], { unit: 'reqps', w: 12 }),
     panel('Requests by tenant and outcome', '', [
-      [`sum by (tenant, outcome) (rate(tokenmeter_tenant_requests_total{${T}, ${M}}[${RI}]))`, '{{tenant}} {{outcome}}'],
+      [`sum by (tenant, outcome) (rate(tokenmeter_tenant_requests_total{${T}, model=~"$model"}[${RI}]))`, '{{tenant}} {{outcome}}'],
     ], { unit: 'reqps', w: 12, stack: true }),
-    panel('Tokens per second by tenant and type', '', [
-      [`sum by (tenant, type) (rate(tokenmeter_tenant_tokens_total{${T}, ${M}}[${RI}]))`, '{{tenant}} {{type}}'],
+    panel('Billed tokens per second by tenant and type', 'Input and output, as the usage records bill them.', [
+      [`sum by (tenant, type) (rate(tokenmeter_tenant_tokens_total{${T}, model=~"$model"}[${RI}]))`, '{{tenant}} {{type}}'],
     ], { w: 12 }),
-    panel('Top tenants by tokens over the range', '', [
-      [`topk(10, sum by (tenant) (increase(tokenmeter_tenant_tokens_total{${T}, ${M}}[$__range])))`, '{{tenant}}'],
+    panel('Top tenants by billed tokens over the range', 'Input + output tokens billed, as in the usage records.', [
+      [`topk(10, sum by (tenant) (increase(tokenmeter_tenant_tokens_total{${T}, model=~"$model"}[$__range])))`, '{{tenant}}'],
     ], { kind: 'bargauge', w: 12 }),
-    panel('Output tokens per second against provisioned throughput', '', [
-      [`sum by (tenant) (rate(tokenmeter_tenant_tokens_total{${T}, ${M}, type="output"}[${RI}]))`, '{{tenant}} used'],
+    panel('Input + output tokens per second against provisioned throughput', 'Provisioned throughput limits input + output tokens per second, so both are counted here.', [
+      [`sum by (tenant) (rate(tokenmeter_tenant_tokens_total{${T}, type=~"input|output"}[${RI}]))`, '{{tenant}} used'],
       [`max by (tenant) (tokenmeter_tenant_provisioned_tokens_per_second{${T}})`, '{{tenant}} provisioned'],
     ], { w: 12 }),
     panel('Rate-limited requests per second', '', [
       [`sum by (tenant) (rate(tokenmeter_tenant_rate_limited_total{${T}}[${RI}]))`, '{{tenant}}'],
     ], { unit: 'reqps', w: 12 }),
     panel('Usage spool: records waiting', 'Usage records written locally and not yet shipped.', [
-      ['sum by (instance) (tokenmeter_usage_spool_records)', '{{instance}}'],
+      [`sum by (instance) (tokenmeter_usage_spool_records{${W}})`, '{{instance}}'],
     ], { w: 8 }),
     panel('Usage spool: oldest record age', 'Alert TokenmeterUsageSpoolBacklog fires above 15 minutes.', [
-      ['max by (instance) (tokenmeter_usage_spool_oldest_age_seconds)', '{{instance}}'],
+      [`max by (instance) (tokenmeter_usage_spool_oldest_age_seconds{${W}})`, '{{instance}}'],
     ], { unit: 's', w: 8 }),
     panel('Usage ship errors per second', '', [
-      ['sum by (instance) (rate(tokenmeter_usage_ship_errors_total[$__rate_interval]))', '{{instance}}'],
+      [`sum by (instance) (rate(tokenmeter_usage_ship_errors_total{${W}}[$__rate_interval]))`, '{{instance}}'],
     ], { w: 8 }),
   ],
 });
@@ -247,39 +286,39 @@ const proxyHealth = dashboard({
   uid: 'tokenmeter-proxy',
   title: 'tokenmeter / Proxy health',
   description: 'The proxy itself: scrape status, streams, upstream failures, parse errors, status codes and latency.',
-  variables: [datasourceVariable(), modelVariable()],
+  variables: [datasourceVariable(), ...whereVariables(), modelVariable()],
   panels: [
     panel('Proxies up', 'Scrape targets whose job name contains "tokenmeter".', [
-      ['sum(up{job=~".*tokenmeter.*"})', 'up'],
+      [`sum(up{${W}, job=~".*tokenmeter.*"})`, 'up'],
     ], { kind: 'stat', w: 6, h: 5 }),
     panel('Versions', 'tokenmeter_build_info by version.', [
-      ['count by (version) (tokenmeter_build_info)', '{{version}}'],
+      [`count by (version) (tokenmeter_build_info{${W}})`, '{{version}}'],
     ], { kind: 'stat', w: 6, h: 5 }),
     panel('Streams in flight per proxy', '', [
-      ['sum by (instance) (tokenmeter_streams_active)', '{{instance}}'],
+      [`sum by (instance) (tokenmeter_streams_active{${W}})`, '{{instance}}'],
     ], { w: 12, h: 5 }),
     panel('Upstream errors per second by reason', 'Refused, timed out, closed early, pool exhausted, ...', [
-      ['sum by (reason) (rate(tokenmeter_upstream_errors_total[$__rate_interval]))', '{{reason}}'],
+      [`sum by (reason) (rate(tokenmeter_upstream_errors_total{${W}}[$__rate_interval]))`, '{{reason}}'],
     ], { w: 12, stack: true }),
     panel('Responses by status code', 'What clients received (0: none was sent).', [
       [`sum by (code) (rate(tokenmeter_requests_total{${M}}[${RI}]))`, '{{code}}'],
     ], { unit: 'reqps', w: 12, stack: true }),
     panel('Parse errors per second', 'Responses or events the proxy could not understand (forwarded unchanged).', [
-      ['sum(rate(tokenmeter_parse_errors_total[$__rate_interval]))', 'all'],
+      [`sum(rate(tokenmeter_parse_errors_total{${W}}[$__rate_interval]))`, 'all'],
     ], { w: 12 }),
     panel('Parse errors by reason', '', [
-      ['sum by (api, reason) (rate(tokenmeter_parse_errors_total{reason!=""}[$__rate_interval]))', '{{api}} {{reason}}'],
+      [`sum by (api, reason) (rate(tokenmeter_parse_errors_total{${W}, reason!=""}[$__rate_interval]))`, '{{api}} {{reason}}'],
     ], { w: 12 }),
-    panel('Upstream latency: request duration p50 / p90 / p99', 'Request received to end of response, as the proxy saw the model server.',
-      quantiles('tokenmeter_request_duration_seconds', 'model'), { unit: 's', w: 12 }),
-    panel('Upstream latency: time to first token p99 by API', '', [
-      [`histogram_quantile(0.99, sum by (api, le) (rate(tokenmeter_time_to_first_token_seconds_bucket{${M}}[${RI}])))`, '{{api}}'],
+    panel('End-to-end request duration (metered APIs): p50 / p90 / p99 and mean', 'Request received to the end of the response: upstream time plus the proxy, for the model APIs only (pass-through requests excluded).',
+      quantiles('tokenmeter_request_duration_seconds', 'model', { filter: `${M}, api!="none"` }), { unit: 's', w: 12 }),
+    panel('Time to first token p99 by API', 'Request received to the first token, per API dialect.', [
+      [`histogram_quantile(0.99, sum by (${BY}, api, le) (rate(tokenmeter_time_to_first_token_seconds_bucket{${M}}[${RI}])))`, '{{api}}'],
     ], { unit: 's', w: 12 }),
     panel('Token count mismatches per second', 'Server-reported and re-tokenized counts that disagree.', [
       [`sum by (model, type) (rate(tokenmeter_token_count_mismatch_total{${M}}[${RI}]))`, '{{model}} {{type}}'],
     ], { w: 12 }),
-    panel('Characters per output token', 'Output characters / reported output tokens: a tokenizer sanity check.', [
-      [`sum by (model) (rate(tokenmeter_output_chars_total{${M}}[${RI}])) / sum by (model) (rate(tokenmeter_tokens_total{${M}, type="output", ${reported}}[${RI}]))`, '{{model}}'],
+    panel('Bytes per output token', 'UTF-8 bytes of output text / billed output tokens: a tokenizer sanity check (about 4 for English with most tokenizers).', [
+      [`sum by (model) (rate(tokenmeter_output_chars_total{${M}}[${RI}])) / sum by (model) (rate(tokenmeter_tokens_total{${M}, type="output"}[${RI}]))`, '{{model}}'],
     ], { w: 12 }),
   ],
 });

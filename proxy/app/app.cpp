@@ -245,6 +245,7 @@ int run(const config::settings& settings, const reloader& reload) {
     std::unique_ptr<admin_listener> admin;
     http::admin_state admin_state{registry, context.draining, upstream_ready};
     admin_state.before_scrape = [&process_metrics] { process_metrics.update(); };
+    admin_state.requests_in_flight = &context.requests_in_flight;
     if (usage_settings.readyz_fail_on_spool_error) {
         admin_state.spool_failing = &spool_failing;
     }

@@ -25,25 +25,39 @@
 
 namespace tokenmeter::config {
 
+namespace {
+
+// 2^(k/4) seconds for k in [from, to], rounded to 4 significant digits: each bucket is about
+// 19 % wider than the one below, so histogram_quantile's linear interpolation inside one bucket
+// puts a median within 9.5 % of the truth however the values fall. These are the boundaries of a
+// native histogram of schema 2, and exact powers of two (0.25, 0.5, 1, 2 s) are among them.
+std::vector<double> quarter_octaves(int from, int to) {
+    std::vector<double> out;
+    for (int k = from; k <= to; ++k) {
+        const double v = std::exp2(static_cast<double>(k) / 4.0);
+        const double scale = std::pow(10.0, 3.0 - std::floor(std::log10(v)));
+        out.push_back(std::round(v * scale) / scale);
+    }
+    return out;
+}
+
+}  // namespace
+
 histogram_buckets default_buckets() {
     histogram_buckets b;
-    // OpenTelemetry GenAI gen_ai.server.time_to_first_token advice, extended past 10 s because
-    // reasoning models and cold starts routinely take longer and would all land in +Inf.
-    b.time_to_first_token = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25, 0.5, 0.75,
-                             1.0,   2.5,   5.0,  7.5,  10.0, 15.0, 20.0, 30.0, 45.0, 60.0};
-    // gen_ai.server.time_per_output_token advice (0.01 to 2.5), extended down to 1 ms because
-    // batched decoding on current GPUs emits tokens faster than 10 ms apart. ITL shares the scale.
-    b.inter_token_latency = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1,
-                             0.15,  0.2,    0.3,   0.4,  0.5,   0.75, 1.0,   2.5};
+    // 3.9 ms to 64 s (57 boundaries): the 5 ms to 60 s range with a bucket to spare at each end.
+    b.time_to_first_token = quarter_octaves(-32, 24);
+    // 0.82 ms to 2.83 s (48 boundaries): batched decoding emits tokens under 10 ms apart, a
+    // stalled stream seconds apart.
+    b.inter_token_latency = quarter_octaves(-41, 6);
     b.time_per_output_token = b.inter_token_latency;
-    // Not in the conventions: a 1-2-5 ladder spanning CPU inference to speculative decoding.
+    // Not latencies: a 1-2-5 ladder spanning CPU inference to speculative decoding.
     b.output_tokens_per_second = {1,   2,   5,   10,  20,  30,   40,   50,  75,
                                   100, 150, 200, 300, 500, 1000, 2000, 5000};
     b.decode_tokens_per_second = b.output_tokens_per_second;
-    // gen_ai.client.operation.duration advice (doubling 0.01 to 81.92), extended two steps to
-    // about 5.5 minutes because long generations and reasoning runs outlast 82 s.
-    b.request_duration = {0.01, 0.02, 0.04,  0.08,  0.16,  0.32,  0.64,   1.28,
-                          2.56, 5.12, 10.24, 20.48, 40.96, 81.92, 163.84, 327.68};
+    // 3.9 ms to 256 s (65 boundaries): as TTFT, extended because long generations and reasoning
+    // runs last minutes.
+    b.request_duration = quarter_octaves(-32, 32);
     return b;
 }
 
@@ -1202,6 +1216,7 @@ class yaml_loader {
                 {"models", into(&yaml_loader::read_models, m)},
                 {"buckets", into(&yaml_loader::read_buckets, m.buckets)},
                 {"prompt_classes", into(&yaml_loader::read_token_counts, m.prompt_classes)},
+                {"native_histograms", into(&yaml_loader::read_bool, m.native_histograms)},
             });
     }
 

@@ -88,6 +88,9 @@ struct metrics {
     // Upper bounds (input tokens, inclusive) of the TTFT histogram's prompt_class label; one more
     // class holds longer prompts, and "unknown" those whose size nobody reported.
     std::vector<std::uint64_t> prompt_classes = {512, 2048, 8192, 32768};
+    // Latency and rate histograms also as Prometheus native histograms, served in the protobuf
+    // exposition to a scraper that asks for it (classic buckets stay, in both formats).
+    bool native_histograms = false;
     bool operator==(const metrics&) const = default;
 };
 

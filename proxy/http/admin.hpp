@@ -1,10 +1,15 @@
 // http/admin: the admin listener: /metrics (Prometheus text), /healthz (alive), /readyz (the
-// upstream accepts connections and the proxy is not draining).
+// upstream accepts connections and the proxy is not draining), /drain (start draining: /readyz
+// fails from now on; answers once no request is in flight, or when its wait is over).
 #pragma once
 
 #include <atomic>
 #include <functional>
+#include <chrono>
+#include <cstdint>
 #include <memory>
+#include <optional>
+#include <string_view>
 
 #include "http/beast.hpp"
 #include "http/listener.hpp"
@@ -14,13 +19,19 @@ namespace tokenmeter::http {
 
 struct admin_state {
     metrics::registry& metrics;
-    const std::atomic<bool>& draining;
+    // Set by /drain as by SIGTERM; read by /readyz.
+    std::atomic<bool>& draining;
     const std::atomic<bool>& upstream_ready;
     // Set when usage.readyz_fail_on_spool_error: /readyz fails while the usage spool cannot write.
     const std::atomic<bool>* spool_failing = nullptr;
     // Runs before each /metrics exposition (process_* figures are read then).
     std::function<void()> before_scrape{};
+    // Requests between head and end; /drain answers when it is 0. Null: /drain answers at once.
+    const std::atomic<std::int64_t>* requests_in_flight = nullptr;
 };
+
+// "30s", "500ms", "2m", "45" (seconds): the wait= of /drain. nullopt: not a duration.
+std::optional<std::chrono::milliseconds> parse_drain_wait(std::string_view text);
 
 class admin_listener {
   public:

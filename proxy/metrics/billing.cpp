@@ -8,16 +8,30 @@
 namespace tokenmeter::metrics {
 
 billing_metrics::billing_metrics(registry& base, const config::tenants& settings)
-    : tenants_(settings.metrics_allowlist, settings.max_tenants) {
+    : tenants_(settings.metrics_allowlist, settings.max_tenants),
+      tenants_on_(settings.source != "none" || !settings.limits.empty()) {
     using prometheus::BuildCounter;
     using prometheus::BuildGauge;
     auto& reg = *base.prometheus_registry();
     tokens_ = &BuildCounter()
                    .Name("tokenmeter_tenant_tokens_total")
                    .Help(
-                       "Tokens by tenant, model and type (input, output, reasoning, "
-                       "cached_input), best known count as in the usage records")
+                       "Tokens billed by tenant, model and type (input, output), the best known "
+                       "count as in the usage records")
                    .Register(reg);
+    reasoning_tokens_ = &BuildCounter()
+                             .Name("tokenmeter_tenant_reasoning_tokens_total")
+                             .Help(
+                                 "Reported reasoning tokens by tenant and model (part of "
+                                 "tokenmeter_tenant_tokens_total{type=\"output\"})")
+                             .Register(reg);
+    cached_input_tokens_ =
+        &BuildCounter()
+             .Name("tokenmeter_tenant_cached_input_tokens_total")
+             .Help(
+                 "Reported cached input tokens by tenant and model (part of "
+                 "tokenmeter_tenant_tokens_total{type=\"input\"})")
+             .Register(reg);
     requests_ = &BuildCounter()
                      .Name("tokenmeter_tenant_requests_total")
                      .Help("Metered requests by tenant, model and outcome")
@@ -43,25 +57,21 @@ billing_metrics::billing_metrics(registry& base, const config::tenants& settings
                           .Help(
                               "Usage records not yet acknowledged by the sink (without a sink: "
                               "spool entries not yet fsynced)")
-                          .Register(reg)
-                          .Add({});
+                          .Register(reg);
     spool_oldest_age_ = &BuildGauge()
                              .Name("tokenmeter_usage_spool_oldest_age_seconds")
                              .Help(
                                  "Age of the oldest record counted in "
                                  "tokenmeter_usage_spool_records (0 when there is none)")
-                             .Register(reg)
-                             .Add({});
+                             .Register(reg);
     ship_errors_ = &BuildCounter()
                         .Name("tokenmeter_usage_ship_errors_total")
                         .Help("Batches the sink did not acknowledge with 2xx (each is retried)")
-                        .Register(reg)
-                        .Add({});
+                        .Register(reg);
     spool_errors_ = &BuildCounter()
                          .Name("tokenmeter_usage_spool_errors_total")
                          .Help("Failed spool writes or fsyncs (entries are kept and retried)")
-                         .Register(reg)
-                         .Add({});
+                         .Register(reg);
 }
 
 std::string billing_metrics::tenant_label(std::string_view tenant) {
@@ -69,20 +79,28 @@ std::string billing_metrics::tenant_label(std::string_view tenant) {
 }
 
 void billing_metrics::record(const tenant_usage& u) {
+    if (!tenants_on_) {
+        return;
+    }
     std::string tenant = tenant_label(u.tenant);
     std::string model(u.model_label);
     requests_->Add({{"tenant", tenant}, {"model", model}, {"outcome", std::string(u.outcome)}})
         .Increment();
-    auto add = [&](const char* type, std::uint64_t n) {
-        if (n > 0) {
-            tokens_->Add({{"tenant", tenant}, {"model", model}, {"type", type}})
-                .Increment(static_cast<double>(n));
+    auto add = [&](prometheus::Family<prometheus::Counter>* family, const char* type,
+                   std::uint64_t n) {
+        if (n == 0) {
+            return;
         }
+        prometheus::Labels labels{{"tenant", tenant}, {"model", model}};
+        if (type != nullptr) {
+            labels.emplace("type", type);
+        }
+        family->Add(labels).Increment(static_cast<double>(n));
     };
-    add("input", u.input_tokens);
-    add("output", u.output_tokens);
-    add("reasoning", u.reasoning_tokens);
-    add("cached_input", u.cached_input_tokens);
+    add(tokens_, "input", u.input_tokens);
+    add(tokens_, "output", u.output_tokens);
+    add(reasoning_tokens_, nullptr, u.reasoning_tokens);
+    add(cached_input_tokens_, nullptr, u.cached_input_tokens);
 }
 
 void billing_metrics::rate_limited(std::string_view tenant) {
@@ -90,16 +108,16 @@ void billing_metrics::rate_limited(std::string_view tenant) {
 }
 
 void billing_metrics::set_spool(std::uint64_t records_pending, double oldest_age_seconds) {
-    spool_records_->Set(static_cast<double>(records_pending));
-    spool_oldest_age_->Set(oldest_age_seconds);
+    spool_records_->Add({}).Set(static_cast<double>(records_pending));
+    spool_oldest_age_->Add({}).Set(oldest_age_seconds);
 }
 
 void billing_metrics::add_ship_errors(std::uint64_t n) {
-    ship_errors_->Increment(static_cast<double>(n));
+    ship_errors_->Add({}).Increment(static_cast<double>(n));
 }
 
 void billing_metrics::add_spool_errors(std::uint64_t n) {
-    spool_errors_->Increment(static_cast<double>(n));
+    spool_errors_->Add({}).Increment(static_cast<double>(n));
 }
 
 }  // namespace tokenmeter::metrics

@@ -1,5 +1,7 @@
 // metrics/billing: per-tenant token and request counters (label-bounded like models), the
-// provisioned-throughput gauge and rate-limit counter, and the usage spool's health.
+// provisioned-throughput gauge and rate-limit counter, and the usage spool's health. Nothing is
+// exposed for a part that is off: no tenant series without a tenant source or limits, no spool
+// series until the spool reports.
 #pragma once
 
 #include <cstdint>
@@ -36,13 +38,17 @@ class billing_metrics {
 
   private:
     model_labels tenants_;
+    bool tenants_on_;  // a tenant source or a limit is configured; otherwise no tenant series
     prometheus::Family<prometheus::Counter>* tokens_;
+    prometheus::Family<prometheus::Counter>* reasoning_tokens_;
+    prometheus::Family<prometheus::Counter>* cached_input_tokens_;
     prometheus::Family<prometheus::Counter>* requests_;
     prometheus::Family<prometheus::Counter>* rate_limited_;
-    prometheus::Gauge* spool_records_;
-    prometheus::Gauge* spool_oldest_age_;
-    prometheus::Counter* ship_errors_;
-    prometheus::Counter* spool_errors_;
+    // Series created on first use: the spool and shipper report only when they are configured.
+    prometheus::Family<prometheus::Gauge>* spool_records_;
+    prometheus::Family<prometheus::Gauge>* spool_oldest_age_;
+    prometheus::Family<prometheus::Counter>* ship_errors_;
+    prometheus::Family<prometheus::Counter>* spool_errors_;
 };
 
 }  // namespace tokenmeter::metrics

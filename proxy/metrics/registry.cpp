@@ -4,6 +4,7 @@
 #include <prometheus/family.h>
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
+#include <prometheus/metric_family.h>
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
@@ -11,6 +12,9 @@
 #include <chrono>
 #include <cmath>
 #include <string>
+
+#include "metrics/native_histogram.hpp"
+#include "usage/record.hpp"
 
 namespace tokenmeter::metrics {
 namespace {
@@ -75,6 +79,7 @@ std::string model_labels::label_for(std::string_view model) {
 registry::registry(const config::metrics& settings, const config::slo_settings& slo)
     : buckets_(config::buckets_with_slo_targets(settings, slo)),
       models_(settings.model_allowlist, settings.max_models),
+      natives_(settings.native_histograms ? std::make_unique<native_histograms>() : nullptr),
       registry_(std::make_shared<prometheus::Registry>()),
       slo_(std::make_shared<const config::slo_settings>(slo)),
       prompt_bounds_(settings.prompt_classes),
@@ -137,14 +142,44 @@ registry::registry(const config::metrics& settings, const config::slo_settings& 
                      .Name("tokenmeter_requests_total")
                      .Help("Requests by model, API, outcome and the status code the client got")
                      .Register(*registry_);
+    // Each token once, from the best source (as the usage records choose): the sum over every
+    // label is the tokens billed. Reasoning and cached input are parts of output and input, and
+    // the per-source counts are alternatives to one another, so each has a family of its own.
     tokens_ = &BuildCounter()
                    .Name("tokenmeter_tokens_total")
                    .Help(
-                       "Tokens by type (input, output, reasoning, cached_input) and count: "
-                       "reported by the model server, native (the model's tokenizer), normalized "
-                       "(the reference tokenizer); reasoning is part of output, cached_input part "
-                       "of input")
+                       "Tokens billed, by type (input, output) and the source of the count "
+                       "(reported, native, normalized, counted), each token counted once as in "
+                       "the usage records")
                    .Register(*registry_);
+    reasoning_tokens_ = &BuildCounter()
+                             .Name("tokenmeter_reasoning_tokens_total")
+                             .Help(
+                                 "Output tokens that were reasoning (part of "
+                                 "tokenmeter_tokens_total{type=\"output\"}), by source of the count")
+                             .Register(*registry_);
+    cached_input_tokens_ =
+        &BuildCounter()
+             .Name("tokenmeter_cached_input_tokens_total")
+             .Help(
+                 "Input tokens the server served from its prompt cache, as it reported them (part "
+                 "of tokenmeter_tokens_total{type=\"input\"})")
+             .Register(*registry_);
+    reported_tokens_ = &BuildCounter()
+                            .Name("tokenmeter_reported_tokens_total")
+                            .Help("Tokens as the model server's usage report counts them")
+                            .Register(*registry_);
+    native_tokens_ = &BuildCounter()
+                          .Name("tokenmeter_native_tokens_total")
+                          .Help("Tokens as the model's own tokenizer counts them (re-tokenized)")
+                          .Register(*registry_);
+    normalized_tokens_ =
+        &BuildCounter()
+             .Name("tokenmeter_normalized_tokens_total")
+             .Help(
+                 "Tokens as the reference tokenizer counts them, the same tokenizer for every "
+                 "model")
+             .Register(*registry_);
     parse_errors_ =
         &BuildCounter()
              .Name("tokenmeter_parse_errors_total")
@@ -181,6 +216,31 @@ registry::registry(const config::metrics& settings, const config::slo_settings& 
                        .Name("tokenmeter_slo_target_seconds")
                        .Help("The configured latency target of an SLO")
                        .Register(*registry_);
+    // The batch bounds for inter-token latency (see inter_token_latency_bounds()).
+    const std::vector<double>& classic = buckets_.inter_token_latency;
+    itl_batch_bounds_ = classic;
+    if (natives_) {
+        // Every native boundary from 2^-17 s (7.6 us: below it a gap counts as 0) to 2^8 s; a
+        // gap above 256 s is counted in the top native bucket.
+        for (int i = -17 * 16; i <= 8 * 16; ++i) {
+            itl_batch_bounds_.push_back(std::exp2(static_cast<double>(i) / 16.0));
+        }
+        std::sort(itl_batch_bounds_.begin(), itl_batch_bounds_.end());
+        itl_batch_bounds_.erase(std::unique(itl_batch_bounds_.begin(), itl_batch_bounds_.end()),
+                                itl_batch_bounds_.end());
+        // Each batch bucket (previous bound, bound] lies inside one classic and one native
+        // bucket, since both sets of boundaries are among the batch's.
+        for (std::size_t j = 0; j <= itl_batch_bounds_.size(); ++j) {
+            const bool overflow = j == itl_batch_bounds_.size();
+            const double upper = overflow ? itl_batch_bounds_.back() : itl_batch_bounds_[j];
+            itl_classic_index_.push_back(
+                overflow ? classic.size()
+                         : static_cast<std::size_t>(
+                               std::lower_bound(classic.begin(), classic.end(), upper) -
+                               classic.begin()));
+            itl_native_index_.push_back(native_bucket_index(upper));
+        }
+    }
     // Models named in the SLO section take their label slots now, so that they never end up
     // as "other" behind a crowd of earlier names, and their targets are visible before traffic.
     for (const auto& [name, target] : slo.models) {
@@ -227,61 +287,34 @@ void registry::record_details(const std::string& model, const meter::request_sum
         if (!input) {
             input = s.native_input_tokens ? s.native_input_tokens : s.normalized_input_tokens;
         }
-        ttft_
-            ->Add({{"model", model}, {"api", api}, {"prompt_class", prompt_class(input)}},
-                  buckets_.time_to_first_token)
-            .Observe(*s.time_to_first_token);
+        observe(ttft_, {{"model", model}, {"api", api}, {"prompt_class", prompt_class(input)}},
+                buckets_.time_to_first_token, *s.time_to_first_token);
     }
     if (s.time_to_first_content_token) {
-        ttfct_->Add(labels, buckets_.time_to_first_token).Observe(*s.time_to_first_content_token);
+        observe(ttfct_, labels, buckets_.time_to_first_token, *s.time_to_first_content_token);
     }
     if (s.inter_token_latency.count() > 0) {
-        itl_->Add(labels, buckets_.inter_token_latency)
-            .ObserveMultiple(s.inter_token_latency.bucket_increments(),
-                             s.inter_token_latency.sum());
+        observe_inter_token_latency(labels, s.inter_token_latency);
     }
     if (s.time_per_output_token) {
-        tpot_->Add(labels, buckets_.time_per_output_token).Observe(*s.time_per_output_token);
+        observe(tpot_, labels, buckets_.time_per_output_token, *s.time_per_output_token);
     }
     if (s.output_tokens_per_second) {
-        output_tps_->Add(labels, buckets_.output_tokens_per_second)
-            .Observe(*s.output_tokens_per_second);
+        observe(output_tps_, labels, buckets_.output_tokens_per_second,
+                *s.output_tokens_per_second);
     }
     if (s.decode_tokens_per_second) {
-        decode_tps_->Add(labels, buckets_.decode_tokens_per_second)
-            .Observe(*s.decode_tokens_per_second);
+        observe(decode_tps_, labels, buckets_.decode_tokens_per_second,
+                *s.decode_tokens_per_second);
     }
     if (s.normalized_output_tokens_per_second) {
-        normalized_tps_->Add(labels, buckets_.output_tokens_per_second)
-            .Observe(*s.normalized_output_tokens_per_second);
+        observe(normalized_tps_, labels, buckets_.output_tokens_per_second,
+                *s.normalized_output_tokens_per_second);
     }
     if (s.output_chars > 0) {
         output_chars_->Add(labels).Increment(static_cast<double>(s.output_chars));
     }
-    auto count_tokens = [&](const char* type, const char* source,
-                            const std::optional<std::uint64_t>& n) {
-        if (n) {
-            tokens_->Add({{"model", model}, {"api", api}, {"type", type}, {"count", source}})
-                .Increment(static_cast<double>(*n));
-        }
-    };
-    count_tokens("input", "reported", s.reported.input_tokens);
-    count_tokens("output", "reported", s.reported.output_tokens);
-    count_tokens("input", "native", s.native_input_tokens);
-    count_tokens("output", "native", s.native_output_tokens);
-    count_tokens("input", "normalized", s.normalized_input_tokens);
-    count_tokens("output", "normalized", s.normalized_output_tokens);
-    count_tokens("reasoning", "reported", s.reported.reasoning_tokens);
-    count_tokens("cached_input", "reported", s.reported.cached_input_tokens);
-    // Re-tokenized reasoning: only when the stream carried reasoning text (a model without any
-    // gets no series rather than a column of zeros).
-    if (s.native_reasoning_tokens.value_or(0) > 0) {
-        count_tokens("reasoning", "native", s.native_reasoning_tokens);
-    }
-    if (s.normalized_reasoning_tokens.value_or(0) > 0) {
-        count_tokens("reasoning", "normalized", s.normalized_reasoning_tokens);
-    }
-
+    count_tokens(labels, s);
     // A server whose usage report disagrees with its own tokenizer has a broken report (or
     // hides text, like unstreamed reasoning). One or two tokens of difference are normal: an
     // end-of-sequence token, a detokenizer's trailing bytes.
@@ -300,6 +333,45 @@ void registry::record_details(const std::string& model, const meter::request_sum
     if (s.result == meter::outcome::complete) {
         check("output", s.reported.output_tokens, s.native_output_tokens);
     }
+}
+
+void registry::count_tokens(const prometheus::Labels& labels, const meter::request_summary& s) {
+    // type and source: "" leaves the label out.
+    auto add = [&](prometheus::Family<prometheus::Counter>* family, std::string_view type,
+                   std::string_view source, const std::optional<std::uint64_t>& n) {
+        if (!n) {
+            return;
+        }
+        prometheus::Labels l = labels;
+        if (!type.empty()) {
+            l.emplace("type", type);
+        }
+        if (!source.empty()) {
+            l.emplace("source", source);
+        }
+        family->Add(l).Increment(static_cast<double>(*n));
+    };
+    // A rejected request was never forwarded: no model consumed its tokens (as in its record).
+    if (s.result != meter::outcome::rejected) {
+        const usage::token_count input = usage::best_input(s);
+        const usage::token_count output = usage::best_output(s);
+        add(tokens_, "input", usage::to_string(input.source), input.value);
+        add(tokens_, "output", usage::to_string(output.source), output.value);
+        if (s.reported.reasoning_tokens) {
+            add(reasoning_tokens_, "", "reported", s.reported.reasoning_tokens);
+        } else if (s.native_reasoning_tokens.value_or(0) > 0) {
+            add(reasoning_tokens_, "", "native", s.native_reasoning_tokens);
+        } else if (s.normalized_reasoning_tokens.value_or(0) > 0) {
+            add(reasoning_tokens_, "", "normalized", s.normalized_reasoning_tokens);
+        }
+        add(cached_input_tokens_, "", "", s.reported.cached_input_tokens);
+    }
+    add(reported_tokens_, "input", "", s.reported.input_tokens);
+    add(reported_tokens_, "output", "", s.reported.output_tokens);
+    add(native_tokens_, "input", "", s.native_input_tokens);
+    add(native_tokens_, "output", "", s.native_output_tokens);
+    add(normalized_tokens_, "input", "", s.normalized_input_tokens);
+    add(normalized_tokens_, "output", "", s.normalized_output_tokens);
 }
 
 const std::string& registry::prompt_class(std::optional<std::uint64_t> input_tokens) const {
@@ -385,10 +457,46 @@ void registry::count_request(protocol::api_kind api, const std::string& model_la
                {"outcome", outcome},
                {"code", code_label(code)}})
         .Increment();
-    duration_
-        ->Add({{"model", model_label}, {"api", api_label}, {"outcome", outcome}},
-              buckets_.request_duration)
-        .Observe(duration_seconds);
+    observe(duration_, {{"model", model_label}, {"api", api_label}, {"outcome", outcome}},
+            buckets_.request_duration, duration_seconds);
+}
+
+void registry::observe_inter_token_latency(const prometheus::Labels& labels,
+                                           const meter::histogram_batch& batch) {
+    const std::vector<double>& increments = batch.bucket_increments();
+    if (!natives_) {
+        itl_->Add(labels, buckets_.inter_token_latency)
+            .ObserveMultiple(increments, batch.sum());
+        return;
+    }
+    std::vector<double> classic(buckets_.inter_token_latency.size() + 1, 0.0);
+    native_batch native;
+    native.zero_threshold = itl_batch_bounds_.front();
+    native.count = batch.count();
+    native.sum = batch.sum();
+    for (std::size_t j = 0; j < increments.size() && j < itl_classic_index_.size(); ++j) {
+        if (increments[j] == 0) {
+            continue;
+        }
+        classic[itl_classic_index_[j]] += increments[j];
+        const auto n = static_cast<std::uint64_t>(increments[j]);
+        if (j == 0) {
+            native.zero_count += n;  // at most 2^-17 s: not told apart from 0
+        } else {
+            native.positive[itl_native_index_[j]] += n;
+        }
+    }
+    itl_->Add(labels, buckets_.inter_token_latency).ObserveMultiple(classic, batch.sum());
+    natives_->observe(itl_->GetName(), labels, native);
+}
+
+void registry::observe(prometheus::Family<prometheus::Histogram>* family,
+                       const prometheus::Labels& labels, const std::vector<double>& bounds,
+                       double value) {
+    family->Add(labels, bounds).Observe(value);
+    if (natives_) {
+        natives_->observe(family->GetName(), labels, value);
+    }
 }
 
 void registry::stream_opened() {
@@ -411,7 +519,22 @@ void registry::parse_errors(protocol::api_kind api, protocol::parse_error reason
 }
 
 std::string registry::expose() const {
-    return prometheus::TextSerializer().Serialize(registry_->Collect());
+    return prometheus::TextSerializer().Serialize(collect());
+}
+
+std::string registry::expose_protobuf() const {
+    if (!natives_) {
+        return {};
+    }
+    return encode_protobuf(collect(), natives_.get());
+}
+
+// Families without a series are left out: a feature that is off shows nothing, not even its
+// HELP and TYPE lines.
+std::vector<prometheus::MetricFamily> registry::collect() const {
+    auto families = registry_->Collect();
+    std::erase_if(families, [](const prometheus::MetricFamily& f) { return f.metric.empty(); });
+    return families;
 }
 
 }  // namespace tokenmeter::metrics

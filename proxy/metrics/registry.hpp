@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -22,6 +23,7 @@ class Gauge;
 class Histogram;
 template <typename T>
 class Family;
+struct MetricFamily;
 }  // namespace prometheus
 
 namespace tokenmeter::metrics {
@@ -38,6 +40,8 @@ class model_labels {
     bool fixed_;
     std::uint32_t max_models_;
 };
+
+class native_histograms;
 
 class registry {
   public:
@@ -61,10 +65,19 @@ class registry {
     void upstream_error(std::string_view reason);
     void parse_errors(protocol::api_kind api, protocol::parse_error reason, std::uint64_t count);
 
+    // The bounds a request batches its inter-token latencies into (meter::histogram_batch): the
+    // classic buckets, and with native histograms also every native boundary from 2^-17 s to
+    // 2^8 s, so that the batch splits exactly into both.
     [[nodiscard]] const std::vector<double>& inter_token_latency_bounds() const noexcept {
-        return buckets_.inter_token_latency;
+        return itl_batch_bounds_;
     }
     [[nodiscard]] std::string expose() const;
+    // The protobuf exposition (metrics.native_histograms): every family, histograms with their
+    // native buckets. Empty when native histograms are off.
+    [[nodiscard]] std::string expose_protobuf() const;
+    [[nodiscard]] bool native_histograms_enabled() const noexcept { return natives_ != nullptr; }
+    // Every family that has at least one series (what expose() serializes).
+    [[nodiscard]] std::vector<prometheus::MetricFamily> collect() const;
     [[nodiscard]] std::shared_ptr<prometheus::Registry> prometheus_registry() const {
         return registry_;
     }
@@ -80,11 +93,25 @@ class registry {
     void count_slo(const std::string& model_label, const meter::request_summary& s);
     std::string bounded_model(protocol::api_kind api, std::string_view model);
     void record_details(const std::string& model, const meter::request_summary& s);
+    void count_tokens(const std::map<std::string, std::string>& labels,
+                      const meter::request_summary& s);
     void count_request(protocol::api_kind api, const std::string& model_label,
                        meter::outcome result, int code, double duration_seconds);
 
+    // Each observation of a histogram family, also into its native copy (when enabled).
+    void observe(prometheus::Family<prometheus::Histogram>* family,
+                 const std::map<std::string, std::string>& labels,
+                 const std::vector<double>& bounds, double value);
+
+    void observe_inter_token_latency(const std::map<std::string, std::string>& labels,
+                                     const meter::histogram_batch& batch);
+
     config::histogram_buckets buckets_;
     model_labels models_;
+    std::unique_ptr<native_histograms> natives_;
+    std::vector<double> itl_batch_bounds_;
+    std::vector<std::size_t> itl_classic_index_;  // per batch bucket: its classic bucket
+    std::vector<int> itl_native_index_;           // per batch bucket: its native bucket
     std::shared_ptr<prometheus::Registry> registry_;
     prometheus::Family<prometheus::Histogram>* ttft_;
     prometheus::Family<prometheus::Histogram>* ttfct_;
@@ -97,7 +124,12 @@ class registry {
     prometheus::Family<prometheus::Counter>* output_chars_;
     prometheus::Family<prometheus::Counter>* mismatch_;
     prometheus::Family<prometheus::Counter>* requests_;
-    prometheus::Family<prometheus::Counter>* tokens_;
+    prometheus::Family<prometheus::Counter>* tokens_;           // billed: best source, once
+    prometheus::Family<prometheus::Counter>* reasoning_tokens_;  // part of output
+    prometheus::Family<prometheus::Counter>* cached_input_tokens_;  // part of input
+    prometheus::Family<prometheus::Counter>* reported_tokens_;   // per source, for comparison
+    prometheus::Family<prometheus::Counter>* native_tokens_;
+    prometheus::Family<prometheus::Counter>* normalized_tokens_;
     prometheus::Family<prometheus::Counter>* parse_errors_;
     prometheus::Family<prometheus::Counter>* upstream_errors_;
     prometheus::Gauge* streams_active_;

@@ -63,17 +63,16 @@ std::vector<model_summary> summarize_metrics(const exposition& metrics) {
                 sample.value;
         } else if (sample.name == "tokenmeter_tokens_total") {
             model_summary& row = row_for(rows, key_of(sample.labels));
+            // Billed tokens: each counted once, whatever its source.
             std::string_view type = label_value(sample.labels, "type");
-            std::string_view count = label_value(sample.labels, "count");
-            if (count.empty() || count == "reported") {
-                if (type == "input") {
-                    row.tokens_in += sample.value;
-                } else if (type == "output") {
-                    row.tokens_out += sample.value;
-                }
-            } else if (count == "normalized" && type == "output") {
-                row.normalized_tokens_out += sample.value;
+            if (type == "input") {
+                row.tokens_in += sample.value;
+            } else if (type == "output") {
+                row.tokens_out += sample.value;
             }
+        } else if (sample.name == "tokenmeter_normalized_tokens_total" &&
+                   label_value(sample.labels, "type") == "output") {
+            row_for(rows, key_of(sample.labels)).normalized_tokens_out += sample.value;
         }
     }
     for (auto& [key, series] : merged_family(metrics, "tokenmeter_time_to_first_token_seconds")) {

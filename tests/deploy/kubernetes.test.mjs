@@ -1,8 +1,12 @@
-// deploy/kubernetes: every manifest parses, validates against the Kubernetes (and
-// prometheus-operator) OpenAPI schemas, and describes the pod the README promises: tokenmeter as
-// a native sidecar in front of vLLM, the Service on tokenmeter's port, probes on the admin port,
-// shutdown timings that fit the grace period, a config the real binary accepts, and a
-// PrometheusRule equal to deploy/prometheus/tokenmeter.rules.yml.
+// deploy/kubernetes: the base and both overlays render with `kubectl kustomize` (on the machine
+// image; a missing kubectl fails the test), every rendered object validates against the
+// Kubernetes (and prometheus-operator) OpenAPI schemas, and the pod is what the README promises:
+// tokenmeter as a native sidecar in front of vLLM, the Service on tokenmeter's port, probes on
+// the admin port, the model container's preStop draining through tokenmeter's /drain with
+// timings that fit the grace period, seccompProfile RuntimeDefault, a PodDisruptionBudget, a
+// generated (hashed) ConfigMap the real binary accepts, PodMonitors kube-prometheus-stack
+// selects (tokenmeter's and the model server's), and a PrometheusRule equal to
+// deploy/prometheus/tokenmeter.rules.yml.
 //
 // Needs `npm ci` in tests/deploy (pinned: yaml, kubernetes-models,
 // @kubernetes-models/prometheus-operator) and TOKENMETER_BIN (ctest sets it). Note: the schemas
@@ -11,7 +15,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -20,163 +24,198 @@ import { parseAllDocuments, parse } from 'yaml';
 import { ConfigMap } from 'kubernetes-models/v1/ConfigMap';
 import { Service } from 'kubernetes-models/v1/Service';
 import { Deployment } from 'kubernetes-models/apps/v1/Deployment';
+import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
 import { PodMonitor } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PodMonitor';
 import { PrometheusRule } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PrometheusRule';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const root = path.resolve(here, '../..');
 const k8s = path.join(root, 'deploy/kubernetes');
-const base = path.join(k8s, 'base');
-const overlay = path.join(k8s, 'overlays/example');
 
 const MODELS = {
   'v1/ConfigMap': ConfigMap,
   'v1/Service': Service,
   'apps/v1/Deployment': Deployment,
+  'policy/v1/PodDisruptionBudget': PodDisruptionBudget,
   'monitoring.coreos.com/v1/PodMonitor': PodMonitor,
   'monitoring.coreos.com/v1/PrometheusRule': PrometheusRule,
 };
 
-function loadDocs(file) {
-  const docs = parseAllDocuments(readFileSync(file, 'utf8'));
-  for (const d of docs) {
-    assert.deepEqual(d.errors.map(String), [], `${file}: YAML errors`);
-  }
+function render(dir) {
+  const r = spawnSync('kubectl', ['kustomize', path.join(k8s, dir)], { encoding: 'utf8' });
+  assert.equal(r.error, undefined, `kubectl kustomize ${dir}: ${r.error} (kubectl is part of the machine image)`);
+  assert.equal(r.status, 0, `kubectl kustomize ${dir}: ${r.stderr}`);
+  const docs = parseAllDocuments(r.stdout);
+  for (const d of docs) assert.deepEqual(d.errors.map(String), [], `${dir}: YAML errors`);
   return docs.map((d) => d.toJS()).filter((d) => d !== null);
 }
 
-function yamlFiles(dir) {
-  return readdirSync(dir).filter((f) => f.endsWith('.yaml') || f.endsWith('.yml'));
-}
+const RENDERED = {
+  base: render('base'),
+  example: render('overlays/example'),
+  'existing-vllm': render('overlays/existing-vllm'),
+};
 
-const baseResources = new Map();  // kind -> object
-for (const file of yamlFiles(base).filter((f) => f !== 'kustomization.yaml')) {
-  for (const doc of loadDocs(path.join(base, file))) {
-    baseResources.set(doc.kind, doc);
-  }
+function parts(docs) {
+  const of = (kind) => docs.filter((d) => d.kind === kind);
+  const deployment = of('Deployment')[0];
+  const pod = deployment.spec.template.spec;
+  const sidecar = (pod.initContainers || []).find((c) => c.name === 'tokenmeter');
+  const model = pod.containers[0];
+  const configMap = of('ConfigMap').find((c) => c.metadata.name.startsWith('tokenmeter-config'));
+  return {
+    of, deployment, pod, sidecar, model, configMap,
+    config: parse(configMap.data['tokenmeter.yaml']),
+  };
 }
-const deployment = baseResources.get('Deployment');
-const pod = deployment.spec.template.spec;
-const sidecar = (pod.initContainers || []).find((c) => c.name === 'tokenmeter');
-const vllm = pod.containers.find((c) => c.name === 'vllm');
-const config = parse(baseResources.get('ConfigMap').data['tokenmeter.yaml']);
+const base = parts(RENDERED.base);
 const portOf = (container, name) => container.ports.find((p) => p.name === name)?.containerPort;
 const portOfEndpoint = (text) => Number(/:(\d+)$/.exec(text)[1]);
+const seconds = (text) => {
+  const m = /^(\d+)(ms|s|m)$/.exec(text);
+  return Number(m[1]) * { ms: 0.001, s: 1, m: 60 }[m[2]];
+};
 
-test('every manifest validates against its schema', () => {
-  const checked = [];
-  for (const dir of [base, overlay]) {
-    for (const file of yamlFiles(dir).filter((f) => f !== 'kustomization.yaml')) {
-      for (const doc of loadDocs(path.join(dir, file))) {
-        const model = MODELS[`${doc.apiVersion}/${doc.kind}`];
-        assert.ok(model, `${file}: no schema for ${doc.apiVersion} ${doc.kind}`);
-        // Overlay patches are partial objects; the base resources must be complete.
-        if (dir === base) {
-          assert.doesNotThrow(() => new model(doc).validate(), `${file} (${doc.kind})`);
-        }
-        checked.push(`${path.basename(dir)}/${file}`);
-      }
+test('base and overlays render, and every object validates against its schema', () => {
+  for (const [name, docs] of Object.entries(RENDERED)) {
+    const kinds = docs.map((d) => d.kind).sort();
+    assert.deepEqual(kinds, ['ConfigMap', 'Deployment', 'PodDisruptionBudget', 'PodMonitor',
+      'PodMonitor', 'PrometheusRule', 'Service'], name);
+    for (const doc of docs) {
+      const model = MODELS[`${doc.apiVersion}/${doc.kind}`];
+      assert.ok(model, `${name}: no schema for ${doc.apiVersion} ${doc.kind}`);
+      assert.doesNotThrow(() => new model(doc).validate(), `${name}: ${doc.kind} ${doc.metadata.name}`);
     }
   }
-  assert.ok(checked.length >= 7, checked.join(' '));
 });
 
 test('the schema validation can fail (a wrong type is refused)', () => {
-  const broken = structuredClone(deployment);
+  const broken = structuredClone(base.deployment);
   broken.spec.template.spec.initContainers[0].ports[0].containerPort = 'eighty';
   assert.throws(() => new Deployment(broken).validate(), /containerPort/);
 });
 
-test('kustomize base and overlay list files that exist, and the base lists every manifest', () => {
-  const kBase = parse(readFileSync(path.join(base, 'kustomization.yaml'), 'utf8'));
-  for (const r of kBase.resources) assert.ok(existsSync(path.join(base, r)), `base resource ${r}`);
-  const manifests = yamlFiles(base).filter((f) => f !== 'kustomization.yaml').sort();
-  assert.deepEqual([...kBase.resources].sort(), manifests);
+for (const [name, docs] of Object.entries(RENDERED)) {
+  const p = parts(docs);
+  test(`${name}: tokenmeter is a native sidecar in front of the model server on loopback`, () => {
+    assert.ok(p.sidecar, 'an init container named tokenmeter');
+    assert.equal(p.sidecar.restartPolicy, 'Always');
+    assert.ok(p.model.args.includes('--host=127.0.0.1'), 'the model server listens on loopback only');
+    const modelPort = Number(p.model.args.find((a) => a.startsWith('--port=')).split('=')[1]);
+    assert.equal(p.config.upstream, `http://127.0.0.1:${modelPort}`);
+    assert.equal(portOf(p.sidecar, 'tm-http'), portOfEndpoint(p.config.listen));
+    assert.equal(portOf(p.sidecar, 'tm-admin'), portOfEndpoint(p.config.admin));
+    assert.match(p.config.listen, /^0\.0\.0\.0:/);
+    assert.match(p.config.admin, /^0\.0\.0\.0:/);
+    const mount = p.sidecar.volumeMounts.find((m) => m.name === 'tokenmeter-config');
+    assert.equal(p.sidecar.args.join(' '), `--config ${mount.mountPath}/tokenmeter.yaml`);
+    // configMapGenerator: the name carries the content's hash, and the pod mounts that name, so
+    // a config change is a new pod template (a rollout).
+    assert.match(p.configMap.metadata.name, /^tokenmeter-config-[a-z0-9]{10}$/);
+    assert.equal(p.pod.volumes.find((v) => v.name === 'tokenmeter-config').configMap.name,
+      p.configMap.metadata.name);
+    assert.equal(p.sidecar.securityContext.runAsNonRoot, true);
+    assert.equal(p.sidecar.securityContext.readOnlyRootFilesystem, true);
+    assert.equal(p.pod.securityContext.seccompProfile.type, 'RuntimeDefault');
+  });
 
-  const kOverlay = parse(readFileSync(path.join(overlay, 'kustomization.yaml'), 'utf8'));
-  for (const r of kOverlay.resources) assert.ok(existsSync(path.join(overlay, r)), `overlay resource ${r}`);
-  for (const p of kOverlay.patches || []) {
-    if (p.path) assert.ok(existsSync(path.join(overlay, p.path)), `overlay patch ${p.path}`);
-  }
-  // The overlay's images replace images the base really uses.
-  const images = [...pod.initContainers, ...pod.containers].map((c) => c.image.split(':')[0]);
-  for (const image of kOverlay.images) assert.ok(images.includes(image.name), `image ${image.name}`);
+  test(`${name}: probes are on the admin port; liveness never depends on the upstream`, () => {
+    assert.equal(p.sidecar.readinessProbe.httpGet.path, '/readyz');
+    assert.equal(p.sidecar.readinessProbe.httpGet.port, 'tm-admin');
+    assert.equal(p.sidecar.livenessProbe.httpGet.path, '/healthz');
+    assert.equal(p.sidecar.livenessProbe.httpGet.port, 'tm-admin');
+  });
+
+  test(`${name}: the model container drains through /drain, and it all fits the grace period`, () => {
+    const hook = p.model.lifecycle.preStop.httpGet;
+    assert.ok(hook, 'the model container\'s preStop is an httpGet');
+    assert.equal(hook.port, portOf(p.sidecar, 'tm-admin'), 'to tokenmeter\'s admin port');
+    const url = new URL(hook.path, 'http://pod');
+    assert.equal(url.pathname, '/drain');
+    const wait = seconds(url.searchParams.get('wait'));
+    const grace = p.pod.terminationGracePeriodSeconds;
+    const sidecarPreStop = p.sidecar.lifecycle.preStop.sleep.seconds;
+    const drain = seconds(p.config.timeouts.drain);
+    const modelShutdown = 10;  // what vLLM needs after SIGTERM, generously
+    const total = wait + modelShutdown + sidecarPreStop + drain;
+    assert.ok(total < grace, `drain wait ${wait} + model shutdown ${modelShutdown} + tokenmeter preStop ` +
+      `${sidecarPreStop} + drain ${drain} = ${total} s must be below terminationGracePeriodSeconds ${grace}`);
+  });
+
+  test(`${name}: the Service targets tokenmeter; a PodDisruptionBudget covers the pods`, () => {
+    const podLabels = p.deployment.spec.template.metadata.labels;
+    const service = p.of('Service')[0];
+    for (const [k, v] of Object.entries(service.spec.selector)) assert.equal(podLabels[k], v, `selector ${k}`);
+    for (const port of service.spec.ports) {
+      assert.equal(port.targetPort, portOf(p.sidecar, 'tm-http'), 'targetPort is tokenmeter\'s listen port');
+    }
+    const pdb = p.of('PodDisruptionBudget')[0];
+    for (const [k, v] of Object.entries(pdb.spec.selector.matchLabels)) assert.equal(podLabels[k], v, `pdb ${k}`);
+    assert.equal(pdb.spec.maxUnavailable, 1);
+  });
+
+  test(`${name}: PodMonitors scrape tokenmeter and the model server's own metrics`, () => {
+    const podLabels = p.deployment.spec.template.metadata.labels;
+    const monitors = p.of('PodMonitor');
+    for (const m of monitors) {
+      for (const [k, v] of Object.entries(m.spec.selector.matchLabels)) assert.equal(podLabels[k], v);
+      if (name !== 'base') {
+        assert.equal(m.metadata.labels.release, 'kube-prometheus-stack',
+          `${m.metadata.name}: kube-prometheus-stack's default podMonitorSelector`);
+      }
+    }
+    const ns = p.deployment.metadata.namespace || 'default';
+    const own = monitors.find((m) => m.spec.podMetricsEndpoints[0].port === 'tm-admin');
+    assert.match(`${ns}/${own.metadata.name}`, /.*tokenmeter.*/, 'job name matched by TokenmeterDown');
+    // The model server listens on loopback: its /metrics is passed through tokenmeter's port.
+    const server = monitors.find((m) => m.spec.podMetricsEndpoints[0].port === 'tm-http');
+    assert.ok(server, 'a PodMonitor for the model server');
+    assert.equal(server.spec.podMetricsEndpoints[0].path, '/metrics');
+    assert.doesNotMatch(`${ns}/${server.metadata.name}`, /tokenmeter/, 'not taken for a tokenmeter target');
+    if (name !== 'base') {
+      assert.equal(p.of('PrometheusRule')[0].metadata.labels.release, 'kube-prometheus-stack');
+    }
+  });
+
+  test(`${name}: the generated config passes tokenmeter --check-config`, () => {
+    const bin = process.env.TOKENMETER_BIN;
+    assert.ok(bin, 'TOKENMETER_BIN must point at the tokenmeter binary (ctest sets it)');
+    const dir = mkdtempSync(path.join(tmpdir(), 'tokenmeter-k8s-'));
+    try {
+      const file = path.join(dir, 'tokenmeter.yaml');
+      writeFileSync(file, p.configMap.data['tokenmeter.yaml']);
+      const ok = spawnSync(bin, ['--check-config', file], { encoding: 'utf8' });
+      assert.equal(ok.status, 0, `check-config failed: ${ok.stdout}${ok.stderr}`);
+      // And it would notice a mistake in it.
+      writeFileSync(file, `${p.configMap.data['tokenmeter.yaml']}\nthreds: 2\n`);
+      const bad = spawnSync(bin, ['--check-config', file], { encoding: 'utf8' });
+      assert.notEqual(bad.status, 0);
+      assert.match(bad.stdout + bad.stderr, /threds/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+}
+
+test('the existing-vllm example leaves its own Deployment file untouched by tokenmeter', () => {
+  const own = parseAllDocuments(readFileSync(path.join(k8s, 'overlays/existing-vllm/vllm.yaml'), 'utf8'))
+    .map((d) => d.toJS());
+  assert.ok(!JSON.stringify(own).includes('tokenmeter'), 'vllm.yaml is what the user already has');
 });
 
-test('tokenmeter is a native sidecar in front of vLLM on loopback', () => {
-  assert.ok(sidecar, 'an init container named tokenmeter');
-  assert.equal(sidecar.restartPolicy, 'Always');
-  assert.ok(vllm, 'a container named vllm');
-  assert.ok(vllm.args.includes('--host=127.0.0.1'), 'vLLM listens on loopback only');
-  const vllmPort = Number(vllm.args.find((a) => a.startsWith('--port=')).split('=')[1]);
-  assert.equal(vllmPort, portOf(vllm, 'vllm'));
-  assert.equal(config.upstream, `http://127.0.0.1:${vllmPort}`);
-  assert.equal(portOf(sidecar, 'http'), portOfEndpoint(config.listen));
-  assert.equal(portOf(sidecar, 'admin'), portOfEndpoint(config.admin));
-  assert.match(config.listen, /^0\.0\.0\.0:/);
-  assert.match(config.admin, /^0\.0\.0\.0:/);
-  const mount = sidecar.volumeMounts.find((m) => m.name === 'tokenmeter-config');
-  assert.equal(sidecar.args.join(' '), `--config ${mount.mountPath}/tokenmeter.yaml`);
-  assert.equal(pod.volumes.find((v) => v.name === 'tokenmeter-config').configMap.name,
-    baseResources.get('ConfigMap').metadata.name);
-  assert.equal(sidecar.securityContext.runAsNonRoot, true);
-  assert.equal(sidecar.securityContext.readOnlyRootFilesystem, true);
-});
-
-test('probes are on the admin port; liveness never depends on the upstream', () => {
-  assert.equal(sidecar.readinessProbe.httpGet.path, '/readyz');
-  assert.equal(sidecar.readinessProbe.httpGet.port, 'admin');
-  assert.equal(sidecar.livenessProbe.httpGet.path, '/healthz');
-  assert.equal(sidecar.livenessProbe.httpGet.port, 'admin');
-});
-
-test('preStop delays and drain fit terminationGracePeriodSeconds', () => {
-  const grace = pod.terminationGracePeriodSeconds;
-  const drainSeconds = Number(/^(\d+)s$/.exec(config.timeouts.drain)[1]);
-  const sidecarPreStop = sidecar.lifecycle.preStop.sleep.seconds;
-  const vllmPreStop = vllm.lifecycle.preStop.sleep.seconds;
-  const vllmShutdown = 10;  // what vLLM needs after SIGTERM, generously
-  assert.ok(sidecarPreStop > 0 && vllmPreStop > 0);
-  const total = vllmPreStop + vllmShutdown + sidecarPreStop + drainSeconds;
-  assert.ok(total < grace, `vLLM preStop ${vllmPreStop} + vLLM shutdown ${vllmShutdown} + tokenmeter preStop ` +
-    `${sidecarPreStop} + drain ${drainSeconds} = ${total} s must be below terminationGracePeriodSeconds ${grace}`);
-});
-
-test('the Service targets tokenmeter, and the PodMonitor scrapes its admin port', () => {
-  const service = baseResources.get('Service');
-  const podLabels = deployment.spec.template.metadata.labels;
-  for (const [k, v] of Object.entries(service.spec.selector)) assert.equal(podLabels[k], v, `selector ${k}`);
-  for (const p of service.spec.ports) {
-    assert.equal(p.targetPort, portOf(sidecar, 'http'), 'targetPort is tokenmeter\'s listen port');
-    assert.notEqual(p.targetPort, portOf(vllm, 'vllm'));
-  }
-  const monitor = baseResources.get('PodMonitor');
-  for (const [k, v] of Object.entries(monitor.spec.selector.matchLabels)) assert.equal(podLabels[k], v);
-  assert.equal(monitor.spec.podMetricsEndpoints[0].port, 'admin');
-  assert.equal(monitor.spec.podMetricsEndpoints[0].path, '/metrics');
-  assert.match(`default/${monitor.metadata.name}`, /.*tokenmeter.*/, 'job name matched by TokenmeterDown');
+test('the sidecar memory request and limit fit the default tokenizer\'s row of the README table', () => {
+  const readme = readFileSync(path.join(root, 'deploy/README.md'), 'utf8');
+  const row = /^\| o200k_base \(default reference\) \| (\d+) MiB \| (\d+) MiB \| (\d+)Mi \| (\d+)Mi \|/m.exec(readme);
+  assert.ok(row, 'deploy/README.md has the o200k_base row of the memory table');
+  const mib = (q) => Number(/^(\d+)Mi$/.exec(q)[1]);
+  const { requests, limits } = base.sidecar.resources;
+  assert.equal(mib(requests.memory), Number(row[3]));
+  assert.equal(mib(limits.memory), Number(row[4]));
+  assert.ok(Number(row[1]) < mib(requests.memory) && Number(row[2]) < mib(limits.memory),
+    'measured idle and loaded RSS are below the request and the limit');
 });
 
 test('the PrometheusRule carries exactly the rules of deploy/prometheus', () => {
   const rules = parse(readFileSync(path.join(root, 'deploy/prometheus/tokenmeter.rules.yml'), 'utf8'));
-  assert.deepEqual(baseResources.get('PrometheusRule').spec.groups, rules.groups);
-});
-
-test('the ConfigMap\'s configuration passes tokenmeter --check-config', () => {
-  const bin = process.env.TOKENMETER_BIN;
-  assert.ok(bin, 'TOKENMETER_BIN must point at the tokenmeter binary (ctest sets it)');
-  const dir = mkdtempSync(path.join(tmpdir(), 'tokenmeter-k8s-'));
-  try {
-    const file = path.join(dir, 'tokenmeter.yaml');
-    writeFileSync(file, baseResources.get('ConfigMap').data['tokenmeter.yaml']);
-    const ok = spawnSync(bin, ['--check-config', file], { encoding: 'utf8' });
-    assert.equal(ok.status, 0, `check-config failed: ${ok.stdout}${ok.stderr}`);
-    // And it would notice a mistake in it.
-    writeFileSync(file, `${baseResources.get('ConfigMap').data['tokenmeter.yaml']}\nthreds: 2\n`);
-    const bad = spawnSync(bin, ['--check-config', file], { encoding: 'utf8' });
-    assert.notEqual(bad.status, 0);
-    assert.match(bad.stdout + bad.stderr, /threds/);
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  assert.deepEqual(parts(RENDERED.base).of('PrometheusRule')[0].spec.groups, rules.groups);
 });

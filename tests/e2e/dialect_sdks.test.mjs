@@ -60,7 +60,7 @@ test('openai SDK: Responses API streamed through the proxy', { timeout: 60_000 }
   const m = await waitMetrics(proxy, (x) => x.value('tokenmeter_requests_total', labels) >= 1);
   assert.equal(m.value('tokenmeter_requests_total', { ...labels, outcome: 'complete' }), 1);
   assert.equal(m.value('tokenmeter_tokens_total', { ...labels, type: 'output' }), TOKENS);
-  assert.equal(m.value('tokenmeter_tokens_total', { ...labels, type: 'reasoning' }), REASONING);
+  assert.equal(m.value('tokenmeter_reasoning_tokens_total', labels), REASONING);
   assert.equal(m.histogram('tokenmeter_time_to_first_content_token_seconds', labels).count, 1);
 });
 
@@ -82,7 +82,7 @@ test('openai SDK: a chat stream without include_usage is unchanged, and metered'
   const labels = { model: 'sdk-injected', api: 'openai_chat' };
   const m = await waitMetrics(proxy, (x) => x.value('tokenmeter_requests_total', labels) >= 1);
   assert.equal(m.value('tokenmeter_tokens_total', { ...labels, type: 'output' }), TOKENS);
-  assert.equal(m.value('tokenmeter_tokens_total', { ...labels, type: 'reasoning' }), REASONING);
+  assert.equal(m.value('tokenmeter_reasoning_tokens_total', labels), REASONING);
 });
 
 test('@anthropic-ai/sdk: messages.stream through the proxy', { timeout: 60_000 }, async () => {

@@ -78,7 +78,7 @@ for (const d of dialects) {
     assert.equal(m.value('tokenmeter_requests_total', { ...labels, outcome: 'complete', code: '200' }), 1);
     assert.equal(m.value('tokenmeter_tokens_total', { ...labels, type: 'output' }), TOKENS);
     assert.equal(m.value('tokenmeter_tokens_total', { ...labels, type: 'input' }), 3);
-    assert.equal(m.value('tokenmeter_tokens_total', { ...labels, type: 'reasoning' }),
+    assert.equal(m.value('tokenmeter_reasoning_tokens_total', labels),
       d.reportsReasoning ? reasoning : 0);
     assert.equal(m.value('tokenmeter_parse_errors_total', { api: d.api }), 0);
 
@@ -178,7 +178,9 @@ for (const [d, reported] of [[dialects[1], 0], [dialects[2], 0], [dialects[4], 0
       before.value('tokenmeter_requests_total', labels));
     const delta = (name, l) => m.value(name, l) - before.value(name, l);
     assert.equal(delta('tokenmeter_requests_total', { ...labels, outcome: 'upstream_truncated' }), 1);
-    assert.equal(delta('tokenmeter_tokens_total', { ...labels, type: 'output' }), reported);
+    assert.equal(delta('tokenmeter_reported_tokens_total', { ...labels, type: 'output' }), reported);
+    // Billed as the usage record bills it: the running report, else the 3 tokens that were read.
+    assert.equal(delta('tokenmeter_tokens_total', { ...labels, type: 'output' }), 3);
     const itlBefore = before.histogram('tokenmeter_inter_token_latency_seconds', labels).count;
     assert.equal(m.histogram('tokenmeter_inter_token_latency_seconds', labels).count - itlBefore, 2);
   });

@@ -63,9 +63,11 @@ test('normalized counts: the reference tokenizer counts what the client received
 
   const m = await waitMetrics(proxy, (x) => x.value('tokenmeter_requests_total', { model: 'sim-model' }) >= 1);
   const labels = { model: 'sim-model', api: 'openai_chat' };
-  assert.equal(m.value('tokenmeter_tokens_total', { ...labels, type: 'output', count: 'normalized' }), expected);
-  assert.equal(m.has('tokenmeter_tokens_total', { count: 'reported' }), false, 'the simulator reported no usage');
-  assert.equal(m.has('tokenmeter_tokens_total', { count: 'native' }), false, 'no native tokenizer configured');
+  assert.equal(m.value('tokenmeter_normalized_tokens_total', { ...labels, type: 'output' }), expected);
+  // Billed from the best count there is: the reference tokenizer's.
+  assert.equal(m.value('tokenmeter_tokens_total', { ...labels, type: 'output', source: 'normalized' }), expected);
+  assert.equal(m.has('tokenmeter_reported_tokens_total'), false, 'the simulator reported no usage');
+  assert.equal(m.has('tokenmeter_native_tokens_total'), false, 'no native tokenizer configured');
   assert.equal(m.value('tokenmeter_output_chars_total', labels), Buffer.byteLength(text));
   // Without a native tokenizer or a usage report, ITL counts normalized tokens: one observation
   // per token after the first.
@@ -73,7 +75,7 @@ test('normalized counts: the reference tokenizer counts what the client received
   assert.equal(m.histogram('tokenmeter_normalized_output_tokens_per_second', labels).count, 1);
   assert.equal(m.histogram('tokenmeter_output_tokens_per_second', labels).count, 1);
   // The prompt is tokenized when the server does not report input tokens.
-  assert.equal(m.value('tokenmeter_tokens_total', { ...labels, type: 'input', count: 'normalized' }),
+  assert.equal(m.value('tokenmeter_normalized_tokens_total', { ...labels, type: 'input' }),
     countTokens('o200k_base', 'hello there world'));
 });
 
@@ -99,12 +101,15 @@ test('native counts, and a usage report that disagrees with the native count is 
 
   const m = await waitMetrics(proxy, (x) => x.value('tokenmeter_requests_total', { model: 'sim-model' }) >= 2);
   const labels = { model: 'sim-model', api: 'openai_chat' };
-  assert.equal(m.value('tokenmeter_tokens_total', { ...labels, type: 'output', count: 'native' }), nativeHonest + nativePadded);
-  assert.equal(m.value('tokenmeter_tokens_total', { ...labels, type: 'output', count: 'reported' }), 60);
-  assert.equal(m.value('tokenmeter_tokens_total', { ...labels, type: 'output', count: 'normalized' }),
+  assert.equal(m.value('tokenmeter_native_tokens_total', { ...labels, type: 'output' }), nativeHonest + nativePadded);
+  assert.equal(m.value('tokenmeter_reported_tokens_total', { ...labels, type: 'output' }), 60);
+  // Billed once, from the server's report, as the usage records do.
+  assert.equal(m.value('tokenmeter_tokens_total', { ...labels, type: 'output' }), 60);
+  assert.equal(m.value('tokenmeter_tokens_total', { ...labels, type: 'output', source: 'reported' }), 60);
+  assert.equal(m.value('tokenmeter_normalized_tokens_total', { ...labels, type: 'output' }),
     countTokens('o200k_base', honest) + countTokens('o200k_base', padded));
   // Reported input is used as it is: the prompt is not tokenized when the server counts it.
-  assert.equal(m.has('tokenmeter_tokens_total', { type: 'input', count: 'native' }), false);
+  assert.equal(m.has('tokenmeter_native_tokens_total', { type: 'input' }), false);
   assert.equal(m.value('tokenmeter_token_count_mismatch_total', { model: 'sim-model', type: 'output' }), 1,
     'only the padded response disagrees with its report');
   // TPOT divides by native tokens: one observation per request.
@@ -125,9 +130,10 @@ test('reasoning text is counted as output and on its own', { timeout: 30_000 }, 
   // The simulator's words are one o200k token each: 20 output tokens, 8 of them reasoning.
   const m = await waitMetrics(proxy, (x) => x.value('tokenmeter_requests_total', { model: 'sim-model' }) >= 1);
   const labels = { model: 'sim-model', api: 'openai_chat' };
-  assert.equal(m.value('tokenmeter_tokens_total', { ...labels, type: 'output', count: 'normalized' }), 20);
-  assert.equal(m.value('tokenmeter_tokens_total', { ...labels, type: 'reasoning', count: 'normalized' }), 8);
-  assert.equal(m.has('tokenmeter_tokens_total', { type: 'reasoning', count: 'native' }), false);
+  assert.equal(m.value('tokenmeter_normalized_tokens_total', { ...labels, type: 'output' }), 20);
+  assert.equal(m.value('tokenmeter_tokens_total', { ...labels, type: 'output' }), 20);
+  assert.equal(m.value('tokenmeter_reasoning_tokens_total', { ...labels, source: 'normalized' }), 8);
+  assert.equal(m.has('tokenmeter_reasoning_tokens_total', { source: 'native' }), false);
 });
 
 test('a missing or broken tokenizer file stops --check-config and start-up, naming the file', { timeout: 20_000 }, () => {

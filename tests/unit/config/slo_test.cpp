@@ -132,8 +132,8 @@ TEST(Slo, DefaultBucketsGainTheTargets) {
     const auto r = load_yaml(R"(
 slo:
   models:
-    a: {preset: server}       # TTFT 2 s is not a default boundary; 0.1 s TPOT already is
-    b: {preset: interactive}  # 0.5 s is one; 30 ms is not
+    a: {preset: server}       # TTFT 2 s is a default boundary (2^1); 0.1 s TPOT is not
+    b: {preset: interactive}  # 0.5 s is one too; 30 ms is not
 )");
     ASSERT_TRUE(r.ok()) << all_errors(r);
     const histogram_buckets b = buckets_with_slo_targets(r.value.metric, r.value.slo);
@@ -146,8 +146,9 @@ slo:
     EXPECT_TRUE(contains(b.inter_token_latency, 0.03));
     EXPECT_TRUE(contains(b.time_per_output_token, 0.1));
     EXPECT_TRUE(std::is_sorted(b.time_to_first_token.begin(), b.time_to_first_token.end()));
-    EXPECT_EQ(b.time_to_first_token.size(), default_buckets().time_to_first_token.size() + 1);
-    EXPECT_EQ(b.time_per_output_token.size(), default_buckets().time_per_output_token.size() + 1);
+    EXPECT_EQ(b.time_to_first_token.size(), default_buckets().time_to_first_token.size());
+    EXPECT_EQ(b.time_per_output_token.size(), default_buckets().time_per_output_token.size() + 2);
+    EXPECT_TRUE(std::is_sorted(b.time_per_output_token.begin(), b.time_per_output_token.end()));
     // Lists nobody has a target for are untouched.
     EXPECT_EQ(b.request_duration, default_buckets().request_duration);
 }

@@ -74,7 +74,7 @@ TEST(Registry, ExposesEveryFamilyWithItsLabels) {
         R"(tokenmeter_inter_token_latency_seconds_count{api="openai_chat",model="llama"} 2)"));
     EXPECT_TRUE(contains(
         text,
-        R"(tokenmeter_inter_token_latency_seconds_bucket{api="openai_chat",model="llama",le="0.025"} 2)"));
+        R"(tokenmeter_inter_token_latency_seconds_bucket{api="openai_chat",model="llama",le="0.0221"} 2)"));
     EXPECT_TRUE(contains(
         text,
         R"(tokenmeter_time_per_output_token_seconds_count{api="openai_chat",model="llama"} 1)"));
@@ -90,11 +90,14 @@ TEST(Registry, ExposesEveryFamilyWithItsLabels) {
         R"(tokenmeter_requests_total{api="openai_chat",code="200",model="llama",outcome="complete"} 1)"));
     EXPECT_TRUE(contains(
         text,
-        R"(tokenmeter_tokens_total{api="openai_chat",count="reported",model="llama",type="input"} 7)"));
+        R"(tokenmeter_tokens_total{api="openai_chat",model="llama",source="reported",type="input"} 7)"));
     EXPECT_TRUE(contains(
         text,
-        R"(tokenmeter_tokens_total{api="openai_chat",count="reported",model="llama",type="output"} 3)"));
-    EXPECT_FALSE(contains(text, R"(count="native")")) << "no tokenizer counted this request";
+        R"(tokenmeter_tokens_total{api="openai_chat",model="llama",source="reported",type="output"} 3)"));
+    EXPECT_TRUE(contains(
+        text, R"(tokenmeter_reported_tokens_total{api="openai_chat",model="llama",type="input"} 7)"));
+    EXPECT_FALSE(contains(text, "tokenmeter_native_tokens_total")) << "no tokenizer counted it";
+    EXPECT_FALSE(contains(text, "count=")) << "the label is called source";
     EXPECT_TRUE(contains(text, R"(tokenmeter_upstream_errors_total{reason="connect_refused"} 1)"));
     EXPECT_TRUE(contains(text, "tokenmeter_streams_active 1"));
     // Parse errors are labelled by api and reason, so there is no series before the first one.
@@ -116,13 +119,18 @@ TEST(Registry, RetokenizedCountsAndMismatches) {
     auto text = r.expose();
     EXPECT_TRUE(contains(
         text,
-        R"(tokenmeter_tokens_total{api="openai_chat",count="native",model="llama",type="output"} 44)"));
+        R"(tokenmeter_native_tokens_total{api="openai_chat",model="llama",type="output"} 44)"));
     EXPECT_TRUE(contains(
         text,
-        R"(tokenmeter_tokens_total{api="openai_chat",count="normalized",model="llama",type="output"} 44)"));
+        R"(tokenmeter_normalized_tokens_total{api="openai_chat",model="llama",type="output"} 44)"));
     EXPECT_TRUE(contains(
         text,
-        R"(tokenmeter_tokens_total{api="openai_chat",count="normalized",model="llama",type="input"} 9)"));
+        R"(tokenmeter_normalized_tokens_total{api="openai_chat",model="llama",type="input"} 9)"));
+    // Billed once, from the best source: the server's report (3 + 3), not the tokenizers' counts.
+    EXPECT_TRUE(contains(
+        text,
+        R"(tokenmeter_tokens_total{api="openai_chat",model="llama",source="reported",type="output"} 6)"));
+    EXPECT_FALSE(contains(text, R"(source="native")"));
     EXPECT_TRUE(
         contains(text, R"(tokenmeter_token_count_mismatch_total{model="llama",type="output"} 1)"));
     EXPECT_TRUE(contains(
@@ -191,11 +199,13 @@ TEST(Registry, ReasoningCachedInputContentTtftAndParseErrorReasons) {
         contains(text, "tokenmeter_time_to_first_content_token_seconds_sum{" + labels + "} 2.5"));
     EXPECT_TRUE(contains(text, "tokenmeter_time_to_first_token_seconds_sum{" + labels +
                                    R"(,prompt_class="0-512"} 0.1)"));
-    const std::string reported = R"(api="anthropic_messages",count="reported",model="claude")";
-    EXPECT_TRUE(contains(text, "tokenmeter_tokens_total{" + reported + R"(,type="reasoning"} 30)"));
-    EXPECT_TRUE(
-        contains(text, "tokenmeter_tokens_total{" + reported + R"(,type="cached_input"} 100)"));
-    EXPECT_TRUE(contains(text, "tokenmeter_tokens_total{" + reported + R"(,type="output"} 40)"));
+    EXPECT_TRUE(contains(text, "tokenmeter_reasoning_tokens_total{" + labels +
+                                   R"(,source="reported"} 30)"));
+    EXPECT_TRUE(contains(text, "tokenmeter_cached_input_tokens_total{" + labels + "} 100"));
+    EXPECT_TRUE(contains(text, "tokenmeter_tokens_total{" + labels +
+                                   R"(,source="reported",type="output"} 40)"));
+    EXPECT_TRUE(contains(text, "tokenmeter_tokens_total{" + labels +
+                                   R"(,source="reported",type="input"} 120)"));
     EXPECT_TRUE(contains(
         text,
         R"(tokenmeter_parse_errors_total{api="anthropic_messages",reason="invalid_json"} 2)"));

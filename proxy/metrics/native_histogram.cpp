@@ -1,0 +1,234 @@
+#include "metrics/native_histogram.hpp"
+
+#include <prometheus/metric_family.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace tokenmeter::metrics {
+
+int native_bucket_index(double v, int schema) {
+    const double per_octave = std::ldexp(1.0, schema);
+    int i = static_cast<int>(std::ceil(std::log2(v) * per_octave));
+    // log2 rounds; the bounds are what counts: 2^((i-1)/2^s) < v <= 2^(i/2^s).
+    while (std::exp2(static_cast<double>(i - 1) / per_octave) >= v) {
+        --i;
+    }
+    while (std::exp2(static_cast<double>(i) / per_octave) < v) {
+        ++i;
+    }
+    return i;
+}
+
+void native_histogram::observe(double v) {
+    ++count;
+    sum += v;
+    if (!(v > zero_threshold)) {  // also NaN and negative values: tokenmeter has none
+        ++zero_count;
+        return;
+    }
+    ++positive[native_bucket_index(v)];
+}
+
+void native_histograms::observe(const std::string& family, const labels& l, double v) {
+    std::lock_guard lock(mutex_);
+    histograms_[{family, l}].observe(v);
+}
+
+void native_histograms::observe(const std::string& family, const labels& l,
+                                const native_batch& batch) {
+    std::lock_guard lock(mutex_);
+    native_histogram& h = histograms_[{family, l}];
+    h.zero_threshold = batch.zero_threshold;
+    h.zero_count += batch.zero_count;
+    h.count += batch.count;
+    h.sum += batch.sum;
+    for (const auto& [index, n] : batch.positive) {
+        h.positive[index] += n;
+    }
+}
+
+std::map<std::pair<std::string, native_histograms::labels>, native_histogram>
+native_histograms::snapshot() const {
+    std::lock_guard lock(mutex_);
+    return histograms_;
+}
+
+namespace {
+
+// The protobuf wire format, the little of it the exposition needs.
+enum wire : std::uint8_t { varint = 0, fixed64 = 1, length_delimited = 2 };
+
+void put_varint(std::string& out, std::uint64_t v) {
+    while (v >= 0x80) {
+        out.push_back(static_cast<char>((v & 0x7f) | 0x80));
+        v >>= 7;
+    }
+    out.push_back(static_cast<char>(v));
+}
+
+void put_tag(std::string& out, int field, wire type) {
+    put_varint(out, (static_cast<std::uint64_t>(field) << 3) | type);
+}
+
+void put_uint(std::string& out, int field, std::uint64_t v) {
+    put_tag(out, field, varint);
+    put_varint(out, v);
+}
+
+void put_sint(std::string& out, int field, std::int64_t v) {
+    put_tag(out, field, varint);
+    put_varint(out, (static_cast<std::uint64_t>(v) << 1) ^ static_cast<std::uint64_t>(v >> 63));
+}
+
+void put_double(std::string& out, int field, double v) {
+    put_tag(out, field, fixed64);
+    std::uint64_t bits = 0;
+    std::memcpy(&bits, &v, sizeof bits);
+    for (int i = 0; i < 8; ++i) {
+        out.push_back(static_cast<char>((bits >> (8 * i)) & 0xff));
+    }
+}
+
+void put_bytes(std::string& out, int field, std::string_view bytes) {
+    put_tag(out, field, length_delimited);
+    put_varint(out, bytes.size());
+    out.append(bytes);
+}
+
+// Field numbers of io.prometheus.client (proxy/metrics/metrics.proto).
+namespace family_field {
+constexpr int name = 1, help = 2, type = 3, metric = 4;
+}
+namespace metric_field {
+constexpr int label = 1, gauge = 2, counter = 3, untyped = 5, histogram = 7;
+}
+namespace histogram_field {
+constexpr int sample_count = 1, sample_sum = 2, bucket = 3, schema = 5, zero_threshold = 6,
+              zero_count = 7, positive_span = 12, positive_delta = 13;
+}
+// MetricType values of the proto: COUNTER 0, GAUGE 1, SUMMARY 2, UNTYPED 3, HISTOGRAM 4.
+int proto_type(prometheus::MetricType t) {
+    switch (t) {
+        case prometheus::MetricType::Counter:
+            return 0;
+        case prometheus::MetricType::Gauge:
+            return 1;
+        case prometheus::MetricType::Summary:
+            return 2;
+        case prometheus::MetricType::Histogram:
+            return 4;
+        default:
+            return 3;
+    }
+}
+
+void put_native(std::string& h, const native_histogram& n) {
+    put_sint(h, histogram_field::schema, native_schema);
+    put_double(h, histogram_field::zero_threshold, n.zero_threshold);
+    put_uint(h, histogram_field::zero_count, n.zero_count);
+    // One span per run of consecutive buckets; the first offset is the absolute index, the
+    // others the gap after the previous span. Deltas run on across spans.
+    std::vector<std::pair<int, std::uint32_t>> spans;
+    int next = 0;
+    for (const auto& [index, count] : n.positive) {
+        if (spans.empty() || index != next) {
+            const int offset = spans.empty() ? index : index - next;
+            spans.emplace_back(offset, 0);
+        }
+        ++spans.back().second;
+        next = index + 1;
+    }
+    for (const auto& [offset, length] : spans) {
+        std::string span;
+        put_sint(span, 1, offset);
+        put_uint(span, 2, length);
+        put_bytes(h, histogram_field::positive_span, span);
+    }
+    std::int64_t previous = 0;
+    for (const auto& [index, count] : n.positive) {
+        const auto c = static_cast<std::int64_t>(count);
+        put_sint(h, histogram_field::positive_delta, c - previous);
+        previous = c;
+    }
+}
+
+}  // namespace
+
+std::string encode_protobuf(const std::vector<prometheus::MetricFamily>& families,
+                            const native_histograms* natives) {
+    std::map<std::pair<std::string, native_histograms::labels>, native_histogram> native;
+    if (natives != nullptr) {
+        native = natives->snapshot();
+    }
+    std::string out;
+    for (const auto& f : families) {
+        std::string family;
+        put_bytes(family, family_field::name, f.name);
+        put_bytes(family, family_field::help, f.help);
+        put_uint(family, family_field::type, static_cast<std::uint64_t>(proto_type(f.type)));
+        for (const auto& m : f.metric) {
+            std::string metric;
+            native_histograms::labels labels;
+            for (const auto& l : m.label) {
+                std::string pair;
+                put_bytes(pair, 1, l.name);
+                put_bytes(pair, 2, l.value);
+                put_bytes(metric, metric_field::label, pair);
+                labels.emplace(l.name, l.value);
+            }
+            std::string value;
+            switch (f.type) {
+                case prometheus::MetricType::Counter:
+                    put_double(value, 1, m.counter.value);
+                    put_bytes(metric, metric_field::counter, value);
+                    break;
+                case prometheus::MetricType::Gauge:
+                    put_double(value, 1, m.gauge.value);
+                    put_bytes(metric, metric_field::gauge, value);
+                    break;
+                case prometheus::MetricType::Histogram: {
+                    // With a native histogram its own count and sum, so that the native part
+                    // is consistent even when an observation lands between the two copies.
+                    const auto it = native.find({f.name, labels});
+                    const bool has_native = it != native.end();
+                    put_uint(value, histogram_field::sample_count,
+                             has_native ? it->second.count : m.histogram.sample_count);
+                    put_double(value, histogram_field::sample_sum,
+                               has_native ? it->second.sum : m.histogram.sample_sum);
+                    for (const auto& b : m.histogram.bucket) {
+                        if (std::isinf(b.upper_bound)) {
+                            continue;  // implied by sample_count in this format
+                        }
+                        std::string bucket;
+                        put_uint(bucket, 1, b.cumulative_count);
+                        put_double(bucket, 2, b.upper_bound);
+                        put_bytes(value, histogram_field::bucket, bucket);
+                    }
+                    if (has_native) {
+                        put_native(value, it->second);
+                    }
+                    put_bytes(metric, metric_field::histogram, value);
+                    break;
+                }
+                default:
+                    put_double(value, 1, m.untyped.value);
+                    put_bytes(metric, metric_field::untyped, value);
+                    break;
+            }
+            put_bytes(family, family_field::metric, metric);
+        }
+        put_varint(out, family.size());
+        out.append(family);
+    }
+    return out;
+}
+
+bool accepts_protobuf(std::string_view accept) {
+    return accept.find("application/vnd.google.protobuf") != std::string_view::npos &&
+           accept.find("proto=io.prometheus.client.MetricFamily") != std::string_view::npos &&
+           accept.find("encoding=delimited") != std::string_view::npos;
+}
+
+}  // namespace tokenmeter::metrics
