@@ -81,7 +81,7 @@ std::uint64_t token_counter::feed_bounded(lane& l, text_kind kind, std::string_v
         }
         stream.feed(text.substr(0, slice), at, count);
         text.remove_prefix(slice);
-        if (stream.pending_bytes() > max_pending_bytes) {
+        if (stream.pending_bytes() >= max_pending_bytes) {
             const std::size_t cut = stream.pending_bytes();
             if (l.bytes_per_cut_token == 0) {
                 const std::uint64_t before = n;
