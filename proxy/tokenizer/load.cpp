@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "tokenizer/embedded.hpp"
 #include "tokenizer/encoders.hpp"
 #include "tokenizer/utf8.hpp"
 
@@ -641,41 +642,59 @@ std::shared_ptr<const encoder> load_file(const std::string& path, const std::str
 
 }  // namespace
 
-std::shared_ptr<const encoder> load(std::string_view spec, const std::string& search_dir,
-                                    std::string& error) {
+load_result load(std::string_view spec, const load_options& options) {
+    load_result result;
     const std::string s(spec);
-    std::vector<std::string> candidates;
     std::string name;
-    if (s.find('/') == std::string::npos && !ends_with(s, ".json") && !ends_with(s, ".tiktoken")) {
-        const std::string dir = search_dir.empty() ? std::string(".") : search_dir;
-        candidates = {dir + "/" + s + ".json", dir + "/" + s + ".tiktoken",
-                      dir + "/" + s + "/tokenizer.json"};
+    const bool bare =
+        s.find('/') == std::string::npos && !ends_with(s, ".json") && !ends_with(s, ".tiktoken");
+    if (bare) {
+        for (const std::string& configured : options.search_dirs) {
+            const std::string dir = configured.empty() ? std::string(".") : configured;
+            for (const char* suffix : {".json", ".tiktoken", "/tokenizer.json"}) {
+                result.tried.push_back(dir + "/" + s + suffix);
+            }
+        }
         name = s;
     } else {
-        candidates = {s};
+        result.tried = {s};
         name = stem_of(s);
     }
-    for (const std::string& path : candidates) {
+    for (const std::string& path : result.tried) {
         if (!file_exists(path)) {
             continue;
         }
         try {
-            auto enc = load_file(path, name);
-            error.clear();
-            return enc;
+            result.value = load_file(path, name);
+            result.source = path;
+            return result;
         } catch (const load_error& e) {
-            error = path + ": " + e.message;
+            result.error = path + ": " + e.message;
         } catch (const std::exception& e) {
-            error = path + ": " + e.what();
+            result.error = path + ": " + e.what();
         }
-        return nullptr;
+        return result;
     }
-    error = "tokenizer \"" + s + "\": no such file (tried ";
-    for (std::size_t i = 0; i < candidates.size(); ++i) {
-        error += (i > 0 ? ", " : "") + candidates[i];
+    if (bare && options.embedded && detail::is_embedded(s)) {
+        result.value = detail::load_embedded(s, result.error);
+        if (result.value) {
+            result.source = "embedded";
+        }
+        return result;
     }
-    error += ")";
-    return nullptr;
+    result.error = "tokenizer \"" + s + "\": no such file (tried ";
+    for (std::size_t i = 0; i < result.tried.size(); ++i) {
+        result.error += (i > 0 ? ", " : "") + result.tried[i];
+    }
+    result.error += ")";
+    return result;
+}
+
+std::shared_ptr<const encoder> load(std::string_view spec, const std::string& search_dir,
+                                    std::string& error) {
+    load_result result = load(spec, load_options{{search_dir}, true});
+    error = std::move(result.error);
+    return std::move(result.value);
 }
 
 }  // namespace tokenmeter::tokenizer

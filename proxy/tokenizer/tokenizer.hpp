@@ -71,11 +71,31 @@ class encoder {
 };
 
 // Loads an encoder by spec: "o200k_base" / "cl100k_base" (looked up as <name>.json in
-// `search_dir`, the tiktoken npm package's encoders/ format, or <name>.tiktoken rank files),
-// or a path to a Hugging Face tokenizer.json. On failure returns nullptr and sets `error` to a
+// `search_dir`, the tiktoken npm package's encoders/ format, or <name>.tiktoken rank files, else
+// built in), or a path to a Hugging Face tokenizer.json. The same as the overload below with one
+// search directory. On failure returns nullptr and sets `error` to a
 // message naming the file and what is wrong (missing, malformed, unsupported model type).
 std::shared_ptr<const encoder> load(std::string_view spec, const std::string& search_dir,
                                     std::string& error);
+
+// Where a spec may come from. A bare name ("o200k_base", "llama3") is looked for in each
+// directory in order (<dir>/<name>.json, <dir>/<name>.tiktoken, <dir>/<name>/tokenizer.json); the
+// first file found is loaded. If none exists and the name is built in (o200k_base, cl100k_base),
+// the built-in table is used. A path is loaded as it is.
+struct load_options {
+    std::vector<std::string> search_dirs;
+    bool embedded = true;  // false: only files (tests of the search path)
+};
+
+struct load_result {
+    std::shared_ptr<const encoder> value;  // null on failure
+    std::string source;                    // "embedded", or the path of the file loaded
+    std::string error;                     // on failure: names the file(s) and the problem
+    std::vector<std::string> tried;        // the files looked for, in order
+    [[nodiscard]] bool embedded() const noexcept { return source == "embedded"; }
+};
+
+load_result load(std::string_view spec, const load_options& options);
 
 // Repairs `in` as UTF-8 into `out`, leaving an incomplete trailing sequence unconsumed unless
 // `final`; returns the bytes consumed. (Declared here for the stream template; see utf8.hpp.)

@@ -412,13 +412,15 @@ int main(int argc, char** argv) {
         return 1;
     }
     const auto load_start = std::chrono::steady_clock::now();
-    std::string error;
-    const auto enc = tok::load(opt.spec, opt.dir, error);
+    const auto loaded = tok::load(opt.spec, tok::load_options{{opt.dir}, true});
+    const auto& enc = loaded.value;
     if (!enc) {
         std::cerr << "parity: cannot load tokenizer " << opt.spec << " (dir " << opt.dir
-                  << "): " << error << "\n(scripts/fetch-tokenizers.sh fetches the files)\n";
+                  << "): " << loaded.error
+                  << "\n(scripts/fetch-tokenizers.sh fetches the files)\n";
         return 1;
     }
+    std::cout << "parity: " << opt.spec << " from " << loaded.source << "\n";
     const double load_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
 
