@@ -28,6 +28,7 @@
 #include "http/usage_shipper.hpp"
 #include "metrics/billing.hpp"
 #include "metrics/registry.hpp"
+#include "metrics/tokenizer_info.hpp"
 #include "usage/record.hpp"
 #include "usage/spool.hpp"
 #include "usage/tenant.hpp"
@@ -100,7 +101,12 @@ int run(const config::settings& settings) {
         }
         return 1;
     }
+    for (const auto& line : describe_tokenizers(*tokenizers.value)) {
+        spdlog::info("{}", line);
+    }
     metrics::registry registry(settings.metric, settings.slo);
+    metrics::register_tokenizer_info(*registry.prometheus_registry(),
+                                     tokenizers.value->entries());
     proxy_context context{settings, registry, clock};
     context.tokenizers = tokenizers.value.get();
     if (settings.tokens.count_input_tokens == "always") {

@@ -1,17 +1,97 @@
 #include "app/tokenizers.hpp"
 
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <system_error>
+
 namespace tokenmeter::app {
+
+namespace {
+
+constexpr const char* system_tokenizer_dir = "/usr/local/share/tokenmeter/tokenizers";
+
+std::int64_t resident_bytes() {
+    std::ifstream statm("/proc/self/statm");
+    std::int64_t size_pages = 0;
+    std::int64_t resident_pages = 0;
+    if (!(statm >> size_pages >> resident_pages)) {
+        return 0;
+    }
+    return resident_pages * static_cast<std::int64_t>(::sysconf(_SC_PAGESIZE));
+}
+
+double seconds_now() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+
+}  // namespace
+
+std::vector<std::string> tokenizer_search_dirs(const std::string& configured_dir) {
+    std::vector<std::string> dirs;
+    auto add = [&dirs](std::string dir) {
+        if (dir.empty()) {
+            return;
+        }
+        for (const auto& d : dirs) {
+            if (d == dir) {
+                return;
+            }
+        }
+        dirs.push_back(std::move(dir));
+    };
+    add(configured_dir);
+    if (const char* env = std::getenv("TOKENMETER_TOKENIZER_DIR"); env != nullptr) {
+        add(env);
+    }
+    std::error_code ec;
+    const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+    if (!ec && exe.has_parent_path()) {
+        add((exe.parent_path().parent_path() / "share/tokenmeter/tokenizers").lexically_normal());
+    }
+    add(system_tokenizer_dir);
+    return dirs;
+}
 
 tokenizer::catalog::load_result load_tokenizers(const config::settings& settings) {
     const config::tokenization& t = settings.tokens;
     tokenizer::catalog_options options;
     options.reference = t.reference_tokenizer;
     options.reference_required = t.reference_explicit;
-    options.search_dir = config::effective_tokenizer_dir(t);
+    options.search_dirs = tokenizer_search_dirs(t.tokenizer_dir);
     for (const auto& [model, m] : t.models) {
         options.models.emplace_back(model, m.tokenizer);
     }
+    options.seconds_now = seconds_now;
+    options.resident_bytes = resident_bytes;
     return tokenizer::catalog::load(options);
+}
+
+std::vector<std::string> describe_tokenizers(const tokenizer::catalog& catalog) {
+    std::vector<std::string> lines;
+    for (const auto& e : catalog.entries()) {
+        std::string line = "tokenizer " + e.role;
+        if (!e.model.empty()) {
+            line += " for model " + e.model;
+        }
+        line += ": " + e.name + " (" + e.source + ")";
+        if (e.shared) {
+            line += ", shared with an earlier entry (loaded once)";
+        } else {
+            char numbers[96];
+            std::snprintf(numbers, sizeof numbers, ", loaded in %.0f ms, resident +%.1f MB",
+                          e.load_seconds * 1e3,
+                          static_cast<double>(e.resident_growth_bytes) / (1024.0 * 1024.0));
+            line += numbers;
+        }
+        lines.push_back(std::move(line));
+    }
+    return lines;
 }
 
 }  // namespace tokenmeter::app
