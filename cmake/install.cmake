@@ -26,6 +26,7 @@ install(DIRECTORY ${TOKENMETER_INSTALL_TOKENIZERS_FROM}/
         FILES_MATCHING PATTERN "tokenizer.json")
 install(FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/config/tokenmeter.example.yaml
               ${PROJECT_SOURCE_DIR}/docs/metrics.md ${PROJECT_SOURCE_DIR}/docs/tokenizers.md
+              ${PROJECT_SOURCE_DIR}/proxy/tokenizer/embedded/LICENSE.tiktoken
         DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT runtime)
 install(FILES ${PROJECT_SOURCE_DIR}/config/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR}
         RENAME configuration.md COMPONENT runtime)

@@ -24,7 +24,8 @@ separated). SPEC is o200k_base, cl100k_base, a name found in the tokenizer searc
 Hugging Face tokenizer.json. The search path: DIR, $TOKENMETER_TOKENIZER_DIR,
 <exe>/../share/tokenmeter/tokenizers, /usr/local/share/tokenmeter/tokenizers. o200k_base and
 cl100k_base are built in and need no file; a file of that name in the search path takes
-precedence. --verbose prints to stderr which file (or "embedded") was used.
+precedence. --verbose prints to stderr which file (or "embedded") was used, the load time and
+the resident memory the tokenizer takes.
 Special-token text counts as ordinary text.
 )";
 
@@ -63,14 +64,24 @@ int tokenize_command(int argc, char** argv) {
         std::fputs(tokenize_usage, stderr);
         return fail("--tokenizer is required");
     }
+    const std::int64_t resident_before = settled_resident_bytes();
+    const double load_start = seconds_now();
     const tokenizer::load_result loaded =
         tokenizer::load(spec, tokenizer::load_options{tokenizer_search_dirs(dir), true});
+    const double load_seconds = seconds_now() - load_start;
     if (!loaded.value) {
         return fail(loaded.error);
     }
     if (verbose) {
-        std::fprintf(stderr, "tokenmeter tokenize: %s from %s\n", loaded.value->name().c_str(),
-                     loaded.source.c_str());
+        // What the proxy's start-up log reports per tokenizer, measured the same way.
+        const double mib = 1024.0 * 1024.0;
+        std::fprintf(stderr,
+                     "tokenmeter tokenize: %s from %s, loaded in %.1f ms, resident +%.1f MiB "
+                     "(process %.1f MiB, peak %.1f MiB)\n",
+                     loaded.value->name().c_str(), loaded.source.c_str(), load_seconds * 1e3,
+                     static_cast<double>(settled_resident_bytes() - resident_before) / mib,
+                     static_cast<double>(settled_resident_bytes()) / mib,
+                     static_cast<double>(peak_resident_bytes()) / mib);
     }
     const auto& enc = loaded.value;
     std::string text((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());

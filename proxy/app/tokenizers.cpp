@@ -1,5 +1,6 @@
 #include "app/tokenizers.hpp"
 
+#include <malloc.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -7,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <string>
 #include <system_error>
 
 namespace tokenmeter::app {
@@ -15,7 +17,10 @@ namespace {
 
 constexpr const char* system_tokenizer_dir = "/usr/local/share/tokenmeter/tokenizers";
 
-std::int64_t resident_bytes() {
+}  // namespace
+
+std::int64_t settled_resident_bytes() {
+    ::malloc_trim(0);
     std::ifstream statm("/proc/self/statm");
     std::int64_t size_pages = 0;
     std::int64_t resident_pages = 0;
@@ -25,12 +30,21 @@ std::int64_t resident_bytes() {
     return resident_pages * static_cast<std::int64_t>(::sysconf(_SC_PAGESIZE));
 }
 
+std::int64_t peak_resident_bytes() {
+    std::ifstream status("/proc/self/status");
+    std::string line;
+    while (std::getline(status, line)) {
+        if (line.rfind("VmHWM:", 0) == 0) {
+            return std::atoll(line.c_str() + 6) * 1024;  // "VmHWM:   1234 kB"
+        }
+    }
+    return 0;
+}
+
 double seconds_now() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
         .count();
 }
-
-}  // namespace
 
 std::vector<std::string> tokenizer_search_dirs(const std::string& configured_dir) {
     std::vector<std::string> dirs;
@@ -68,7 +82,7 @@ tokenizer::catalog::load_result load_tokenizers(const config::settings& settings
         options.models.emplace_back(model, m.tokenizer);
     }
     options.seconds_now = seconds_now;
-    options.resident_bytes = resident_bytes;
+    options.resident_bytes = settled_resident_bytes;
     return tokenizer::catalog::load(options);
 }
 

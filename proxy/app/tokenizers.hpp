@@ -2,6 +2,7 @@
 // search path every command shares, and describes them for the start-up log.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,14 @@ namespace tokenmeter::app {
 std::vector<std::string> tokenizer_search_dirs(const std::string& configured_dir);
 
 tokenizer::catalog::load_result load_tokenizers(const config::settings& settings);
+
+// The process's resident memory in bytes, after handing memory that loading freed (a parsed
+// tokenizer.json) back to the system, so that the number is what stays resident; 0 if unknown.
+std::int64_t settled_resident_bytes();
+// The process's peak resident memory (VmHWM) in bytes; 0 if unknown.
+std::int64_t peak_resident_bytes();
+// A monotonic time in seconds, for load times.
+double seconds_now();
 
 // One line per tokenizer a role uses: role, model, name, source, load time, memory.
 std::vector<std::string> describe_tokenizers(const tokenizer::catalog& catalog);

@@ -49,6 +49,15 @@ bool read_file(const std::string& path, std::string& out) {
     return static_cast<bool>(in) || in.eof();
 }
 
+// The tables hold ids below 2^24 (tables.hpp); every published vocabulary fits.
+std::uint32_t checked_id(std::uint64_t id) {
+    if (id > bytes_map::max_id) {
+        throw load_error{"token id " + std::to_string(id) + " is larger than " +
+                         std::to_string(bytes_map::max_id) + ", which is not supported"};
+    }
+    return static_cast<std::uint32_t>(id);
+}
+
 bool file_exists(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
     return static_cast<bool>(in);
@@ -149,7 +158,7 @@ std::shared_ptr<const encoder> tiktoken_from_json(const json& j, std::string nam
                 if (!base64_decode(word, token)) {
                     throw load_error{"bpe_ranks: bad base64 \"" + std::string(word) + "\""};
                 }
-                ranks.insert(token, rank++);
+                ranks.insert(token, checked_id(rank++));
             }
             ++field;
         }
@@ -188,8 +197,7 @@ std::shared_ptr<const encoder> tiktoken_from_rank_file(const std::string& text, 
         if (space == std::string_view::npos || !base64_decode(line.substr(0, space), token)) {
             throw load_error{"line " + std::to_string(line_no) + " is not \"<base64> <rank>\""};
         }
-        ranks.insert(token,
-                     static_cast<std::uint32_t>(std::stoul(std::string(line.substr(space + 1)))));
+        ranks.insert(token, checked_id(std::stoul(std::string(line.substr(space + 1)))));
     }
     return make_tiktoken(std::move(name), pattern, std::move(ranks));
 }
@@ -434,7 +442,7 @@ std::shared_ptr<const encoder> hf_from_json(const json& j, std::string name) {
         if (!it.value().is_number_unsigned()) {
             throw load_error{"model.vocab[\"" + it.key() + "\"] is not a non-negative integer"};
         }
-        by_string.insert(it.key(), it.value().get<token_id>());
+        by_string.insert(it.key(), checked_id(it.value().get<std::uint64_t>()));
     }
     if (model.contains("unk_token") && model["unk_token"].is_string()) {
         const std::string unk = model["unk_token"].get<std::string>();
@@ -579,7 +587,7 @@ std::shared_ptr<const encoder> hf_from_json(const json& j, std::string name) {
                     "non-special added tokens with a Prepend normalizer (or Metaspace "
                     "prepend_scheme \"always\") are not supported"};
             }
-            m->added.insert(content, t.value("id", token_id{0}));
+            m->added.insert(content, checked_id(t.value("id", std::uint64_t{0})));
             m->added_first[static_cast<unsigned char>(content[0])] = true;
             m->has_added = true;
         }
