@@ -46,11 +46,14 @@ set(CPACK_PACKAGE_VENDOR tokenmeter)
 set(CPACK_PACKAGE_CONTACT "tokenmeter maintainers <tokenmeter@localhost>")
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY
     "Sidecar reverse proxy that meters LLM inference traffic (Prometheus, usage records)")
-set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 # Absolute destinations (/etc, /usr/lib/systemd) must land in CPack's staging tree, not on the
-# build machine: stage with DESTDIR and the real prefix.
+# build machine: stage with DESTDIR and the real prefix, /usr (with CPACK_SET_DESTDIR, CPack
+# installs with CPACK_INSTALL_PREFIX).
 set(CPACK_SET_DESTDIR ON)
-set(CPACK_COMPONENTS_ALL runtime)
+set(CPACK_INSTALL_PREFIX /usr)
+set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+# Only the runtime component: build directory, project, component, subdirectory.
+set(CPACK_INSTALL_CMAKE_PROJECTS "${PROJECT_BINARY_DIR};${PROJECT_NAME};runtime;/")
 set(CPACK_STRIP_FILES ON)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION net)

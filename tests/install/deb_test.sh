@@ -63,9 +63,9 @@ grep -q '0\.' <<<"$version" || fail "unexpected --version output: $version"
 # The built-in table, with nothing else to find: no env, cwd elsewhere. The ids are tiktoken
 # 1.0.22's encode_ordinary("hello world") and ("<|endoftext|>") for o200k_base.
 cd "$work"
-for probe in 'hello world|24912 2375' '<|endoftext|>|27 91 419 1440 919 91 29'; do
-  text=${probe%%|*}
-  want=${probe#*|}
+for probe in 'hello world#24912 2375' '<|endoftext|>#27 91 419 1440 919 91 29'; do
+  text=${probe%%#*}
+  want=${probe#*#}
   got=$(printf '%s' "$text" | env -u TOKENMETER_TOKENIZER_DIR /usr/bin/tokenmeter tokenize \
     --tokenizer o200k_base --ids --verbose 2>"$work/tokenize.err" | head -n 1) ||
     fail "tokenize: $(cat "$work/tokenize.err")"

@@ -64,8 +64,8 @@ TEST(BytesMap, IdsAboveTheLimitAreRefused) {
 
 TEST(BytesMap, ReserveFillsToEightyPercent) {
     bytes_map map;
-    map.reserve(200000);  // o200k_base: 2^18 slots of 16 bytes
-    EXPECT_LE(map.memory_bytes(), (std::size_t{1} << 18) * 16 + 64);
+    map.reserve(200000);  // o200k_base: 2^18 slots of 16 bytes and their tags
+    EXPECT_LE(map.memory_bytes(), (std::size_t{1} << 18) * (16 + 1) + 64);  // slots + tags
 }
 
 }  // namespace
