@@ -17,6 +17,7 @@ namespace {
 
 constexpr const char* tokenize_usage =
     R"(usage: tokenmeter tokenize --tokenizer SPEC [--ids] [--tokenizer-dir DIR] [--verbose]
+                          [--special-tokens match|text]
 
 Reads text from stdin and prints its token count (with --ids, first a line of the ids, space
 separated). SPEC is o200k_base, cl100k_base, a name found in the tokenizer search path
@@ -26,7 +27,10 @@ Hugging Face tokenizer.json. The search path: DIR, $TOKENMETER_TOKENIZER_DIR,
 cl100k_base are built in and need no file; a file of that name in the search path takes
 precedence. --verbose prints to stderr which file (or "embedded") was used, the load time and
 the resident memory the tokenizer takes.
-Special-token text counts as ordinary text.
+Added and special tokens in the text (<|endoftext|>, <|im_start|>, <start_of_turn>): by default
+as the file type's reference library does (tokenizer.json: matched as one token each, as Hugging
+Face tokenizers does; tiktoken encodings: ordinary text, as encode_ordinary); --special-tokens
+text counts a tokenizer.json's special tokens as text.
 )";
 
 int fail(const std::string& message) {
@@ -41,17 +45,21 @@ int tokenize_command(int argc, char** argv) {
     std::string dir;
     bool print_ids = false;
     bool verbose = false;
+    std::string special;
     for (int i = 0; i < argc; ++i) {
         const std::string_view arg = argv[i];
         if (arg == "--ids") {
             print_ids = true;
         } else if (arg == "--verbose") {
             verbose = true;
-        } else if (arg == "--tokenizer" || arg == "--tokenizer-dir") {
+        } else if (arg == "--tokenizer" || arg == "--tokenizer-dir" || arg == "--special-tokens") {
             if (i + 1 >= argc) {
                 return fail(std::string(arg) + " needs a value");
             }
-            (arg == "--tokenizer" ? spec : dir) = argv[++i];
+            (arg == "--tokenizer" ? spec : arg == "--tokenizer-dir" ? dir : special) = argv[++i];
+            if (arg == "--special-tokens" && special != "match" && special != "text") {
+                return fail("--special-tokens is match or text");
+            }
         } else if (arg == "--help" || arg == "-h") {
             std::fputs(tokenize_usage, stdout);
             return 0;
@@ -67,18 +75,23 @@ int tokenize_command(int argc, char** argv) {
     const std::int64_t resident_before = settled_resident_bytes();
     const double load_start = seconds_now();
     const tokenizer::load_result loaded =
-        tokenizer::load(spec, tokenizer::load_options{tokenizer_search_dirs(dir), true});
+        tokenizer::load(spec, tokenizer::load_options{tokenizer_search_dirs(dir), true,
+                                                      special_tokens_mode(special)});
     const double load_seconds = seconds_now() - load_start;
     if (!loaded.value) {
         return fail(loaded.error);
+    }
+    for (const auto& warning : loaded.warnings) {
+        std::fprintf(stderr, "tokenmeter tokenize: warning: %s\n", warning.c_str());
     }
     if (verbose) {
         // What the proxy's start-up log reports per tokenizer, measured the same way.
         const double mib = 1024.0 * 1024.0;
         std::fprintf(stderr,
-                     "tokenmeter tokenize: %s from %s, loaded in %.1f ms, resident +%.1f MiB "
-                     "(process %.1f MiB, peak %.1f MiB)\n",
-                     loaded.value->name().c_str(), loaded.source.c_str(), load_seconds * 1e3,
+                     "tokenmeter tokenize: %s from %s, special tokens %s, loaded in %.1f ms, "
+                     "resident +%.1f MiB (process %.1f MiB, peak %.1f MiB)\n",
+                     loaded.value->name().c_str(), loaded.source.c_str(),
+                     loaded.special_mode.c_str(), load_seconds * 1e3,
                      static_cast<double>(settled_resident_bytes() - resident_before) / mib,
                      static_cast<double>(settled_resident_bytes()) / mib,
                      static_cast<double>(peak_resident_bytes()) / mib);

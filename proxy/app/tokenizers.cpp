@@ -72,14 +72,25 @@ std::vector<std::string> tokenizer_search_dirs(const std::string& configured_dir
     return dirs;
 }
 
+tokenizer::special_tokens special_tokens_mode(const std::string& setting) {
+    if (setting == "match") {
+        return tokenizer::special_tokens::match;
+    }
+    if (setting == "text") {
+        return tokenizer::special_tokens::text;
+    }
+    return tokenizer::special_tokens::file_default;
+}
+
 tokenizer::catalog::load_result load_tokenizers(const config::settings& settings) {
     const config::tokenization& t = settings.tokens;
     tokenizer::catalog_options options;
     options.reference = t.reference_tokenizer;
     options.reference_required = t.reference_explicit;
+    options.reference_special = special_tokens_mode(t.reference_special_tokens);
     options.search_dirs = tokenizer_search_dirs(t.tokenizer_dir);
     for (const auto& [model, m] : t.models) {
-        options.models.emplace_back(model, m.tokenizer);
+        options.models.push_back({model, m.tokenizer, special_tokens_mode(m.special_tokens)});
     }
     options.seconds_now = seconds_now;
     options.resident_bytes = settled_resident_bytes;
@@ -93,7 +104,7 @@ std::vector<std::string> describe_tokenizers(const tokenizer::catalog& catalog) 
         if (!e.model.empty()) {
             line += " for model " + e.model;
         }
-        line += ": " + e.name + " (" + e.source + ")";
+        line += ": " + e.name + " (" + e.source + "; special tokens: " + e.special_mode + ")";
         if (e.shared) {
             line += ", shared with an earlier entry (loaded once)";
         } else {

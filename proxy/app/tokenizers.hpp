@@ -17,6 +17,9 @@ namespace tokenmeter::app {
 // tokenizers. o200k_base and cl100k_base are also built in, used when no file is found.
 std::vector<std::string> tokenizer_search_dirs(const std::string& configured_dir);
 
+// The config's special_tokens setting ("match", "text", or "" for the file type's default).
+tokenizer::special_tokens special_tokens_mode(const std::string& setting);
+
 tokenizer::catalog::load_result load_tokenizers(const config::settings& settings);
 
 // The process's resident memory in bytes, after handing memory that loading freed (a parsed

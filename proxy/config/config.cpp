@@ -592,7 +592,15 @@ class validator {
             error("reference_tokenizer",
                   "must name a tokenizer (o200k_base, cl100k_base, a path) or be \"none\"");
         }
+        auto check_special = [&](const std::string& key, const std::string& value) {
+            if (!value.empty() && value != "match" && value != "text") {
+                error(key, "must be match or text (leave it out for the file type's default), got '" +
+                               value + "'");
+            }
+        };
+        check_special("reference_special_tokens", s.tokens.reference_special_tokens);
         for (const auto& [name, m] : s.tokens.models) {
+            check_special("models." + name + ".special_tokens", m.special_tokens);
             if (m.tokenizer.empty()) {
                 error("models." + name + ".tokenizer",
                       "must name a tokenizer (o200k_base, cl100k_base or a path to "
@@ -956,6 +964,8 @@ class yaml_loader {
                          {"usage", into(&yaml_loader::read_usage, s.usage_records)},
                          {"reference_tokenizer", into(&yaml_loader::read_reference, s.tokens)},
                          {"tokenizer_dir", into(&yaml_loader::read_text, s.tokens.tokenizer_dir)},
+                         {"reference_special_tokens",
+                          into(&yaml_loader::read_word, s.tokens.reference_special_tokens)},
                          {"count_input_tokens",
                           into(&yaml_loader::read_word, s.tokens.count_input_tokens)},
                          {"models", into(&yaml_loader::read_model_table, s.tokens.models)},
@@ -1140,6 +1150,7 @@ class yaml_loader {
             read_mapping(entry.second, child,
                          {
                              {"tokenizer", into(&yaml_loader::read_text, m.tokenizer)},
+                             {"special_tokens", into(&yaml_loader::read_word, m.special_tokens)},
                          });
         }
     }

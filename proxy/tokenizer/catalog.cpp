@@ -8,44 +8,54 @@ catalog::load_result catalog::load(const catalog_options& options) {
     struct loaded {
         std::shared_ptr<const encoder> value;
         std::string source;
+        std::string special_mode;
         double seconds = 0;
         std::int64_t resident = 0;
     };
-    std::map<std::string, loaded> by_spec;
-    load_options search{options.search_dirs, true};
+    std::map<std::pair<std::string, special_tokens>, loaded> by_spec;
 
-    // Loads `spec` once; records an entry for `role`/`model`. Returns the failed load on error.
+    // Loads `spec` once per mode; records an entry for `role`/`model`. Returns the failed load
+    // on error.
     auto use = [&](const std::string& role, const std::string& model, const std::string& spec,
+                   special_tokens special,
                    tokenizer::load_result& failure) -> std::shared_ptr<const encoder> {
-        catalog_entry entry{role, model, "", spec, "", 0, 0, false};
-        if (auto it = by_spec.find(spec); it != by_spec.end()) {
+        catalog_entry entry{role, model, "", spec, "", "", 0, 0, false};
+        if (auto it = by_spec.find({spec, special}); it != by_spec.end()) {
             entry.shared = true;
             entry.name = it->second.value->name();
             entry.source = it->second.source;
+            entry.special_mode = it->second.special_mode;
             built->entries_.push_back(std::move(entry));
             return it->second.value;
         }
         const double t0 = options.seconds_now ? options.seconds_now() : 0;
         const std::int64_t r0 = options.resident_bytes ? options.resident_bytes() : 0;
-        tokenizer::load_result got = tokenizer::load(spec, search);
+        tokenizer::load_result got =
+            tokenizer::load(spec, load_options{options.search_dirs, true, special});
         if (!got.value) {
             failure = std::move(got);
             return nullptr;
         }
-        loaded l{got.value, got.source, options.seconds_now ? options.seconds_now() - t0 : 0,
+        for (auto& w : got.warnings) {
+            result.warnings.push_back(std::move(w));
+        }
+        loaded l{got.value, got.source, got.special_mode,
+                 options.seconds_now ? options.seconds_now() - t0 : 0,
                  options.resident_bytes ? options.resident_bytes() - r0 : 0};
         entry.name = l.value->name();
         entry.source = l.source;
+        entry.special_mode = l.special_mode;
         entry.load_seconds = l.seconds;
         entry.resident_growth_bytes = l.resident;
         built->entries_.push_back(std::move(entry));
-        by_spec.emplace(spec, l);
+        by_spec.emplace(std::make_pair(spec, special), l);
         return l.value;
     };
 
     if (options.reference != "none") {
         tokenizer::load_result failure;
-        built->reference_ = use("reference", "", options.reference, failure);
+        built->reference_ =
+            use("reference", "", options.reference, options.reference_special, failure);
         if (!built->reference_) {
             if (options.reference_required) {
                 result.errors.push_back({"reference_tokenizer", failure.error});
@@ -61,14 +71,14 @@ catalog::load_result catalog::load(const catalog_options& options) {
             }
         }
     }
-    for (const auto& [model, spec] : options.models) {
+    for (const auto& m : options.models) {
         tokenizer::load_result failure;
-        auto enc = use("native", model, spec, failure);
+        auto enc = use("native", m.model, m.spec, m.special, failure);
         if (!enc) {
-            result.errors.push_back({"models." + model + ".tokenizer", failure.error});
+            result.errors.push_back({"models." + m.model + ".tokenizer", failure.error});
             continue;
         }
-        built->by_model_.emplace(model, std::move(enc));
+        built->by_model_.emplace(m.model, std::move(enc));
     }
     if (result.errors.empty()) {
         result.value = std::move(built);

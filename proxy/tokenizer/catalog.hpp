@@ -21,11 +21,18 @@ struct selection {
     const encoder* reference = nullptr;
 };
 
+struct catalog_model {
+    std::string model;  // the request's model name
+    std::string spec;
+    tokenizer::special_tokens special = special_tokens::file_default;
+};
+
 struct catalog_options {
     std::string reference;            // a spec, or "none"
     bool reference_required = false;  // false: a missing reference file only warns
+    tokenizer::special_tokens reference_special = special_tokens::file_default;
     std::vector<std::string> search_dirs;  // in order; o200k_base/cl100k_base are also built in
-    std::vector<std::pair<std::string, std::string>> models;  // model name → spec
+    std::vector<catalog_model> models;
     // Start-up accounting, supplied by the caller (the core reads no clock and no /proc): the
     // time now in seconds and the process's resident bytes. Either may be empty.
     std::function<double()> seconds_now;
@@ -39,6 +46,7 @@ struct catalog_entry {
     std::string name;   // the encoder's name
     std::string spec;
     std::string source;         // "embedded" or the file's path
+    std::string special_mode;   // "match" or "text": added tokens in text
     double load_seconds = 0;    // 0 when loaded for an earlier entry (shared)
     std::int64_t resident_growth_bytes = 0;  // resident memory the load added
     bool shared = false;        // the same instance as an earlier entry

@@ -574,7 +574,25 @@ class hf_reader {
     std::vector<std::string> pair_;
 };
 
-std::shared_ptr<const encoder> hf_from_json(const hf_document& doc, std::string name) {
+// What the loaders learn about added tokens, for load_result.
+struct special_outcome {
+    std::string mode;  // "match" or "text"
+    std::vector<std::string> warnings;
+};
+
+// tiktoken encodings count special-token text as text (encode_ordinary); matching them is not
+// implemented.
+void tiktoken_special(special_tokens special, special_outcome& outcome) {
+    if (special == special_tokens::match) {
+        throw load_error{
+            "special_tokens: match is not supported for tiktoken encodings (tiktoken's "
+            "encode_ordinary, the default, counts special-token text as text)"};
+    }
+    outcome.mode = "text";
+}
+
+std::shared_ptr<const encoder> hf_from_json(const hf_document& doc, std::string name,
+                                            special_tokens special, special_outcome& outcome) {
     const json& j = doc.dom;
     if (!j.contains("model") || !j["model"].is_object()) {
         throw load_error{"no \"model\" object (not a tokenizer.json?)"};
@@ -744,32 +762,51 @@ std::shared_ptr<const encoder> hf_from_json(const hf_document& doc, std::string 
         }
     }
 
-    // added tokens: special ones are ordinary text; the others are matched in the raw text
+    // Added tokens are matched in the raw text, leftmost-longest: the non-special ones always
+    // (as Hugging Face does), the special ones in match mode (Hugging Face's default).
+    outcome.mode = special == special_tokens::text ? "text" : "match";
     if (j.contains("added_tokens") && j["added_tokens"].is_array()) {
         const bool has_normalizer = m->nfc || !m->prepend.empty() ||
                                     std::any_of(m->replace_with.begin(), m->replace_with.end(),
                                                 [](const std::string& r) { return !r.empty(); });
+        const bool per_segment_prepend = !m->prepend.empty() && m->prepend_each_segment;
         for (const json& t : j["added_tokens"]) {
-            if (t.value("special", false)) {
+            const bool is_special = t.value("special", false);
+            if (is_special && outcome.mode == "text") {
                 continue;
             }
             const std::string content = t.value("content", std::string());
             if (content.empty() || !detail::utf8_valid(content)) {
                 continue;
             }
+            if (is_special && per_segment_prepend && special == special_tokens::file_default) {
+                // Hugging Face normalizes each piece between added tokens on its own, so each
+                // gets the prepended "▁"; the engine cannot do that yet. Count them as text and
+                // say so, rather than refuse a file that loads today.
+                outcome.mode = "text";
+                outcome.warnings.push_back(
+                    name + ": special tokens are counted as text, not matched as Hugging Face "
+                           "does: matching added tokens with a Prepend normalizer (or Metaspace "
+                           "prepend_scheme \"always\") is not supported; set special_tokens: "
+                           "text to make this explicit");
+                continue;
+            }
             if (t.value("lstrip", false) || t.value("rstrip", false) ||
                 t.value("single_word", false)) {
                 throw load_error{"added token \"" + content +
-                                 "\" uses lstrip/rstrip/single_word, which is not supported"};
+                                 "\" uses lstrip/rstrip/single_word, which is not supported" +
+                                 (is_special ? " (special_tokens: text avoids matching it)" : "")};
             }
             if (t.value("normalized", false) && has_normalizer) {
                 throw load_error{"added token \"" + content +
-                                 "\" is matched after normalization, which is not supported"};
+                                 "\" is matched after normalization, which is not supported" +
+                                 (is_special ? " (special_tokens: text avoids matching it)" : "")};
             }
-            if (!m->prepend.empty() && m->prepend_each_segment) {
+            if (per_segment_prepend) {
                 throw load_error{
-                    "non-special added tokens with a Prepend normalizer (or Metaspace "
-                    "prepend_scheme \"always\") are not supported"};
+                    "added tokens with a Prepend normalizer (or Metaspace prepend_scheme "
+                    "\"always\") are not supported" +
+                    std::string(is_special ? " (special_tokens: text avoids matching them)" : "")};
             }
             m->added.insert(content, checked_id(t.value("id", std::uint64_t{0})));
             m->added_first[static_cast<unsigned char>(content[0])] = true;
@@ -807,12 +844,14 @@ std::string stem_of(const std::string& path) {
     return dot == std::string::npos ? file : file.substr(0, dot);
 }
 
-std::shared_ptr<const encoder> load_file(const std::string& path, const std::string& name) {
+std::shared_ptr<const encoder> load_file(const std::string& path, const std::string& name,
+                                         special_tokens special, special_outcome& outcome) {
     std::string text;
     if (!read_file(path, text)) {
         throw load_error{"cannot be read"};
     }
     if (ends_with(path, ".tiktoken")) {
+        tiktoken_special(special, outcome);
         return tiktoken_from_rank_file(text, name);
     }
     hf_document doc;
@@ -828,9 +867,10 @@ std::shared_ptr<const encoder> load_file(const std::string& path, const std::str
         throw load_error{"is not a JSON object"};
     }
     if (doc.dom.contains("bpe_ranks")) {
+        tiktoken_special(special, outcome);
         return tiktoken_from_json(doc.dom, name);
     }
-    return hf_from_json(doc, name);
+    return hf_from_json(doc, name, special, outcome);
 }
 
 }  // namespace
@@ -858,8 +898,11 @@ load_result load(std::string_view spec, const load_options& options) {
             continue;
         }
         try {
-            result.value = load_file(path, name);
+            special_outcome outcome;
+            result.value = load_file(path, name, options.special, outcome);
             result.source = path;
+            result.special_mode = std::move(outcome.mode);
+            result.warnings = std::move(outcome.warnings);
             return result;
         } catch (const load_error& e) {
             result.error = path + ": " + e.message;
@@ -869,6 +912,14 @@ load_result load(std::string_view spec, const load_options& options) {
         return result;
     }
     if (bare && options.embedded && detail::is_embedded(s)) {
+        try {
+            special_outcome outcome;
+            tiktoken_special(options.special, outcome);
+            result.special_mode = outcome.mode;
+        } catch (const load_error& e) {
+            result.error = "built-in " + s + ": " + e.message;
+            return result;
+        }
         result.value = detail::load_embedded(s, result.error);
         if (result.value) {
             result.source = "embedded";
@@ -885,7 +936,7 @@ load_result load(std::string_view spec, const load_options& options) {
 
 std::shared_ptr<const encoder> load(std::string_view spec, const std::string& search_dir,
                                     std::string& error) {
-    load_result result = load(spec, load_options{{search_dir}, true});
+    load_result result = load(spec, load_options{{search_dir}, true, special_tokens::file_default});
     error = std::move(result.error);
     return std::move(result.value);
 }

@@ -82,9 +82,17 @@ std::shared_ptr<const encoder> load(std::string_view spec, const std::string& se
 // directory in order (<dir>/<name>.json, <dir>/<name>.tiktoken, <dir>/<name>/tokenizer.json); the
 // first file found is loaded. If none exists and the name is built in (o200k_base, cl100k_base),
 // the built-in table is used. A path is loaded as it is.
+// Added tokens (special or not) whose text occurs in the input: matched as one token each, or
+// counted as ordinary text. The default is what the file type's reference library does by
+// default: Hugging Face tokenizers matches every added token (tokenizer.json: match), tiktoken's
+// encode_ordinary matches none (tiktoken encodings: text). In text mode a tokenizer.json's
+// non-special added tokens are still matched (Hugging Face always does; they are vocabulary).
+enum class special_tokens { file_default, match, text };
+
 struct load_options {
     std::vector<std::string> search_dirs;
     bool embedded = true;  // false: only files (tests of the search path)
+    tokenizer::special_tokens special = special_tokens::file_default;
 };
 
 struct load_result {
@@ -92,6 +100,8 @@ struct load_result {
     std::string source;                    // "embedded", or the path of the file loaded
     std::string error;                     // on failure: names the file(s) and the problem
     std::vector<std::string> tried;        // the files looked for, in order
+    std::string special_mode;              // "match" or "text": what the encoder does
+    std::vector<std::string> warnings;     // e.g. a default that could not be honoured
     [[nodiscard]] bool embedded() const noexcept { return source == "embedded"; }
 };
 

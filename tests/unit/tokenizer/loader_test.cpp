@@ -145,9 +145,19 @@ TEST_F(TokenizerLoader, ByteLevelMerges) {
     EXPECT_EQ(ids_of(*enc, "abc abd"), (std::vector<token_id>{257, 32, 256, 100}));
     // "bd" is in the vocab but no merge makes it.
     EXPECT_EQ(ids_of(*enc, "bd"), (std::vector<token_id>{98, 100}));
-    // Special added tokens are ordinary text; non-special ones are matched.
-    EXPECT_EQ(ids_of(*enc, "<|eot|>"), (std::vector<token_id>{'<', '|', 101, 111, 116, '|', '>'}));
+    // By default (special_tokens: match, as Hugging Face does) every added token is matched.
+    EXPECT_EQ(ids_of(*enc, "<|eot|>"), (std::vector<token_id>{260}));
     EXPECT_EQ(ids_of(*enc, "a<x>b"), (std::vector<token_id>{97, 261, 98}));
+    EXPECT_EQ(streamed(*enc, "x<|eot|>y<|eo", 1), ids_of(*enc, "x<|eot|>y<|eo"));
+    // special_tokens: text: special added tokens are ordinary text; non-special ones still match.
+    const auto as_text = tokenmeter::tokenizer::load(
+        (dir_ / "bl/tokenizer.json").string(),
+        tokenmeter::tokenizer::load_options{{}, true, tokenmeter::tokenizer::special_tokens::text});
+    ASSERT_NE(as_text.value, nullptr) << as_text.error;
+    EXPECT_EQ(as_text.special_mode, "text");
+    EXPECT_EQ(ids_of(*as_text.value, "<|eot|>"),
+              (std::vector<token_id>{'<', '|', 101, 111, 116, '|', '>'}));
+    EXPECT_EQ(ids_of(*as_text.value, "a<x>b"), (std::vector<token_id>{97, 261, 98}));
     const std::string text = "abc abd <x><x <|eot|> bd ab  \n";
     EXPECT_EQ(streamed(*enc, text, 1), ids_of(*enc, text));
     EXPECT_EQ(streamed(*enc, text, 2), ids_of(*enc, text));
@@ -435,4 +445,19 @@ TEST_F(TokenizerLoader, NoBuiltInTableForOtherNames) {
     EXPECT_EQ(result.value, nullptr);
     EXPECT_NE(result.error.find((dir_ / "llama3/tokenizer.json").string()), std::string::npos)
         << result.error;
+}
+
+// tiktoken encodings count special-token text as text (encode_ordinary); asking to match is an
+// error that says so, never a silent difference.
+TEST_F(TokenizerLoader, TiktokenSpecialTokensAreText) {
+    const auto ok = tokenmeter::tokenizer::load(
+        "o200k_base", tokenmeter::tokenizer::load_options{{dir_.string()}, true,
+                                                          tokenmeter::tokenizer::special_tokens::text});
+    ASSERT_NE(ok.value, nullptr) << ok.error;
+    EXPECT_EQ(ok.special_mode, "text");
+    const auto refused = tokenmeter::tokenizer::load(
+        "o200k_base", tokenmeter::tokenizer::load_options{{dir_.string()}, true,
+                                                          tokenmeter::tokenizer::special_tokens::match});
+    EXPECT_EQ(refused.value, nullptr);
+    EXPECT_NE(refused.error.find("not supported for tiktoken"), std::string::npos) << refused.error;
 }
