@@ -25,12 +25,10 @@ using token_id = std::uint32_t;
 // Text in, ids out, the way the reference implementations count model output:
 //  - tiktoken encoders (o200k_base, cl100k_base) behave like tiktoken's encode_ordinary.
 //  - Hugging Face tokenizer.json encoders behave like `tokenizer.encode(text,
-//    add_special_tokens=false)` with `encode_special_tokens = true`: added tokens marked
-//    "special" (<|endoftext|>, <|begin_of_text|>, <start_of_turn>...) are NOT matched in the text,
-//    their text is tokenized as ordinary text; non-special added tokens (Qwen3's <think>,
-//    Gemma 3's newline runs and HTML tags) ARE matched, as Hugging Face does by default. Note
-//    that Hugging Face's default (encode_special_tokens = false) matches special tokens too, so a
-//    reference that cannot switch that off differs exactly on special-token text.
+//    add_special_tokens=false)`: with special_tokens match (the default, Hugging Face's own)
+//    every added token (<|endoftext|>, <|begin_of_text|>, <start_of_turn>, Qwen3's <think>...) is
+//    matched in the text as one token; with special_tokens text (`encode_special_tokens = true`)
+//    the ones marked "special" are tokenized as ordinary text and only the others are matched.
 //    No post-processor (no BOS/EOS ids) and no truncation or padding: the count is of the text.
 //  - Invalid UTF-8 is first repaired the WHATWG way (each maximal invalid subsequence becomes
 //    U+FFFD), which is the string a JavaScript reference receives from Buffer.toString("utf8").
@@ -41,9 +39,9 @@ class encoder {
     // A short name for logs and metric docs: "o200k_base", "cl100k_base", or the file's stem.
     [[nodiscard]] virtual const std::string& name() const noexcept = 0;
 
-    // Encodes `text` as ordinary text, appending ids to `out`. Special-token text such as
-    // "<|endoftext|>" is encoded as ordinary text, never as a control token. Invalid UTF-8 is
-    // repaired as described above. Never throws.
+    // Encodes `text`, appending ids to `out`; added-token text is matched or not as the encoder
+    // was loaded (special_tokens, below). Invalid UTF-8 is repaired as described above. Never
+    // throws.
     virtual void encode(std::string_view text, std::vector<token_id>& out) const;
 
     // Number of tokens `encode` would produce.
