@@ -109,7 +109,7 @@ std::vector<std::string> describe_tokenizers(const tokenizer::catalog& catalog) 
             line += ", shared with an earlier entry (loaded once)";
         } else {
             char numbers[96];
-            std::snprintf(numbers, sizeof numbers, ", loaded in %.0f ms, resident +%.1f MB",
+            std::snprintf(numbers, sizeof numbers, ", loaded in %.0f ms, resident +%.1f MiB",
                           e.load_seconds * 1e3,
                           static_cast<double>(e.resident_growth_bytes) / (1024.0 * 1024.0));
             line += numbers;
