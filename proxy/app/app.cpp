@@ -33,6 +33,7 @@
 #include "metrics/process.hpp"
 #include "metrics/registry.hpp"
 #include "protocol/json_limits.hpp"
+#include "metrics/tokenizer_info.hpp"
 #include "usage/record.hpp"
 #include "usage/spool.hpp"
 #include "usage/tenant.hpp"
@@ -145,7 +146,12 @@ int run(const config::settings& settings, const reloader& reload) {
         }
         return 1;
     }
+    for (const auto& line : describe_tokenizers(*tokenizers.value)) {
+        spdlog::info("{}", line);
+    }
     metrics::registry registry(settings.metric, settings.slo);
+    metrics::register_tokenizer_info(*registry.prometheus_registry(),
+                                     tokenizers.value->entries());
     proxy_context context{settings, registry, clock};
     metrics::process_metrics process_metrics(*registry.prometheus_registry());
     metrics::edge_metrics edge_metrics(*registry.prometheus_registry());

@@ -2,13 +2,13 @@
 #include "app/tokenize_command.hpp"
 
 #include <cstdio>
-#include <cstdlib>
 #include <iostream>
 #include <iterator>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "app/tokenizers.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace tokenmeter::app {
@@ -16,16 +16,22 @@ namespace tokenmeter::app {
 namespace {
 
 constexpr const char* tokenize_usage =
-    R"(usage: tokenmeter tokenize --tokenizer SPEC [--ids] [--tokenizer-dir DIR]
+    R"(usage: tokenmeter tokenize --tokenizer SPEC [--ids] [--tokenizer-dir DIR] [--verbose]
+                          [--special-tokens match|text]
 
 Reads text from stdin and prints its token count (with --ids, first a line of the ids, space
-separated). SPEC is o200k_base, cl100k_base, a name found in the tokenizer directory
-(<DIR>/<name>.json, <DIR>/<name>.tiktoken, <DIR>/<name>/tokenizer.json) or a path to a
-Hugging Face tokenizer.json. DIR defaults to $TOKENMETER_TOKENIZER_DIR, else
-/usr/local/share/tokenmeter/tokenizers. Special-token text counts as ordinary text.
+separated). SPEC is o200k_base, cl100k_base, a name found in the tokenizer search path
+(<dir>/<name>.json, <dir>/<name>.tiktoken, <dir>/<name>/tokenizer.json) or a path to a
+Hugging Face tokenizer.json. The search path: DIR, $TOKENMETER_TOKENIZER_DIR,
+<exe>/../share/tokenmeter/tokenizers, /usr/local/share/tokenmeter/tokenizers. o200k_base and
+cl100k_base are built in and need no file; a file of that name in the search path takes
+precedence. --verbose prints to stderr which file (or "embedded") was used, the load time and
+the resident memory the tokenizer takes.
+Added and special tokens in the text (<|endoftext|>, <|im_start|>, <start_of_turn>): by default
+as the file type's reference library does (tokenizer.json: matched as one token each, as Hugging
+Face tokenizers does; tiktoken encodings: ordinary text, as encode_ordinary); --special-tokens
+text counts a tokenizer.json's special tokens as text.
 )";
-
-constexpr const char* default_tokenizer_dir = "/usr/local/share/tokenmeter/tokenizers";
 
 int fail(const std::string& message) {
     std::fprintf(stderr, "tokenmeter tokenize: %s\n", message.c_str());
@@ -38,20 +44,22 @@ int tokenize_command(int argc, char** argv) {
     std::string spec;
     std::string dir;
     bool print_ids = false;
-    if (const char* env = std::getenv("TOKENMETER_TOKENIZER_DIR"); env != nullptr && *env != 0) {
-        dir = env;
-    } else {
-        dir = default_tokenizer_dir;
-    }
+    bool verbose = false;
+    std::string special;
     for (int i = 0; i < argc; ++i) {
         const std::string_view arg = argv[i];
         if (arg == "--ids") {
             print_ids = true;
-        } else if (arg == "--tokenizer" || arg == "--tokenizer-dir") {
+        } else if (arg == "--verbose") {
+            verbose = true;
+        } else if (arg == "--tokenizer" || arg == "--tokenizer-dir" || arg == "--special-tokens") {
             if (i + 1 >= argc) {
                 return fail(std::string(arg) + " needs a value");
             }
-            (arg == "--tokenizer" ? spec : dir) = argv[++i];
+            (arg == "--tokenizer" ? spec : arg == "--tokenizer-dir" ? dir : special) = argv[++i];
+            if (arg == "--special-tokens" && special != "match" && special != "text") {
+                return fail("--special-tokens is match or text");
+            }
         } else if (arg == "--help" || arg == "-h") {
             std::fputs(tokenize_usage, stdout);
             return 0;
@@ -64,11 +72,31 @@ int tokenize_command(int argc, char** argv) {
         std::fputs(tokenize_usage, stderr);
         return fail("--tokenizer is required");
     }
-    std::string error;
-    auto enc = tokenizer::load(spec, dir, error);
-    if (!enc) {
-        return fail(error);
+    const std::int64_t resident_before = settled_resident_bytes();
+    const double load_start = seconds_now();
+    const tokenizer::load_result loaded =
+        tokenizer::load(spec, tokenizer::load_options{tokenizer_search_dirs(dir), true,
+                                                      special_tokens_mode(special)});
+    const double load_seconds = seconds_now() - load_start;
+    if (!loaded.value) {
+        return fail(loaded.error);
     }
+    for (const auto& warning : loaded.warnings) {
+        std::fprintf(stderr, "tokenmeter tokenize: warning: %s\n", warning.c_str());
+    }
+    if (verbose) {
+        // What the proxy's start-up log reports per tokenizer, measured the same way.
+        const double mib = 1024.0 * 1024.0;
+        std::fprintf(stderr,
+                     "tokenmeter tokenize: %s from %s, special tokens %s, loaded in %.1f ms, "
+                     "resident +%.1f MiB (process %.1f MiB, peak %.1f MiB)\n",
+                     loaded.value->name().c_str(), loaded.source.c_str(),
+                     loaded.special_mode.c_str(), load_seconds * 1e3,
+                     static_cast<double>(settled_resident_bytes() - resident_before) / mib,
+                     static_cast<double>(settled_resident_bytes()) / mib,
+                     static_cast<double>(peak_resident_bytes()) / mib);
+    }
+    const auto& enc = loaded.value;
     std::string text((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
     std::vector<tokenizer::token_id> ids;
     enc->encode(text, ids);

@@ -610,7 +610,15 @@ class validator {
             error("reference_tokenizer",
                   "must name a tokenizer (o200k_base, cl100k_base, a path) or be \"none\"");
         }
+        auto check_special = [&](const std::string& key, const std::string& value) {
+            if (!value.empty() && value != "match" && value != "text") {
+                error(key, "must be match or text (leave it out for the file type's default), got '" +
+                               value + "'");
+            }
+        };
+        check_special("reference_special_tokens", s.tokens.reference_special_tokens);
         for (const auto& [name, m] : s.tokens.models) {
+            check_special("models." + name + ".special_tokens", m.special_tokens);
             if (m.tokenizer.empty()) {
                 error("models." + name + ".tokenizer",
                       "must name a tokenizer (o200k_base, cl100k_base or a path to "
@@ -957,30 +965,32 @@ class yaml_loader {
     explicit yaml_loader(std::vector<config_error>& errors) : errors_(errors) {}
 
     void load(const YAML::Node& root, settings& s) {
-        read_mapping(
-            root, "",
-            {
-                {"listen", into(&yaml_loader::read_endpoint, s.listen)},
-                {"admin", into(&yaml_loader::read_endpoint, s.admin)},
-                {"upstream", into(&yaml_loader::read_upstream, s.upstream)},
-                {"threads", into(&yaml_loader::read_count, s.threads)},
-                {"preserve_host", into(&yaml_loader::read_bool, s.preserve_host)},
-                {"timeouts", into(&yaml_loader::read_timeouts, s.timeout)},
-                {"limits", into(&yaml_loader::read_limits, s.limit)},
-                {"upstream_pool", into(&yaml_loader::read_pool, s.pool)},
-                {"readiness", into(&yaml_loader::read_readiness, s.ready)},
-                {"metrics", into(&yaml_loader::read_metrics, s.metric)},
-                {"log", into(&yaml_loader::read_log, s.log)},
-                {"tenants", into(&yaml_loader::read_tenants, s.tenant)},
-                {"usage", into(&yaml_loader::read_usage, s.usage_records)},
-                {"reference_tokenizer", into(&yaml_loader::read_reference, s.tokens)},
-                {"tokenizer_dir", into(&yaml_loader::read_text, s.tokens.tokenizer_dir)},
-                {"count_input_tokens", into(&yaml_loader::read_word, s.tokens.count_input_tokens)},
-                {"models", into(&yaml_loader::read_model_table, s.tokens.models)},
-                {"slo", into(&yaml_loader::read_slo, s.slo)},
-                {"usage_injection", into(&yaml_loader::read_bool, s.usage_injection)},
-                {"routes", into(&yaml_loader::read_routes, s.routes)},
-            });
+        read_mapping(root, "",
+                     {
+                         {"listen", into(&yaml_loader::read_endpoint, s.listen)},
+                         {"admin", into(&yaml_loader::read_endpoint, s.admin)},
+                         {"upstream", into(&yaml_loader::read_upstream, s.upstream)},
+                         {"threads", into(&yaml_loader::read_count, s.threads)},
+                         {"preserve_host", into(&yaml_loader::read_bool, s.preserve_host)},
+                         {"timeouts", into(&yaml_loader::read_timeouts, s.timeout)},
+                         {"limits", into(&yaml_loader::read_limits, s.limit)},
+                         {"upstream_pool", into(&yaml_loader::read_pool, s.pool)},
+                         {"readiness", into(&yaml_loader::read_readiness, s.ready)},
+                         {"metrics", into(&yaml_loader::read_metrics, s.metric)},
+                         {"log", into(&yaml_loader::read_log, s.log)},
+                         {"tenants", into(&yaml_loader::read_tenants, s.tenant)},
+                         {"usage", into(&yaml_loader::read_usage, s.usage_records)},
+                         {"reference_tokenizer", into(&yaml_loader::read_reference, s.tokens)},
+                         {"tokenizer_dir", into(&yaml_loader::read_text, s.tokens.tokenizer_dir)},
+                         {"reference_special_tokens",
+                          into(&yaml_loader::read_word, s.tokens.reference_special_tokens)},
+                         {"count_input_tokens",
+                          into(&yaml_loader::read_word, s.tokens.count_input_tokens)},
+                         {"models", into(&yaml_loader::read_model_table, s.tokens.models)},
+                         {"slo", into(&yaml_loader::read_slo, s.slo)},
+                         {"usage_injection", into(&yaml_loader::read_bool, s.usage_injection)},
+                         {"routes", into(&yaml_loader::read_routes, s.routes)},
+                     });
     }
 
   private:
@@ -1158,6 +1168,7 @@ class yaml_loader {
             read_mapping(entry.second, child,
                          {
                              {"tokenizer", into(&yaml_loader::read_text, m.tokenizer)},
+                             {"special_tokens", into(&yaml_loader::read_word, m.special_tokens)},
                          });
         }
     }

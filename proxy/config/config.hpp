@@ -158,6 +158,10 @@ struct route {
 // Re-tokenization (tokenizer/): which tokenizers count the text a response carries.
 struct model_settings {
     std::string tokenizer;  // the model's own tokenizer: "o200k_base", "cl100k_base" or a path
+    // Added/special tokens in text: "match" (as one token each), "text" (ordinary text), or ""
+    // for the reference library's behaviour for the file type (tokenizer.json: match; tiktoken:
+    // text).
+    std::string special_tokens;
     bool operator==(const model_settings&) const = default;
 };
 
@@ -167,6 +171,7 @@ struct tokenization {
     // Set when the config names reference_tokenizer: then a missing file is an error, while the
     // default only warns (normalized counts off) so that a bare binary still starts.
     bool reference_explicit = false;
+    std::string reference_special_tokens;  // as model_settings::special_tokens
     // Where named encodings (o200k_base, cl100k_base) are looked up; "" means
     // $TOKENMETER_TOKENIZER_DIR, else /usr/local/share/tokenmeter/tokenizers.
     std::string tokenizer_dir;

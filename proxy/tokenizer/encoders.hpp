@@ -38,7 +38,6 @@ class tiktoken_encoder final : public encoder {
     std::string name_;
     std::vector<split_level> levels_;
     bytes_map ranks_;
-    pair_map pairs_;  // (left rank, right rank) -> rank of the concatenation
     std::uint64_t cache_owner_ = 0;
     std::array<token_id, 256> byte_rank_{};
 };

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "tokenizer/embedded.hpp"
 #include "tokenizer/encoders.hpp"
 #include "tokenizer/utf8.hpp"
 
@@ -46,6 +47,15 @@ bool read_file(const std::string& path, std::string& out) {
     buf << in.rdbuf();
     out = std::move(buf).str();
     return static_cast<bool>(in) || in.eof();
+}
+
+// The tables hold ids below 2^24 (tables.hpp); every published vocabulary fits.
+std::uint32_t checked_id(std::uint64_t id) {
+    if (id > bytes_map::max_id) {
+        throw load_error{"token id " + std::to_string(id) + " is larger than " +
+                         std::to_string(bytes_map::max_id) + ", which is not supported"};
+    }
+    return static_cast<std::uint32_t>(id);
 }
 
 bool file_exists(const std::string& path) {
@@ -148,7 +158,7 @@ std::shared_ptr<const encoder> tiktoken_from_json(const json& j, std::string nam
                 if (!base64_decode(word, token)) {
                     throw load_error{"bpe_ranks: bad base64 \"" + std::string(word) + "\""};
                 }
-                ranks.insert(token, rank++);
+                ranks.insert(token, checked_id(rank++));
             }
             ++field;
         }
@@ -187,8 +197,7 @@ std::shared_ptr<const encoder> tiktoken_from_rank_file(const std::string& text, 
         if (space == std::string_view::npos || !base64_decode(line.substr(0, space), token)) {
             throw load_error{"line " + std::to_string(line_no) + " is not \"<base64> <rank>\""};
         }
-        ranks.insert(token,
-                     static_cast<std::uint32_t>(std::stoul(std::string(line.substr(space + 1)))));
+        ranks.insert(token, checked_id(std::stoul(std::string(line.substr(space + 1)))));
     }
     return make_tiktoken(std::move(name), pattern, std::move(ranks));
 }
@@ -371,7 +380,220 @@ void parse_pre_tokenizer(const json& p, hf_model& m, bool& byte_level, bool& saw
                      "Split(Regex, Isolated), Metaspace, Sequence)"};
 }
 
-std::shared_ptr<const encoder> hf_from_json(const json& j, std::string name) {
+// A tokenizer.json read with the SAX parser: model.vocab and model.merges (hundreds of thousands
+// of entries) go straight into flat vectors instead of a DOM of std::map nodes, which made them
+// most of the load time and a peak of several times the file's size; everything else becomes an
+// ordinary DOM, where model.vocab is left as an empty object and model.merges as an empty array.
+struct hf_document {
+    json dom;
+    bool has_vocab = false;   // model.vocab was an object
+    bool has_merges = false;  // model.merges was an array
+    std::vector<std::pair<std::string, std::uint64_t>> vocab;
+    std::string bad_vocab_key;  // the first entry whose value is not a non-negative integer
+    bool bad_vocab = false;
+    std::vector<std::pair<std::string, std::string>> merges;
+    std::size_t bad_merge = 0;  // index of the first entry that is not "a b" or [a, b]
+    std::string bad_merge_text;
+    bool bad_merges = false;
+};
+
+class hf_reader {
+  public:
+    using string_t = json::string_t;
+    explicit hf_reader(hf_document& doc) : doc_(doc), dom_(doc.dom, true) {}
+
+    bool null() { return scalar([&] { return dom_.null(); }); }
+    bool boolean(bool v) { return scalar([&] { return dom_.boolean(v); }); }
+    bool number_integer(json::number_integer_t v) {
+        return scalar([&] { return dom_.number_integer(v); });
+    }
+    bool number_unsigned(json::number_unsigned_t v) {
+        if (mode_ == mode::vocab && skip_ == 0) {
+            doc_.vocab.emplace_back(std::move(key_), v);
+            return true;
+        }
+        return scalar([&] { return dom_.number_unsigned(v); });
+    }
+    bool number_float(json::number_float_t v, const string_t& text) {
+        return scalar([&] { return dom_.number_float(v, text); });
+    }
+    bool string(string_t& v) {
+        if (skip_ == 0 && mode_ == mode::merges) {
+            const std::size_t space = v.find(' ');
+            if (space == std::string::npos || v.find(' ', space + 1) != std::string::npos) {
+                bad_merge(v);
+            } else {
+                doc_.merges.emplace_back(v.substr(0, space), v.substr(space + 1));
+            }
+            return true;
+        }
+        if (skip_ == 0 && mode_ == mode::merge_pair) {
+            pair_.push_back(std::move(v));
+            return true;
+        }
+        return scalar([&] { return dom_.string(v); });
+    }
+    bool binary(json::binary_t& v) { return scalar([&] { return dom_.binary(v); }); }
+
+    bool start_object(std::size_t n) {
+        if (mode_ != mode::dom) {
+            invalid_nested();
+            return true;
+        }
+        if (depth_ == 2 && key1_ == "model" && key2_ == "vocab") {
+            doc_.has_vocab = true;
+            mode_ = mode::vocab;
+            ++depth_;
+            return dom_.start_object(0) && dom_.end_object();
+        }
+        ++depth_;
+        return dom_.start_object(n);
+    }
+    bool key(string_t& k) {
+        if (mode_ == mode::vocab && skip_ == 0) {
+            key_ = std::move(k);
+            return true;
+        }
+        if (mode_ != mode::dom) {
+            return true;
+        }
+        if (depth_ == 1) {
+            key1_ = k;
+        } else if (depth_ == 2) {
+            key2_ = k;
+        }
+        return dom_.key(k);
+    }
+    bool end_object() {
+        if (skip_ > 0) {
+            --skip_;
+            return true;
+        }
+        if (mode_ == mode::vocab) {
+            mode_ = mode::dom;
+            --depth_;
+            return true;
+        }
+        --depth_;
+        return dom_.end_object();
+    }
+    bool start_array(std::size_t n) {
+        if (mode_ == mode::merges && skip_ == 0) {
+            mode_ = mode::merge_pair;
+            pair_.clear();
+            return true;
+        }
+        if (mode_ != mode::dom) {
+            invalid_nested();
+            return true;
+        }
+        if (depth_ == 2 && key1_ == "model" && key2_ == "merges") {
+            doc_.has_merges = true;
+            mode_ = mode::merges;
+            ++depth_;
+            return dom_.start_array(0) && dom_.end_array();
+        }
+        ++depth_;
+        return dom_.start_array(n);
+    }
+    bool end_array() {
+        if (skip_ > 0) {
+            --skip_;
+            return true;
+        }
+        if (mode_ == mode::merge_pair) {
+            mode_ = mode::merges;
+            if (pair_.size() == 2) {
+                doc_.merges.emplace_back(std::move(pair_[0]), std::move(pair_[1]));
+            } else {
+                bad_merge("[...]");
+            }
+            return true;
+        }
+        if (mode_ == mode::merges) {
+            mode_ = mode::dom;
+            --depth_;
+            return true;
+        }
+        --depth_;
+        return dom_.end_array();
+    }
+    bool parse_error(std::size_t position, const std::string& last_token,
+                     const nlohmann::detail::exception& e) {
+        return dom_.parse_error(position, last_token, e);
+    }
+
+  private:
+    enum class mode { dom, vocab, merges, merge_pair };
+
+    // A scalar in the DOM, or where the vocab or merges expect something else: an error there.
+    template <class F>
+    bool scalar(F&& to_dom) {
+        if (skip_ > 0) {
+            return true;
+        }
+        if (mode_ == mode::dom) {
+            return to_dom();
+        }
+        invalid_here();
+        return true;
+    }
+    void invalid_here() {
+        if (mode_ == mode::vocab) {
+            if (!doc_.bad_vocab) {
+                doc_.bad_vocab = true;
+                doc_.bad_vocab_key = key_;
+            }
+        } else {
+            bad_merge(mode_ == mode::merge_pair ? "[...]" : "a non-string");
+        }
+    }
+    void invalid_nested() {
+        invalid_here();
+        ++skip_;
+    }
+    void bad_merge(const std::string& text) {
+        if (!doc_.bad_merges) {
+            doc_.bad_merges = true;
+            doc_.bad_merge = doc_.merges.size();
+            doc_.bad_merge_text = text;
+        }
+        if (mode_ == mode::merge_pair) {
+            pair_.clear();
+        }
+    }
+
+    hf_document& doc_;
+    nlohmann::detail::json_sax_dom_parser<json> dom_;
+    mode mode_ = mode::dom;
+    int depth_ = 0;
+    std::size_t skip_ = 0;
+    std::string key1_;
+    std::string key2_;
+    std::string key_;
+    std::vector<std::string> pair_;
+};
+
+// What the loaders learn about added tokens, for load_result.
+struct special_outcome {
+    std::string mode;  // "match" or "text"
+    std::vector<std::string> warnings;
+};
+
+// tiktoken encodings count special-token text as text (encode_ordinary); matching them is not
+// implemented.
+void tiktoken_special(special_tokens special, special_outcome& outcome) {
+    if (special == special_tokens::match) {
+        throw load_error{
+            "special_tokens: match is not supported for tiktoken encodings (tiktoken's "
+            "encode_ordinary, the default, counts special-token text as text)"};
+    }
+    outcome.mode = "text";
+}
+
+std::shared_ptr<const encoder> hf_from_json(const hf_document& doc, std::string name,
+                                            special_tokens special, special_outcome& outcome) {
+    const json& j = doc.dom;
     if (!j.contains("model") || !j["model"].is_object()) {
         throw load_error{"no \"model\" object (not a tokenizer.json?)"};
     }
@@ -390,11 +612,21 @@ std::shared_ptr<const encoder> hf_from_json(const json& j, std::string name) {
             throw load_error{std::string("model.") + key + " is not supported"};
         }
     }
-    if (!model.contains("vocab") || !model["vocab"].is_object() || model["vocab"].empty()) {
-        throw load_error{"model.vocab is missing or empty"};
+    if (!doc.has_vocab || doc.vocab.empty()) {
+        if (!doc.bad_vocab) {
+            throw load_error{"model.vocab is missing or empty"};
+        }
     }
-    if (!model.contains("merges") || !model["merges"].is_array()) {
+    if (doc.bad_vocab) {
+        throw load_error{"model.vocab[\"" + doc.bad_vocab_key +
+                         "\"] is not a non-negative integer"};
+    }
+    if (!doc.has_merges) {
         throw load_error{"model.merges is missing"};
+    }
+    if (doc.bad_merges) {
+        throw load_error{"model.merges[" + std::to_string(doc.bad_merge) + "] (" +
+                         doc.bad_merge_text + ") is not \"a b\" or [a, b]"};
     }
 
     auto m = std::make_unique<hf_model>();
@@ -426,14 +658,10 @@ std::shared_ptr<const encoder> hf_from_json(const json& j, std::string name) {
     m->ignore_merges = model.value("ignore_merges", false);
 
     // vocab, by the file's strings
-    const json& vocab = model["vocab"];
     bytes_map by_string;
-    by_string.reserve(vocab.size());
-    for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-        if (!it.value().is_number_unsigned()) {
-            throw load_error{"model.vocab[\"" + it.key() + "\"] is not a non-negative integer"};
-        }
-        by_string.insert(it.key(), it.value().get<token_id>());
+    by_string.reserve(doc.vocab.size());
+    for (const auto& [key, id] : doc.vocab) {
+        by_string.insert(key, checked_id(id));
     }
     if (model.contains("unk_token") && model["unk_token"].is_string()) {
         const std::string unk = model["unk_token"].get<std::string>();
@@ -450,7 +678,7 @@ std::shared_ptr<const encoder> hf_from_json(const json& j, std::string name) {
         for (int b = 0; b < 256; ++b) {
             inverse[b2u[static_cast<std::size_t>(b)]] = b;
         }
-        m->vocab.reserve(vocab.size());
+        m->vocab.reserve(doc.vocab.size());
         std::string raw;
         by_string.for_each([&](std::string_view key, token_id id) {
             if (byte_level_decode(key, inverse, raw)) {
@@ -488,7 +716,7 @@ std::shared_ptr<const encoder> hf_from_json(const json& j, std::string name) {
 
     // merges: "a b" or ["a", "b"]; rank = position. Like Hugging Face, a later duplicate pair
     // wins, so insert from the end keeping the first seen.
-    const json& merges = model["merges"];
+    const auto& merges = doc.merges;
     m->merges.reserve(merges.size());
     std::vector<bool> is_byte_token;
     if (!byte_level && m->byte_fallback) {
@@ -500,25 +728,8 @@ std::shared_ptr<const encoder> hf_from_json(const json& j, std::string name) {
         }
     }
     for (std::size_t i = merges.size(); i-- > 0;) {
-        const json& item = merges[i];
-        std::string a;
-        std::string b;
-        if (item.is_string()) {
-            const std::string& s = item.get_ref<const std::string&>();
-            const std::size_t space = s.find(' ');
-            if (space == std::string::npos || s.find(' ', space + 1) != std::string::npos) {
-                throw load_error{"model.merges[" + std::to_string(i) + "] \"" + s +
-                                 "\" is not two tokens separated by one space"};
-            }
-            a = s.substr(0, space);
-            b = s.substr(space + 1);
-        } else if (item.is_array() && item.size() == 2 && item[0].is_string() &&
-                   item[1].is_string()) {
-            a = item[0].get<std::string>();
-            b = item[1].get<std::string>();
-        } else {
-            throw load_error{"model.merges[" + std::to_string(i) + "] is not \"a b\" or [a, b]"};
-        }
+        const std::string& a = merges[i].first;
+        const std::string& b = merges[i].second;
         token_id ia = 0;
         token_id ib = 0;
         token_id iab = 0;
@@ -551,34 +762,53 @@ std::shared_ptr<const encoder> hf_from_json(const json& j, std::string name) {
         }
     }
 
-    // added tokens: special ones are ordinary text; the others are matched in the raw text
+    // Added tokens are matched in the raw text, leftmost-longest: the non-special ones always
+    // (as Hugging Face does), the special ones in match mode (Hugging Face's default).
+    outcome.mode = special == special_tokens::text ? "text" : "match";
     if (j.contains("added_tokens") && j["added_tokens"].is_array()) {
         const bool has_normalizer = m->nfc || !m->prepend.empty() ||
                                     std::any_of(m->replace_with.begin(), m->replace_with.end(),
                                                 [](const std::string& r) { return !r.empty(); });
+        const bool per_segment_prepend = !m->prepend.empty() && m->prepend_each_segment;
         for (const json& t : j["added_tokens"]) {
-            if (t.value("special", false)) {
+            const bool is_special = t.value("special", false);
+            if (is_special && outcome.mode == "text") {
                 continue;
             }
             const std::string content = t.value("content", std::string());
             if (content.empty() || !detail::utf8_valid(content)) {
                 continue;
             }
+            if (is_special && per_segment_prepend && special == special_tokens::file_default) {
+                // Hugging Face normalizes each piece between added tokens on its own, so each
+                // gets the prepended "▁"; the engine cannot do that yet. Count them as text and
+                // say so, rather than refuse a file that loads today.
+                outcome.mode = "text";
+                outcome.warnings.push_back(
+                    name + ": special tokens are counted as text, not matched as Hugging Face "
+                           "does: matching added tokens with a Prepend normalizer (or Metaspace "
+                           "prepend_scheme \"always\") is not supported; set special_tokens: "
+                           "text to make this explicit");
+                continue;
+            }
             if (t.value("lstrip", false) || t.value("rstrip", false) ||
                 t.value("single_word", false)) {
                 throw load_error{"added token \"" + content +
-                                 "\" uses lstrip/rstrip/single_word, which is not supported"};
+                                 "\" uses lstrip/rstrip/single_word, which is not supported" +
+                                 (is_special ? " (special_tokens: text avoids matching it)" : "")};
             }
             if (t.value("normalized", false) && has_normalizer) {
                 throw load_error{"added token \"" + content +
-                                 "\" is matched after normalization, which is not supported"};
+                                 "\" is matched after normalization, which is not supported" +
+                                 (is_special ? " (special_tokens: text avoids matching it)" : "")};
             }
-            if (!m->prepend.empty() && m->prepend_each_segment) {
+            if (per_segment_prepend) {
                 throw load_error{
-                    "non-special added tokens with a Prepend normalizer (or Metaspace "
-                    "prepend_scheme \"always\") are not supported"};
+                    "added tokens with a Prepend normalizer (or Metaspace prepend_scheme "
+                    "\"always\") are not supported" +
+                    std::string(is_special ? " (special_tokens: text avoids matching them)" : "")};
             }
-            m->added.insert(content, t.value("id", token_id{0}));
+            m->added.insert(content, checked_id(t.value("id", std::uint64_t{0})));
             m->added_first[static_cast<unsigned char>(content[0])] = true;
             m->has_added = true;
         }
@@ -614,68 +844,101 @@ std::string stem_of(const std::string& path) {
     return dot == std::string::npos ? file : file.substr(0, dot);
 }
 
-std::shared_ptr<const encoder> load_file(const std::string& path, const std::string& name) {
+std::shared_ptr<const encoder> load_file(const std::string& path, const std::string& name,
+                                         special_tokens special, special_outcome& outcome) {
     std::string text;
     if (!read_file(path, text)) {
         throw load_error{"cannot be read"};
     }
     if (ends_with(path, ".tiktoken")) {
+        tiktoken_special(special, outcome);
         return tiktoken_from_rank_file(text, name);
     }
-    json j;
+    hf_document doc;
     try {
-        j = json::parse(text);
-    } catch (const json::parse_error& e) {
+        hf_reader reader(doc);
+        json::sax_parse(text, &reader);
+    } catch (const json::exception& e) {
         throw load_error{std::string("is not JSON: ") + e.what()};
     }
     text.clear();
     text.shrink_to_fit();
-    if (!j.is_object()) {
+    if (!doc.dom.is_object()) {
         throw load_error{"is not a JSON object"};
     }
-    if (j.contains("bpe_ranks")) {
-        return tiktoken_from_json(j, name);
+    if (doc.dom.contains("bpe_ranks")) {
+        tiktoken_special(special, outcome);
+        return tiktoken_from_json(doc.dom, name);
     }
-    return hf_from_json(j, name);
+    return hf_from_json(doc, name, special, outcome);
 }
 
 }  // namespace
 
-std::shared_ptr<const encoder> load(std::string_view spec, const std::string& search_dir,
-                                    std::string& error) {
+load_result load(std::string_view spec, const load_options& options) {
+    load_result result;
     const std::string s(spec);
-    std::vector<std::string> candidates;
     std::string name;
-    if (s.find('/') == std::string::npos && !ends_with(s, ".json") && !ends_with(s, ".tiktoken")) {
-        const std::string dir = search_dir.empty() ? std::string(".") : search_dir;
-        candidates = {dir + "/" + s + ".json", dir + "/" + s + ".tiktoken",
-                      dir + "/" + s + "/tokenizer.json"};
+    const bool bare =
+        s.find('/') == std::string::npos && !ends_with(s, ".json") && !ends_with(s, ".tiktoken");
+    if (bare) {
+        for (const std::string& configured : options.search_dirs) {
+            const std::string dir = configured.empty() ? std::string(".") : configured;
+            for (const char* suffix : {".json", ".tiktoken", "/tokenizer.json"}) {
+                result.tried.push_back(dir + "/" + s + suffix);
+            }
+        }
         name = s;
     } else {
-        candidates = {s};
+        result.tried = {s};
         name = stem_of(s);
     }
-    for (const std::string& path : candidates) {
+    for (const std::string& path : result.tried) {
         if (!file_exists(path)) {
             continue;
         }
         try {
-            auto enc = load_file(path, name);
-            error.clear();
-            return enc;
+            special_outcome outcome;
+            result.value = load_file(path, name, options.special, outcome);
+            result.source = path;
+            result.special_mode = std::move(outcome.mode);
+            result.warnings = std::move(outcome.warnings);
+            return result;
         } catch (const load_error& e) {
-            error = path + ": " + e.message;
+            result.error = path + ": " + e.message;
         } catch (const std::exception& e) {
-            error = path + ": " + e.what();
+            result.error = path + ": " + e.what();
         }
-        return nullptr;
+        return result;
     }
-    error = "tokenizer \"" + s + "\": no such file (tried ";
-    for (std::size_t i = 0; i < candidates.size(); ++i) {
-        error += (i > 0 ? ", " : "") + candidates[i];
+    if (bare && options.embedded && detail::is_embedded(s)) {
+        try {
+            special_outcome outcome;
+            tiktoken_special(options.special, outcome);
+            result.special_mode = outcome.mode;
+        } catch (const load_error& e) {
+            result.error = "built-in " + s + ": " + e.message;
+            return result;
+        }
+        result.value = detail::load_embedded(s, result.error);
+        if (result.value) {
+            result.source = "embedded";
+        }
+        return result;
     }
-    error += ")";
-    return nullptr;
+    result.error = "tokenizer \"" + s + "\": no such file (tried ";
+    for (std::size_t i = 0; i < result.tried.size(); ++i) {
+        result.error += (i > 0 ? ", " : "") + result.tried[i];
+    }
+    result.error += ")";
+    return result;
+}
+
+std::shared_ptr<const encoder> load(std::string_view spec, const std::string& search_dir,
+                                    std::string& error) {
+    load_result result = load(spec, load_options{{search_dir}, true, special_tokens::file_default});
+    error = std::move(result.error);
+    return std::move(result.value);
 }
 
 }  // namespace tokenmeter::tokenizer

@@ -25,12 +25,10 @@ using token_id = std::uint32_t;
 // Text in, ids out, the way the reference implementations count model output:
 //  - tiktoken encoders (o200k_base, cl100k_base) behave like tiktoken's encode_ordinary.
 //  - Hugging Face tokenizer.json encoders behave like `tokenizer.encode(text,
-//    add_special_tokens=false)` with `encode_special_tokens = true`: added tokens marked
-//    "special" (<|endoftext|>, <|begin_of_text|>, <start_of_turn>...) are NOT matched in the text,
-//    their text is tokenized as ordinary text; non-special added tokens (Qwen3's <think>,
-//    Gemma 3's newline runs and HTML tags) ARE matched, as Hugging Face does by default. Note
-//    that Hugging Face's default (encode_special_tokens = false) matches special tokens too, so a
-//    reference that cannot switch that off differs exactly on special-token text.
+//    add_special_tokens=false)`: with special_tokens match (the default, Hugging Face's own)
+//    every added token (<|endoftext|>, <|begin_of_text|>, <start_of_turn>, Qwen3's <think>...) is
+//    matched in the text as one token; with special_tokens text (`encode_special_tokens = true`)
+//    the ones marked "special" are tokenized as ordinary text and only the others are matched.
 //    No post-processor (no BOS/EOS ids) and no truncation or padding: the count is of the text.
 //  - Invalid UTF-8 is first repaired the WHATWG way (each maximal invalid subsequence becomes
 //    U+FFFD), which is the string a JavaScript reference receives from Buffer.toString("utf8").
@@ -41,9 +39,9 @@ class encoder {
     // A short name for logs and metric docs: "o200k_base", "cl100k_base", or the file's stem.
     [[nodiscard]] virtual const std::string& name() const noexcept = 0;
 
-    // Encodes `text` as ordinary text, appending ids to `out`. Special-token text such as
-    // "<|endoftext|>" is encoded as ordinary text, never as a control token. Invalid UTF-8 is
-    // repaired as described above. Never throws.
+    // Encodes `text`, appending ids to `out`; added-token text is matched or not as the encoder
+    // was loaded (special_tokens, below). Invalid UTF-8 is repaired as described above. Never
+    // throws.
     virtual void encode(std::string_view text, std::vector<token_id>& out) const;
 
     // Number of tokens `encode` would produce.
@@ -71,11 +69,41 @@ class encoder {
 };
 
 // Loads an encoder by spec: "o200k_base" / "cl100k_base" (looked up as <name>.json in
-// `search_dir`, the tiktoken npm package's encoders/ format, or <name>.tiktoken rank files),
-// or a path to a Hugging Face tokenizer.json. On failure returns nullptr and sets `error` to a
+// `search_dir`, the tiktoken npm package's encoders/ format, or <name>.tiktoken rank files, else
+// built in), or a path to a Hugging Face tokenizer.json. The same as the overload below with one
+// search directory. On failure returns nullptr and sets `error` to a
 // message naming the file and what is wrong (missing, malformed, unsupported model type).
 std::shared_ptr<const encoder> load(std::string_view spec, const std::string& search_dir,
                                     std::string& error);
+
+// Where a spec may come from. A bare name ("o200k_base", "llama3") is looked for in each
+// directory in order (<dir>/<name>.json, <dir>/<name>.tiktoken, <dir>/<name>/tokenizer.json); the
+// first file found is loaded. If none exists and the name is built in (o200k_base, cl100k_base),
+// the built-in table is used. A path is loaded as it is.
+// Added tokens (special or not) whose text occurs in the input: matched as one token each, or
+// counted as ordinary text. The default is what the file type's reference library does by
+// default: Hugging Face tokenizers matches every added token (tokenizer.json: match), tiktoken's
+// encode_ordinary matches none (tiktoken encodings: text). In text mode a tokenizer.json's
+// non-special added tokens are still matched (Hugging Face always does; they are vocabulary).
+enum class special_tokens { file_default, match, text };
+
+struct load_options {
+    std::vector<std::string> search_dirs;
+    bool embedded = true;  // false: only files (tests of the search path)
+    tokenizer::special_tokens special = special_tokens::file_default;
+};
+
+struct load_result {
+    std::shared_ptr<const encoder> value;  // null on failure
+    std::string source;                    // "embedded", or the path of the file loaded
+    std::string error;                     // on failure: names the file(s) and the problem
+    std::vector<std::string> tried;        // the files looked for, in order
+    std::string special_mode;              // "match" or "text": what the encoder does
+    std::vector<std::string> warnings;     // e.g. a default that could not be honoured
+    [[nodiscard]] bool embedded() const noexcept { return source == "embedded"; }
+};
+
+load_result load(std::string_view spec, const load_options& options);
 
 // Repairs `in` as UTF-8 into `out`, leaving an incomplete trailing sequence unconsumed unless
 // `final`; returns the bytes consumed. (Declared here for the stream template; see utf8.hpp.)

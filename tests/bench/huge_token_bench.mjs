@@ -80,7 +80,7 @@ try {
   const m = await proxy.metrics();
   const fmt = (v) => v.toFixed(2).padStart(8);
   console.log(`huge-token stream: 40 x 1 MiB tokens, ${ROUNDS} rounds, ${(hugeMs / ROUNDS).toFixed(0)} ms per stream`);
-  console.log(`normalized output tokens counted: ${m.value('tokenmeter_tokens_total', { type: 'output', count: 'normalized' })}`);
+  console.log(`normalized output tokens counted: ${m.value('tokenmeter_normalized_tokens_total', { type: 'output' })}`);
   console.log('probe TTFT (ms)              n    p50      p99      max');
   console.log(`alone                   ${String(alone.length).padStart(6)} ${fmt(quantile(alone, 0.5))} ${fmt(quantile(alone, 0.99))} ${fmt(Math.max(...alone))}`);
   console.log(`beside the huge stream  ${String(beside.length).padStart(6)} ${fmt(quantile(beside, 0.5))} ${fmt(quantile(beside, 0.99))} ${fmt(Math.max(...beside))}`);

@@ -7,7 +7,7 @@
 // Prometheus config promtool accepts.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -107,6 +107,46 @@ test('the images run as a non-root user with exec-form entrypoints (no shell nee
       assert.ok(Array.isArray(JSON.parse(ins.args)), `${name}: ${keyword} in exec form`);
     }
   }
+});
+
+// `docker run IMAGE --upstream URL`: Docker runs ENTRYPOINT + the user's arguments (they replace
+// CMD). Run the real binary with exactly that argv, the image's config path mapped to the file the
+// Dockerfile copies there, and check what it says it listens on: 0.0.0.0 (reachable through
+// published ports) with the user's upstream. (Binds 0.0.0.0:8080 and :9090 for a moment.)
+test('docker run IMAGE --upstream URL listens on 0.0.0.0 with the user flags appended', async () => {
+  const runtime = byName.get('runtime').body;
+  const entrypoint = JSON.parse(runtime.filter((i) => i.keyword === 'ENTRYPOINT').at(-1).args);
+  const cmd = JSON.parse(runtime.filter((i) => i.keyword === 'CMD').at(-1).args);
+  assert.deepEqual(cmd, [], 'CMD holds nothing the image needs: docker run arguments replace it');
+  assert.equal(entrypoint[0], '/usr/local/bin/tokenmeter');
+  const copied = new Map();
+  for (const ins of runtime.filter((i) => i.keyword === 'COPY' && !i.args.startsWith('--from'))) {
+    const [src, dest] = ins.args.split(/\s+/);
+    copied.set(dest, path.join(root, src));
+  }
+  const argv = entrypoint.slice(1).map((a) => copied.get(a) ?? a);
+  assert.ok(argv.some((a, i) => i > 0 && argv[i - 1] === '--config' && existsSync(a)),
+    `the ENTRYPOINT's --config is a file the Dockerfile copies: ${entrypoint.join(' ')}`);
+  const child = spawn(process.env.TOKENMETER_BIN,
+    [...argv, '--upstream', 'http://127.0.0.1:9', '--threads', '1'],
+    { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, TOKENMETER_TOKENIZER_DIR: '' } });
+  let out = '';
+  let err = '';
+  child.stderr.on('data', (d) => { err += d; });
+  const line = await new Promise((resolve) => {
+    const timer = setTimeout(() => resolve(null), 10000);
+    child.stdout.on('data', (d) => {
+      out += d;
+      const m = /tokenmeter listening: .*/.exec(out);
+      if (m) { clearTimeout(timer); resolve(m[0]); }
+    });
+    child.on('exit', () => { clearTimeout(timer); resolve(null); });
+  });
+  child.kill('SIGKILL');
+  assert.ok(line, `no "listening" line; stdout: ${out} stderr: ${err}`);
+  assert.match(line, /proxy=0\.0\.0\.0:8080\b/);
+  assert.match(line, /admin=0\.0\.0\.0:9090\b/);
+  assert.match(line, /upstream=http:\/\/127\.0\.0\.1:9\b/);
 });
 
 test('every COPY from the build context exists', () => {

@@ -43,9 +43,16 @@ test('a tokenizer.json by path, directory from the environment', { timeout: 60_0
     { input: 'Hello, world! <|begin_of_text|>', encoding: 'utf8', timeout: 60_000,
       env: { ...process.env, TOKENMETER_TOKENIZER_DIR: '/nonexistent' } });
   assert.equal(run.status, 0, run.stderr);
-  // Special-token text is ordinary text: 4 tokens for the greeting, then " <|", "begin", "_of",
-  // "_text", "|", ">" (not the single control token 128000).
-  assert.equal(run.stdout, '10\n');
+  // Added tokens are matched by default, as Hugging Face tokenizers does: 4 tokens for the
+  // greeting, " ", then the control token 128000.
+  assert.equal(run.stdout, '6\n');
+  // --special-tokens text: " <|", "begin", "_of", "_text", "|", ">" instead.
+  const asText = spawnSync(bin, ['tokenize', '--tokenizer', `${tokenizerDir}/llama3/tokenizer.json`,
+    '--special-tokens', 'text'],
+    { input: 'Hello, world! <|begin_of_text|>', encoding: 'utf8', timeout: 60_000,
+      env: { ...process.env, TOKENMETER_TOKENIZER_DIR: '/nonexistent' } });
+  assert.equal(asText.status, 0, asText.stderr);
+  assert.equal(asText.stdout, '10\n');
 });
 
 test('errors exit 2 and say what is wrong', { timeout: 30_000 }, () => {

@@ -9,6 +9,7 @@
 // at blank lines), and the code-space sweep ("sweep/U+XXXX..U+YYYY", see cases.mjs).
 //
 // Usage: node generate.mjs --out DIR [--tokenizers o200k_base,llama3,...] [--corrupt]
+//                          [--special-tokens text|match]   (match: <name>.match.jsonl)
 //   --corrupt also writes <name>.corrupted.jsonl, the negative control (see writeCorrupted).
 import fs from "node:fs";
 import path from "node:path";
@@ -18,10 +19,15 @@ import { shortCases, invalidUtf8Cases, sweepCases } from "./cases.mjs";
 const here = path.dirname(new URL(import.meta.url).pathname);
 
 function parseArgs(argv) {
-  const args = { out: null, tokenizers: Object.keys(TOKENIZERS), corrupt: false };
+  const args = { out: null, tokenizers: Object.keys(TOKENIZERS), corrupt: false, specialTokens: "text" };
   for (let i = 0; i < argv.length; i++) {
     if (argv[i] === "--out") {
       args.out = argv[++i];
+    } else if (argv[i] === "--special-tokens") {
+      args.specialTokens = argv[++i];
+      if (!["match", "text"].includes(args.specialTokens)) {
+        throw new Error("--special-tokens is match or text");
+      }
     } else if (argv[i] === "--corrupt") {
       args.corrupt = true;
     } else if (argv[i] === "--tokenizers") {
@@ -114,7 +120,7 @@ async function main() {
   const dir = tokenizerDir();
   for (const name of args.tokenizers) {
     const started = Date.now();
-    const ref = loadReference(name, dir);
+    const ref = loadReference(name, dir, args.specialTokens);
     const lines = [];
     let tokens = 0;
     for (const c of cases) {
@@ -129,7 +135,8 @@ async function main() {
       const line = c.hex !== undefined ? { name: c.name, hex: c.hex, text: c.text, ids } : { name: c.name, text: c.text, ids };
       lines.push(JSON.stringify(line));
     }
-    const file = path.join(args.out, `${name}.jsonl`);
+    // text mode: <name>.jsonl; match mode: <name>.match.jsonl
+    const file = path.join(args.out, args.specialTokens === "match" ? `${name}.match.jsonl` : `${name}.jsonl`);
     fs.writeFileSync(`${file}.tmp`, lines.join("\n") + "\n");
     fs.renameSync(`${file}.tmp`, file);
     if (args.corrupt) {
@@ -137,7 +144,9 @@ async function main() {
     }
     console.log(
       `generate: ${name}: ${cases.length} cases, ${tokens} tokens -> ${file} (${Date.now() - started} ms)` +
-        (ref.removedSpecialTokens ? `; ${ref.removedSpecialTokens.length} special added tokens treated as text` : ""),
+        (ref.removedSpecialTokens && args.specialTokens === "text"
+          ? `; ${ref.removedSpecialTokens.length} special added tokens treated as text`
+          : ""),
     );
   }
 }

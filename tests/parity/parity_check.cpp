@@ -9,7 +9,7 @@
 // text near it); any mismatch makes the exit status 1.
 //
 // Usage: tokenmeter-tokenizer-parity --spec SPEC --dir TOKENIZER_DIR --expected FILE.jsonl
-//                                    [--seed N] [--max-reports N] [--no-stream]
+//                                    [--seed N] [--max-reports N] [--no-stream] [--special-tokens match|text]
 //                                    [--expect-failing-cases N]
 // --expect-failing-cases N turns the run into a negative control: it succeeds only if exactly N
 // distinct cases fail, each in every check (generate.mjs --corrupt writes such a file).
@@ -43,6 +43,7 @@ struct options {
     std::uint64_t seed = 20241114;
     int max_reports = 20;
     bool stream = true;
+    tok::special_tokens special = tok::special_tokens::file_default;  // --special-tokens
     // Negative control: succeed only if exactly this many distinct cases fail (-1: none may).
     int expect_failing_cases = -1;
 };
@@ -70,6 +71,13 @@ bool parse_options(int argc, char** argv, options& opt) {
             opt.max_reports = std::stoi(argv[++i]);
         } else if (arg == "--expect-failing-cases" && has_value) {
             opt.expect_failing_cases = std::stoi(argv[++i]);
+        } else if (arg == "--special-tokens" && has_value) {
+            const std::string_view mode = argv[++i];
+            if (mode != "match" && mode != "text") {
+                std::cerr << "parity: --special-tokens is match or text\n";
+                return false;
+            }
+            opt.special = mode == "match" ? tok::special_tokens::match : tok::special_tokens::text;
         } else if (arg == "--no-stream") {
             opt.stream = false;
         } else {
@@ -412,13 +420,16 @@ int main(int argc, char** argv) {
         return 1;
     }
     const auto load_start = std::chrono::steady_clock::now();
-    std::string error;
-    const auto enc = tok::load(opt.spec, opt.dir, error);
+    const auto loaded = tok::load(opt.spec, tok::load_options{{opt.dir}, true, opt.special});
+    const auto& enc = loaded.value;
     if (!enc) {
         std::cerr << "parity: cannot load tokenizer " << opt.spec << " (dir " << opt.dir
-                  << "): " << error << "\n(scripts/fetch-tokenizers.sh fetches the files)\n";
+                  << "): " << loaded.error
+                  << "\n(scripts/fetch-tokenizers.sh fetches the files)\n";
         return 1;
     }
+    std::cout << "parity: " << opt.spec << " from " << loaded.source << ", special tokens "
+              << loaded.special_mode << "\n";
     const double load_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
 

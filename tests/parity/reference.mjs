@@ -45,7 +45,9 @@ function loadPackage(name) {
 
 // Returns { name, kind, encode(text) -> number[] }; encode is synchronous for tiktoken and async
 // for HF, so both are awaited by callers.
-export function loadReference(name, dir = tokenizerDir()) {
+// specialTokens: "text" (default: special added tokens made unmatchable, tiktoken's
+// encode_ordinary) or "match" (Hugging Face's own default: every added token matchable).
+export function loadReference(name, dir = tokenizerDir(), specialTokens = "text") {
   const spec = TOKENIZERS[name];
   if (!spec) {
     throw new Error(`unknown tokenizer ${name}; known: ${Object.keys(TOKENIZERS).join(", ")}`);
@@ -55,6 +57,9 @@ export function loadReference(name, dir = tokenizerDir()) {
     throw new Error(`missing ${file}; run scripts/fetch-tokenizers.sh`);
   }
   if (spec.kind === "tiktoken") {
+    if (specialTokens !== "text") {
+      throw new Error(`${name}: only special tokens as text (encode_ordinary) is compared for tiktoken`);
+    }
     const { Tiktoken } = loadPackage("tiktoken");
     const data = JSON.parse(fs.readFileSync(file, "utf8"));
     const enc = new Tiktoken(data.bpe_ranks, data.special_tokens, data.pat_str);
@@ -77,14 +82,14 @@ export function loadReference(name, dir = tokenizerDir()) {
   // The new content cannot occur in any test text.
   const removed = [];
   for (const t of json.added_tokens) {
-    if (t.special) {
+    if (t.special && specialTokens === "text") {
       removed.push(t.content);
       t.content = `\u0000\u0001tokenmeter: special token ${t.id} not matched\u0001\u0000`;
     }
   }
   const tok = Tokenizer.fromString(JSON.stringify(json));
   for (const t of json.added_tokens) {
-    if (!t.special && tok.tokenToId(t.content) !== t.id) {
+    if ((!t.special || specialTokens === "match") && tok.tokenToId(t.content) !== t.id) {
       throw new Error(`${file}: added token ${JSON.stringify(t.content)} has id ${tok.tokenToId(t.content)}, file says ${t.id}`);
     }
   }
@@ -93,6 +98,7 @@ export function loadReference(name, dir = tokenizerDir()) {
     kind: spec.kind,
     file,
     removedSpecialTokens: removed,
+    specialTokens,
     encode: async (text) => (await tok.encode(text, null, { addSpecialTokens: false })).getIds(),
   };
 }

@@ -213,11 +213,14 @@ export async function startProxy({ upstream, config, args = [], name = 'proxy', 
   const upstreamUrl = typeof upstream === 'number' ? `http://127.0.0.1:${upstream}` : upstream;
   const argv = ['--listen', '127.0.0.1:0', '--admin', '127.0.0.1:0'];
   if (upstreamUrl) argv.push('--upstream', upstreamUrl);
-  let configFile;
-  if (config !== undefined) {
-    configFile = writeTempFile('tokenmeter.yaml', config);
-    argv.push('--config', configFile);
-  }
+  // These tests meter from usage reports and chunks, as a proxy without a reference tokenizer
+  // does. Since o200k_base is built in (normalized counts on by default), a test that does not
+  // name a tokenizer in its config runs with reference_tokenizer: none; one that does (the
+  // re-tokenization tests) gets exactly its config.
+  const text = config === undefined ? '' : config;
+  const effective = /tokenizer/.test(text) ? text : `${text}\nreference_tokenizer: none\n`;
+  const configFile = writeTempFile('tokenmeter.yaml', effective);
+  argv.push('--config', configFile);
   argv.push(...args);
   const child = wrap.length > 0
     ? new Child(name, wrap[0], [...wrap.slice(1), bin, ...argv])

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "tokenizer/tokenizer.hpp"
@@ -144,9 +145,19 @@ TEST_F(TokenizerLoader, ByteLevelMerges) {
     EXPECT_EQ(ids_of(*enc, "abc abd"), (std::vector<token_id>{257, 32, 256, 100}));
     // "bd" is in the vocab but no merge makes it.
     EXPECT_EQ(ids_of(*enc, "bd"), (std::vector<token_id>{98, 100}));
-    // Special added tokens are ordinary text; non-special ones are matched.
-    EXPECT_EQ(ids_of(*enc, "<|eot|>"), (std::vector<token_id>{'<', '|', 101, 111, 116, '|', '>'}));
+    // By default (special_tokens: match, as Hugging Face does) every added token is matched.
+    EXPECT_EQ(ids_of(*enc, "<|eot|>"), (std::vector<token_id>{260}));
     EXPECT_EQ(ids_of(*enc, "a<x>b"), (std::vector<token_id>{97, 261, 98}));
+    EXPECT_EQ(streamed(*enc, "x<|eot|>y<|eo", 1), ids_of(*enc, "x<|eot|>y<|eo"));
+    // special_tokens: text: special added tokens are ordinary text; non-special ones still match.
+    const auto as_text = tokenmeter::tokenizer::load(
+        (dir_ / "bl/tokenizer.json").string(),
+        tokenmeter::tokenizer::load_options{{}, true, tokenmeter::tokenizer::special_tokens::text});
+    ASSERT_NE(as_text.value, nullptr) << as_text.error;
+    EXPECT_EQ(as_text.special_mode, "text");
+    EXPECT_EQ(ids_of(*as_text.value, "<|eot|>"),
+              (std::vector<token_id>{'<', '|', 101, 111, 116, '|', '>'}));
+    EXPECT_EQ(ids_of(*as_text.value, "a<x>b"), (std::vector<token_id>{97, 261, 98}));
     const std::string text = "abc abd <x><x <|eot|> bd ab  \n";
     EXPECT_EQ(streamed(*enc, text, 1), ids_of(*enc, text));
     EXPECT_EQ(streamed(*enc, text, 2), ids_of(*enc, text));
@@ -315,9 +326,11 @@ TEST_F(TokenizerLoader, TiktokenRankFile) {
 }
 
 TEST_F(TokenizerLoader, MissingFileNamesWhatWasTried) {
-    const std::string error = load_error("o200k_base");
+    const std::string error = load_error("my_encoding");
     EXPECT_NE(error.find("no such file"), std::string::npos) << error;
-    EXPECT_NE(error.find((dir_ / "o200k_base.json").string()), std::string::npos) << error;
+    EXPECT_NE(error.find((dir_ / "my_encoding.json").string()), std::string::npos) << error;
+    EXPECT_NE(error.find((dir_ / "my_encoding/tokenizer.json").string()), std::string::npos)
+        << error;
     const std::string error2 = load_error((dir_ / "nope/tokenizer.json").string());
     EXPECT_NE(error2.find("nope/tokenizer.json"), std::string::npos) << error2;
 }
@@ -375,3 +388,76 @@ TEST_F(TokenizerLoader, UnsupportedConfigurationsAreRefused) {
 }
 
 }  // namespace
+
+// o200k_base and cl100k_base need no file: with none in the search path the built-in table is
+// used, and it encodes as tiktoken does (ids from tiktoken 1.0.22's encode_ordinary).
+TEST_F(TokenizerLoader, BuiltInTablesNeedNoFile) {
+    for (const auto& [name, text, ids] :
+         std::vector<std::tuple<std::string, std::string, std::vector<token_id>>>{
+             {"o200k_base", "hello world", {24912, 2375}},
+             {"cl100k_base", "hello world", {15339, 1917}},
+             {"o200k_base", "<|endoftext|>", {27, 91, 419, 1440, 919, 91, 29}},
+         }) {
+        const auto result = tokenmeter::tokenizer::load(
+            name, tokenmeter::tokenizer::load_options{{dir_.string()}, true});
+        ASSERT_NE(result.value, nullptr) << result.error;
+        EXPECT_TRUE(result.embedded());
+        EXPECT_EQ(result.value->name(), name);
+        EXPECT_EQ(ids_of(*result.value, text), ids) << name << ": " << text;
+    }
+}
+
+TEST_F(TokenizerLoader, BuiltInTablesCanBeTurnedOff) {
+    const auto result = tokenmeter::tokenizer::load(
+        "o200k_base", tokenmeter::tokenizer::load_options{{dir_.string()}, false});
+    EXPECT_EQ(result.value, nullptr);
+    EXPECT_NE(result.error.find("no such file"), std::string::npos) << result.error;
+}
+
+// The search path is tried in order and the first file found wins over later directories and
+// over the built-in table; every file looked for is reported.
+TEST_F(TokenizerLoader, SearchPathInOrderFileBeatsBuiltIn) {
+    std::string ranks;
+    const char* b64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    for (int b = 0; b < 256; ++b) {
+        ranks += std::string{b64[b >> 2], b64[(b & 3) << 4], '=', '='} + " " +
+                 std::to_string(b) + "\n";
+    }
+    write("second/o200k_base.tiktoken", ranks + "aGk= 300\n");  // "hi" -> 300
+    write("third/o200k_base.tiktoken", ranks + "aGk= 400\n");   // "hi" -> 400
+    const std::string first = (dir_ / "first").string();
+    const std::string second = (dir_ / "second").string();
+    const std::string third = (dir_ / "third").string();
+    const auto result = tokenmeter::tokenizer::load(
+        "o200k_base", tokenmeter::tokenizer::load_options{{first, second, third}, true});
+    ASSERT_NE(result.value, nullptr) << result.error;
+    EXPECT_EQ(result.source, second + "/o200k_base.tiktoken");
+    EXPECT_FALSE(result.embedded());
+    EXPECT_EQ(ids_of(*result.value, "hi"), (std::vector<token_id>{300}));
+    EXPECT_EQ(result.tried.size(), 9U);
+    EXPECT_EQ(result.tried.front(), first + "/o200k_base.json");
+    EXPECT_EQ(result.tried.back(), third + "/o200k_base/tokenizer.json");
+}
+
+TEST_F(TokenizerLoader, NoBuiltInTableForOtherNames) {
+    const auto result = tokenmeter::tokenizer::load(
+        "llama3", tokenmeter::tokenizer::load_options{{dir_.string()}, true});
+    EXPECT_EQ(result.value, nullptr);
+    EXPECT_NE(result.error.find((dir_ / "llama3/tokenizer.json").string()), std::string::npos)
+        << result.error;
+}
+
+// tiktoken encodings count special-token text as text (encode_ordinary); asking to match is an
+// error that says so, never a silent difference.
+TEST_F(TokenizerLoader, TiktokenSpecialTokensAreText) {
+    const auto ok = tokenmeter::tokenizer::load(
+        "o200k_base", tokenmeter::tokenizer::load_options{{dir_.string()}, true,
+                                                          tokenmeter::tokenizer::special_tokens::text});
+    ASSERT_NE(ok.value, nullptr) << ok.error;
+    EXPECT_EQ(ok.special_mode, "text");
+    const auto refused = tokenmeter::tokenizer::load(
+        "o200k_base", tokenmeter::tokenizer::load_options{{dir_.string()}, true,
+                                                          tokenmeter::tokenizer::special_tokens::match});
+    EXPECT_EQ(refused.value, nullptr);
+    EXPECT_NE(refused.error.find("not supported for tiktoken"), std::string::npos) << refused.error;
+}
