@@ -217,10 +217,14 @@ export async function startProxy({ upstream, config, args = [], name = 'proxy', 
   // does. Since o200k_base is built in (normalized counts on by default), a test that does not
   // name a tokenizer in its config runs with reference_tokenizer: none; one that does (the
   // re-tokenization tests) gets exactly its config.
-  const text = config === undefined ? '' : config;
-  const effective = /tokenizer/.test(text) ? text : `${text}\nreference_tokenizer: none\n`;
-  const configFile = writeTempFile('tokenmeter.yaml', effective);
-  argv.push('--config', configFile);
+  // config: null starts the proxy with no --config at all (its built-in defaults).
+  let configFile;
+  if (config !== null) {
+    const text = config === undefined ? '' : config;
+    const effective = /tokenizer/.test(text) ? text : `${text}\nreference_tokenizer: none\n`;
+    configFile = writeTempFile('tokenmeter.yaml', effective);
+    argv.push('--config', configFile);
+  }
   argv.push(...args);
   const child = wrap.length > 0
     ? new Child(name, wrap[0], [...wrap.slice(1), bin, ...argv])
