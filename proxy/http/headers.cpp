@@ -158,7 +158,7 @@ void drop_trailer_fields(bhttp::fields& fields, std::size_t header_fields) {
     }
 }
 
-std::string upstream_host_header(const config::upstream_target& upstream) {
+std::string upstream_host_header(const upstream_address& upstream) {
     // Built with append: GCC 12 misreports "literal" + std::string at -O3 (-Wrestrict).
     std::string host;
     bool ipv6 = upstream.host.find(':') != std::string::npos;

@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "config/config.hpp"
+#include "http/session_settings.hpp"
 #include "http/beast.hpp"
 #include "protocol/types.hpp"
 
@@ -39,6 +39,7 @@ std::optional<head_problem> host_or_version_problem(const bhttp::request_header<
 // Beast appends to the header).
 void drop_trailer_fields(bhttp::fields& fields, std::size_t header_fields);
 
-std::string upstream_host_header(const config::upstream_target& upstream);
+// "host[:port]" for the Host field (port left out when it is 80).
+std::string upstream_host_header(const upstream_address& upstream);
 
 }  // namespace tokenmeter::http

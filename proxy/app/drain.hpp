@@ -1,0 +1,46 @@
+// app/drain: SIGTERM/SIGINT handling. The first signal starts the drain (stop accepting, fail
+// /readyz, close idle connections, let in-flight streams finish within timeouts.drain), then
+// stops the process; a second signal stops it at once.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+
+#include "http/beast.hpp"
+
+namespace tokenmeter::app {
+
+class drain_controller {
+  public:
+    struct actions {
+        std::function<void()> begin;  // stop accepting, close idle connections
+        std::function<void()> stop;   // stop everything; run() then returns
+    };
+
+    drain_controller(http::asio::io_context& ioc, std::chrono::milliseconds timeout,
+                     std::atomic<bool>& draining, const std::atomic<std::int64_t>& in_flight,
+                     actions act);
+    drain_controller(const drain_controller&) = delete;
+    drain_controller& operator=(const drain_controller&) = delete;
+
+    void start();
+    void stop();
+
+  private:
+    void on_signal(http::error_code ec, int signal_number);
+    void on_second_signal(http::error_code ec);
+    void check();
+
+    std::chrono::milliseconds timeout_;
+    std::atomic<bool>& draining_;
+    const std::atomic<std::int64_t>& in_flight_;
+    actions actions_;
+    http::asio::signal_set signals_;
+    http::asio::steady_timer timer_;
+    std::chrono::steady_clock::time_point deadline_{};
+    bool stopped_ = false;
+};
+
+}  // namespace tokenmeter::app

@@ -1,0 +1,30 @@
+#include "app/http_settings.hpp"
+
+#include <string>
+
+namespace tokenmeter::app {
+
+http::session_settings session_settings_from(const config::settings& settings) {
+    http::session_settings out;
+    out.upstream = {settings.upstream.scheme, settings.upstream.host, settings.upstream.port,
+                    settings.upstream.base_path};
+    out.preserve_host = settings.preserve_host;
+    out.usage_injection = settings.usage_injection;
+    out.routes = settings.routes;
+    out.request_header = settings.timeout.request_header;
+    out.client_idle = settings.timeout.client_idle;
+    out.client_write = settings.timeout.client_write;
+    out.upstream_idle = settings.timeout.upstream_idle;
+    out.max_request_header_bytes = settings.limit.max_request_header_bytes;
+    out.max_request_body_bytes = settings.limit.max_request_body_bytes;
+    return out;
+}
+
+http::upstream_pool_settings pool_settings_from(const config::settings& settings) {
+    return {settings.upstream.host,          std::to_string(settings.upstream.port),
+            settings.pool.max_connections,   settings.pool.max_idle_connections,
+            settings.timeout.upstream_connect, settings.pool.idle_keepalive,
+            settings.pool.acquire_timeout};
+}
+
+}  // namespace tokenmeter::app

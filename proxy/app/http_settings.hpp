@@ -1,0 +1,14 @@
+// app/http_settings: the config as http/ takes it (http/ does not read the config itself).
+#pragma once
+
+#include "config/config.hpp"
+#include "http/session_settings.hpp"
+#include "http/upstream_pool.hpp"
+
+namespace tokenmeter::app {
+
+http::session_settings session_settings_from(const config::settings& settings);
+// The process-wide pool; worker_pool splits the caps between its workers.
+http::upstream_pool_settings pool_settings_from(const config::settings& settings);
+
+}  // namespace tokenmeter::app

@@ -1,0 +1,147 @@
+#include "app/start_up.hpp"
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+#include "app/tokenizers.hpp"
+#include "http/headers.hpp"
+#include "http/listener.hpp"
+#include "usage/tenant.hpp"
+
+namespace tokenmeter::app {
+namespace {
+
+// Descriptors kept back from client connections (two each: client and upstream) for the admin
+// listener, the usage spool, tokenizer files and the readiness probe.
+constexpr std::uint64_t reserved_descriptors = 64;
+
+std::int64_t client_connection_budget(std::uint64_t open_files_limit) {
+    if (open_files_limit <= 2 * reserved_descriptors) {
+        return 8;
+    }
+    const std::uint64_t budget = (open_files_limit - reserved_descriptors) / 2;
+    return static_cast<std::int64_t>(std::min<std::uint64_t>(budget, 1u << 30));
+}
+
+std::string describe(const http::tcp::endpoint& endpoint) {
+    std::ostringstream out;
+    out << endpoint;
+    return out.str();
+}
+
+}  // namespace
+
+start_up_error::start_up_error(const std::string& line)
+    : std::runtime_error(line), lines_{line} {}
+
+start_up_error::start_up_error(std::vector<std::string> lines)
+    : std::runtime_error(lines.empty() ? std::string() : lines.front()), lines_(std::move(lines)) {}
+
+int start_up_error::report() const noexcept {
+    for (const auto& line : lines_) {
+        spdlog::critical("{}", line);
+        std::fprintf(stderr, "tokenmeter: %s\n", line.c_str());
+    }
+    return 1;
+}
+
+void configure_logging(const config::logging& log) {
+    auto logger = spdlog::stderr_color_mt("tokenmeter");
+    spdlog::set_default_logger(logger);
+    spdlog::set_level(spdlog::level::from_str(log.level));
+    if (log.format == "json") {
+        spdlog::set_pattern(R"({"time":"%Y-%m-%dT%H:%M:%S.%fZ","level":"%l","msg":"%v"})",
+                            spdlog::pattern_time_type::utc);
+    } else {
+        spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
+    }
+}
+
+std::int64_t open_files_budget() {
+    const auto [before, after] = http::raise_open_files_limit();
+    const std::int64_t budget = client_connection_budget(after);
+    spdlog::info("open-files limit: {} (soft limit was {}); at most {} client connections at once",
+                 after, before, budget);
+    return budget;
+}
+
+http::tcp::endpoint resolve_listen(http::asio::io_context& ioc, const config::endpoint& endpoint,
+                                   const char* what) {
+    http::tcp::resolver resolver(ioc);
+    http::error_code ec;
+    auto results = resolver.resolve(endpoint.host, std::to_string(endpoint.port),
+                                    http::tcp::resolver::passive, ec);
+    if (ec || results.empty()) {
+        throw std::runtime_error(std::string("cannot resolve the ") + what + " address " +
+                                 endpoint.host + ":" + std::to_string(endpoint.port) + ": " +
+                                 (ec ? ec.message() : std::string("no address")));
+    }
+    return results.begin()->endpoint();
+}
+
+std::shared_ptr<const tokenizer::catalog> load_tokenizers_or_explain(const config::settings& settings) {
+    auto loaded = load_tokenizers(settings);
+    for (const auto& warning : loaded.warnings) {
+        spdlog::warn("{}", warning);
+    }
+    if (!loaded.value) {
+        std::vector<std::string> lines;
+        for (const auto& e : loaded.errors) {
+            lines.push_back(e.key + ": " + e.message);
+        }
+        throw start_up_error(std::move(lines));
+    }
+    for (const auto& line : describe_tokenizers(*loaded.value)) {
+        spdlog::info("{}", line);
+    }
+    return std::move(loaded.value);
+}
+
+std::string tenant_secret_or_throw(const config::tenants& settings) {
+    std::string error;
+    std::string secret = usage::load_tenant_secret(settings, error);
+    if (!error.empty()) {
+        throw start_up_error(error);
+    }
+    return secret;
+}
+
+observe::metering_options metering_options_from(const config::settings& settings) {
+    observe::metering_options options;
+    options.exchange_limits.max_sse_event_bytes = settings.limit.max_sse_event_bytes;
+    options.exchange_limits.max_buffered_response_bytes =
+        settings.limit.max_buffered_response_bytes;
+    if (settings.tokens.count_input_tokens == "always") {
+        options.input_counting = meter::input_counting::always;
+    } else if (settings.tokens.count_input_tokens == "never") {
+        options.input_counting = meter::input_counting::never;
+    }
+    options.access_log = settings.log.access_log;
+    options.hold_until_durable = settings.usage_records.hold_until_durable;
+    options.checkpoint_interval = settings.usage_records.checkpoint_interval;
+    return options;
+}
+
+void announce(const config::settings& settings, const http::tcp::endpoint& proxy,
+              const http::tcp::endpoint& admin, std::uint32_t threads) {
+    const auto listen_text = describe(proxy);
+    const auto admin_text = describe(admin);
+    const std::string upstream_text =
+        "http://" +
+        http::upstream_host_header({settings.upstream.scheme, settings.upstream.host,
+                                    settings.upstream.port, settings.upstream.base_path}) +
+        settings.upstream.base_path;
+    std::printf("tokenmeter listening: proxy=%s admin=%s upstream=%s\n", listen_text.c_str(),
+                admin_text.c_str(), upstream_text.c_str());
+    std::fflush(stdout);
+    spdlog::info(
+        "proxy on {}, admin on {} (/metrics /healthz /readyz), upstream {}, {} worker "
+        "thread(s)",
+        listen_text, admin_text, upstream_text, threads);
+}
+
+}  // namespace tokenmeter::app

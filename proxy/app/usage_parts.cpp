@@ -1,0 +1,64 @@
+#include "app/usage_parts.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <csignal>
+#include <filesystem>
+
+#include "usage/recovery.hpp"
+
+namespace tokenmeter::app {
+
+void usage_parts::stop() {
+    if (spool) {
+        spool->stop();
+    }
+    if (shipper) {
+        shipper->stop();
+    }
+}
+
+usage_parts open_usage(const config::usage& settings) {
+    usage_parts parts;
+    if (settings.spool_dir.empty()) {
+        return parts;
+    }
+    // A file-size limit must fail the write (EFBIG, counted and retried), not kill the process
+    // with SIGXFSZ in the middle of everyone's streams.
+    std::signal(SIGXFSZ, SIG_IGN);
+    parts.spool = std::make_unique<usage::spool_writer>(
+        usage::spool_options{settings.spool_dir, settings.fsync_interval, settings.segment_bytes,
+                             settings.max_pending_bytes},
+        [](const std::string& message) { spdlog::error("{}", message); });
+    const std::filesystem::path dir(settings.spool_dir);
+    if (!settings.sink.url.empty()) {
+        parts.unacknowledged_at_start =
+            usage::count_records_after(dir, usage::read_cursor(dir).value_or(usage::cursor{}));
+    }
+    const auto report = usage::recover_unclosed(*parts.spool, dir);
+    if (!report.written) {
+        spdlog::error(
+            "usage spool: the {} recovered records could not be written yet; they stay queued "
+            "and are retried",
+            report.recovered);
+    } else if (!report.mark_written) {
+        spdlog::warn(
+            "usage spool: cannot write the recovery mark in {}; the next start reads more "
+            "segments than needed",
+            settings.spool_dir);
+    }
+    spdlog::info(
+        "usage spool {}: {} segment(s), {} record(s), {} recovered as crash_recovered, {} "
+        "malformed line(s), {} cut tail(s)",
+        settings.spool_dir, report.segments, report.records, report.recovered, report.malformed,
+        report.partial_tail);
+    parts.sink = std::make_unique<observe::spool_sink>(*parts.spool);
+    if (!settings.sink.url.empty()) {
+        parts.shipper = std::make_unique<http::usage_shipper>(dir, settings.sink);
+        parts.spool->set_on_commit([s = parts.shipper.get()] { s->wake(); });
+        parts.shipper->start();
+    }
+    return parts;
+}
+
+}  // namespace tokenmeter::app

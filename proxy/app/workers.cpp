@@ -1,0 +1,96 @@
+#include "app/workers.hpp"
+
+#include <algorithm>
+
+#include "http/client_connection.hpp"
+#include "http/listener.hpp"
+
+namespace tokenmeter::app {
+
+using namespace tokenmeter::http;
+
+worker_pool::worker_pool(std::uint32_t threads, const upstream_pool_settings& pool,
+                         proxy_context& context, std::int64_t max_client_connections)
+    : context_(context), max_clients_(max_client_connections) {
+    threads = std::max(1u, threads);
+    upstream_pool_settings share = pool;
+    share.max_connections = std::max(1u, (pool.max_connections + threads - 1) / threads);
+    share.max_idle = std::max(1u, (pool.max_idle + threads - 1) / threads);
+    for (std::uint32_t i = 0; i < threads; ++i) {
+        ring_.push_back(&workers_.emplace_back(share));
+    }
+}
+
+asio::io_context& worker_pool::next() {
+    worker& target = *ring_[next_];
+    next_ = (next_ + 1) % ring_.size();
+    return target.ioc;
+}
+
+void worker_pool::serve(socket_type socket, asio::io_context& ioc) {
+    auto found = std::find_if(ring_.begin(), ring_.end(), [&](worker* w) { return &w->ioc == &ioc; });
+    if (found == ring_.end()) {
+        return;  // not one of ours: the socket closes
+    }
+    worker* target = *found;
+    if (max_clients_ > 0 &&
+        context_.client_connections.load(std::memory_order_relaxed) >= max_clients_) {
+        context_.edge.connection_refused();
+        asio::post(ioc, [s = std::move(socket)]() mutable {
+            refuse_connection(std::move(s), "too_many_connections",
+                              "the proxy is at limits.max_client_connections; retry shortly");
+        });
+        return;
+    }
+    // Counted here, not when the worker gets to it, so the limit above sees it at once.
+    context_.client_connections.fetch_add(1, std::memory_order_relaxed);
+    asio::post(ioc, [target, this, s = std::move(socket)]() mutable {
+        std::make_shared<client_connection<tcp_stream>>(tcp_stream(std::move(s)), context_,
+                                                        target->pool, target->sessions)
+            ->start();
+    });
+}
+
+void worker_pool::start() {
+    for (auto& w : workers_) {
+        w.guard.emplace(w.ioc.get_executor());
+        w.thread = std::thread([&w, this] { run_loop(w.ioc, context_.edge); });
+    }
+}
+
+void worker_pool::close_idle() {
+    for (auto& w : workers_) {
+        asio::post(w.ioc, [&w] {
+            w.sessions.close_idle();
+            w.pool.close_idle();
+        });
+    }
+}
+
+void worker_pool::stop() {
+    for (auto& w : workers_) {
+        w.guard.reset();
+        w.ioc.stop();
+    }
+    for (auto& w : workers_) {
+        if (w.thread.joinable()) {
+            w.thread.join();
+        }
+    }
+}
+
+void run_loop(asio::io_context& ioc, edge_counters& edge) {
+    // Asio lets run() be called again after an exception without restart().
+    for (;;) {
+        try {
+            ioc.run();
+            return;
+        } catch (const std::exception& e) {
+            edge.internal_error(e.what());
+        } catch (...) {
+            edge.internal_error("unknown exception");
+        }
+    }
+}
+
+}  // namespace tokenmeter::app

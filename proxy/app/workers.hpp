@@ -1,0 +1,59 @@
+// app/workers: the worker threads. One io_context per thread; a connection lives on one worker
+// with that worker's own upstream pool, so nothing on the per-chunk path takes a lock. The
+// acceptor (main thread) hands each connection to the next worker in turn.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "http/beast.hpp"
+#include "http/proxy_context.hpp"
+#include "http/upstream_pool.hpp"
+
+namespace tokenmeter::app {
+
+class worker_pool {
+  public:
+    // `pool` is the whole process's upstream pool; each worker gets its share of the caps.
+    worker_pool(std::uint32_t threads, const http::upstream_pool_settings& pool,
+                http::proxy_context& context, std::int64_t max_client_connections);
+    worker_pool(const worker_pool&) = delete;
+    worker_pool& operator=(const worker_pool&) = delete;
+
+    // The io_context that gets the next connection (round robin; called on the acceptor).
+    http::asio::io_context& next();
+    // Serves an accepted connection on `ioc` (one of next()'s), or refuses it with 503 when
+    // limits.max_client_connections is reached.
+    void serve(http::socket_type socket, http::asio::io_context& ioc);
+    void start();
+    // Drain: closes the connections waiting for a request and the idle upstream connections.
+    void close_idle();
+    // Stops the event loops (in-flight work is abandoned) and joins the threads.
+    void stop();
+
+  private:
+    struct worker {
+        worker(const http::upstream_pool_settings& settings) : pool(ioc, settings) {}
+        http::session_registry sessions;  // declared first: outlives the sessions ioc owns
+        http::asio::io_context ioc{1};
+        http::upstream_pool pool;
+        std::optional<http::asio::executor_work_guard<http::asio::io_context::executor_type>>
+            guard;
+        std::thread thread;
+    };
+
+    http::proxy_context& context_;
+    std::int64_t max_clients_;
+    std::list<worker> workers_;
+    std::vector<worker*> ring_;
+    std::size_t next_ = 0;
+};
+
+// Runs `ioc` until it stops. A handler that throws past every guard ends nothing but itself:
+// it is counted, and run() is called again.
+void run_loop(http::asio::io_context& ioc, http::edge_counters& edge);
+
+}  // namespace tokenmeter::app

@@ -1,0 +1,411 @@
+#include "http/client_connection.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <string>
+#include <utility>
+
+#include "http/headers.hpp"
+#include "http/request_plan.hpp"
+#include "http/request_target.hpp"
+
+namespace tokenmeter::http {
+
+template <class Stream>
+client_connection<Stream>::client_connection(Stream stream, proxy_context& context,
+                                             upstream_pool& pool, session_registry& sessions)
+    : context_(context),
+      sessions_(sessions),
+      client_(std::move(stream)),
+      // Bounded: a chunk-size line, chunk extension or trailer section is parsed from this
+      // buffer whole, so without a cap one such line could grow it without end.
+      client_buffer_(static_cast<std::size_t>(context.settings.max_request_header_bytes) +
+                     client_buffer_slack),
+      upstream_(*this, pool) {}
+
+template <class Stream>
+client_connection<Stream>::~client_connection() {
+    sessions_.remove(this);
+    context_.client_connections.fetch_sub(1, std::memory_order_relaxed);
+    // Destroyed mid-exchange (process shutting down after the drain timeout).
+    finish_exchange(observe::end_reason::client_cancel);
+}
+
+template <class Stream>
+void client_connection<Stream>::start() {
+    sessions_.add(this->shared_from_this());
+    error_code ignored;
+    socket().set_option(tcp::no_delay(true), ignored);
+    do_read_header();
+}
+
+template <class Stream>
+void client_connection<Stream>::close_if_idle() {
+    if (phase_ == phase::reading_request) {
+        close_client();
+    }
+}
+
+// ---- request ------------------------------------------------------------------------------
+
+template <class Stream>
+void client_connection<Stream>::do_read_header() {
+    phase_ = phase::reading_request;
+    request_ = request_state{};
+    const auto& settings = context_.settings;
+    request_parser_.emplace();
+    request_parser_->header_limit(static_cast<std::uint32_t>(settings.max_request_header_bytes));
+    request_parser_->body_limit(settings.max_request_body_bytes);
+    lowest().expires_after(first_request_ ? settings.request_header : settings.client_idle);
+    bhttp::async_read_header(client_, client_buffer_, *request_parser_,
+                             guarded([this](error_code ec, std::size_t) { on_read_header(ec); }));
+}
+
+template <class Stream>
+void client_connection<Stream>::on_read_header(error_code ec) {
+    request_.received = context_.clock.now();
+    first_request_ = false;
+    if (ec == bhttp::error::end_of_stream || ec == beast::error::timeout ||
+        ec == asio::error::operation_aborted || ec == asio::error::connection_reset ||
+        ec == asio::error::eof) {
+        close_client();
+        return;
+    }
+    if (ec == bhttp::error::header_limit) {
+        respond_local(local_failure::header_too_large,
+                      "request header exceeds limits.max_request_header_bytes");
+        return;
+    }
+    if (ec == bhttp::error::body_limit) {
+        respond_local(local_failure::body_too_large,
+                      "request body exceeds limits.max_request_body_bytes");
+        return;
+    }
+    if (ec) {
+        respond_local(local_failure::bad_request, "malformed HTTP request: " + ec.message());
+        return;
+    }
+    const auto& head = request_parser_->get();
+    request_.version = head.version() == 10 ? 10 : 11;
+    // Refused before the body is read, so each of these closes the connection: the unread body
+    // must not be taken for the next request.
+    for (auto problem : {host_or_version_problem(head), framing_problem(head)}) {
+        if (problem) {
+            respond_local({problem->status, problem->code, true, meter::outcome::rejected},
+                          problem->message);
+            return;
+        }
+    }
+    if (head.method() == bhttp::verb::trace &&
+        (head.find(bhttp::field::transfer_encoding) != head.end() ||
+         request_parser_->content_length().value_or(0) > 0)) {
+        respond_local(local_failure::trace_with_content,
+                      "a TRACE request carries no content (RFC 9110 §9.3.8)");
+        return;
+    }
+    request_.header_fields = static_cast<std::size_t>(std::distance(head.begin(), head.end()));
+    auto target = normalize_target(head.target());
+    if (auto* refusal = std::get_if<target_refusal>(&target)) {
+        respond_local({bhttp::status::bad_request, refusal->code, true, meter::outcome::rejected},
+                      refusal->message);
+        return;
+    }
+    request_.forward_target = std::move(std::get<std::string>(target));
+    if (request_.forward_target == "*" &&
+        (head.method() != bhttp::verb::options || !context_.settings.upstream.base_path.empty())) {
+        respond_local(local_failure::bad_target,
+                      "'*' is a target only for OPTIONS, and only without an upstream base path");
+        return;
+    }
+    // Beast leaves 100-continue to the application; the body is needed before forwarding.
+    // An HTTP/1.0 client's expectation is ignored (RFC 9110 §10.1.1): it cannot take a 1xx.
+    auto expect = head[bhttp::field::expect];
+    if (head.version() >= 11 && !expect.empty() && beast::iequals(expect, "100-continue") &&
+        !request_parser_->is_done()) {
+        static const std::string continue_line = "HTTP/1.1 100 Continue\r\n\r\n";
+        asio::async_write(client_, asio::buffer(continue_line),
+                          guarded([this](error_code write_ec, std::size_t) {
+                              if (write_ec) {
+                                  close_client();
+                                  return;
+                              }
+                              do_read_body();
+                          }));
+        return;
+    }
+    do_read_body();
+}
+
+template <class Stream>
+void client_connection<Stream>::do_read_body() {
+    if (request_parser_->is_done()) {
+        handle_request();
+        return;
+    }
+    lowest().expires_after(context_.settings.request_header);
+    bhttp::async_read(client_, client_buffer_, *request_parser_,
+                      guarded([this](error_code ec, std::size_t) { on_read_body(ec); }));
+}
+
+template <class Stream>
+void client_connection<Stream>::on_read_body(error_code ec) {
+    if (ec == bhttp::error::body_limit) {
+        respond_local(local_failure::body_too_large,
+                      "request body exceeds limits.max_request_body_bytes");
+        return;
+    }
+    if (ec == bhttp::error::buffer_overflow) {
+        respond_local(local_failure::chunk_line_too_long,
+                      "a chunk-size line, chunk extension or trailer section is longer than "
+                      "limits.max_request_header_bytes");
+        return;
+    }
+    if (ec == bhttp::error::end_of_stream || ec == bhttp::error::partial_message ||
+        ec == asio::error::connection_reset || ec == asio::error::operation_aborted) {
+        close_client();
+        return;
+    }
+    if (ec == beast::error::timeout) {
+        respond_local(local_failure::request_timeout,
+                      "request body not received within timeouts.request_header");
+        return;
+    }
+    if (ec) {
+        respond_local(local_failure::bad_request_body,
+                      "malformed HTTP request body: " + ec.message());
+        return;
+    }
+    handle_request();
+}
+
+template <class Stream>
+void client_connection<Stream>::handle_request() {
+    lowest().expires_never();
+    bhttp::request<bhttp::string_body> request = request_parser_->release();
+    request_parser_.reset();
+    request_plan plan = plan_request(request, request_.forward_target, request_.header_fields,
+                                     context_.settings);
+    request_.api = plan.api;
+    request_.model = plan.info.model;
+    request_.keep_alive = plan.keep_alive;
+    request_.version = plan.version;
+
+    observe::request_facts facts;
+    facts.api = plan.api;
+    facts.info = std::move(plan.info);
+    facts.target = std::string_view(request.target().data(), request.target().size());
+    facts.received = request_.received;
+    facts.header = [&request](std::string_view name) {
+        auto value = request[beast::string_view(name.data(), name.size())];
+        return std::string_view(value.data(), value.size());
+    };
+    request_.observed = context_.observer.begin(std::move(facts));
+    context_.requests_in_flight.fetch_add(1, std::memory_order_relaxed);
+    if (const auto& admitted = request_.observed->admitted(); !admitted.admitted) {
+        request_.retry_after = admitted.retry_after;
+        // A copy: answering ends the exchange, and the observer with it.
+        const std::string message = admitted.message;
+        respond_local(local_failure::rate_limited, message);
+        return;
+    }
+    phase_ = phase::proxying;
+    watch_client();
+    upstream_.start(std::move(plan.upstream),
+                    {plan.head, plan.usage_injected, plan.continuous_usage});
+}
+
+// ---- local answers ------------------------------------------------------------------------
+
+template <class Stream>
+void client_connection<Stream>::respond_local(local_failure failure, std::string_view message) {
+    respond_local(answer_for(failure), message);
+}
+
+template <class Stream>
+void client_connection<Stream>::respond_local(const failure_answer& answer,
+                                              std::string_view message) {
+    stop_watching_client();
+    auto now = context_.clock.now();
+    const int status = static_cast<int>(answer.status);
+    if (request_.observed) {
+        (void)request_.observed->response_head(status, "application/json", false, now);
+        finish_exchange(answer.result == meter::outcome::rejected
+                            ? observe::end_reason::rejected
+                            : observe::end_reason::upstream_failed);
+    } else {
+        context_.observer.unforwarded(request_.api, request_.model, answer.result, status,
+                                      core::to_seconds(now - request_.received));
+    }
+    const bool close = answer.close || !request_.keep_alive || draining();
+    phase_ = phase::writing_local;
+    request_.response_begun = true;
+    local_response_ = bhttp::response<bhttp::string_body>{};
+    local_response_.result(answer.status);
+    local_response_.version(request_.version == 10 ? 10 : 11);
+    local_response_.set(bhttp::field::content_type, "application/json");
+    local_response_.set(bhttp::field::cache_control, "no-store");
+    local_response_.body() = error_body(answer.code, message);
+    if (!request_.retry_after.empty()) {
+        local_response_.set(bhttp::field::retry_after, request_.retry_after);
+    }
+    local_response_.keep_alive(!close);
+    local_response_.prepare_payload();
+    lowest().expires_after(context_.settings.client_write);
+    bhttp::async_write(client_, local_response_, guarded([this, close](error_code ec, std::size_t) {
+                           on_write_local(ec, close);
+                       }));
+}
+
+template <class Stream>
+void client_connection<Stream>::on_write_local(error_code ec, bool close_connection) {
+    if (ec) {
+        close_client();
+        return;
+    }
+    if (close_connection) {
+        linger_close();
+        return;
+    }
+    next_request_or_close();
+}
+
+// ---- client liveness ----------------------------------------------------------------------
+
+template <class Stream>
+void client_connection<Stream>::watch_client() {
+    watching_ = true;
+    auto generation = ++watch_generation_;
+    socket().async_wait(tcp::socket::wait_read,
+                        [self = this->shared_from_this(), generation](error_code ec) {
+                            if (ec || generation != self->watch_generation_ || !self->watching_) {
+                                return;
+                            }
+                            self->run_guarded([&] { self->on_client_readable(); });
+                        });
+}
+
+template <class Stream>
+void client_connection<Stream>::on_client_readable() {
+    auto& s = socket();
+    char probe = 0;
+    error_code mode_ec;
+    error_code peek_ec;
+    s.non_blocking(true, mode_ec);
+    std::size_t n = s.receive(asio::buffer(&probe, 1), tcp::socket::message_peek, peek_ec);
+    s.non_blocking(false, mode_ec);
+    if (peek_ec == asio::error::would_block || peek_ec == asio::error::try_again) {
+        // A spurious wake-up: the client is still there, keep watching.
+        watch_client();
+        return;
+    }
+    watching_ = false;
+    if (n == 0) {
+        // EOF or reset: the client is gone, so the model server should stop generating. Only
+        // cancel here: the pending operation's handler ends the exchange.
+        request_.client_gone = true;
+        upstream_.cancel();
+    }
+    // Otherwise the client sent its next request early; it waits in the socket buffer.
+}
+
+template <class Stream>
+void client_connection<Stream>::stop_watching_client() {
+    if (watching_) {
+        watching_ = false;
+        ++watch_generation_;
+        error_code ignored;
+        socket().cancel(ignored);
+    }
+}
+
+template <class Stream>
+void client_connection<Stream>::on_internal_error(const char* what) noexcept {
+    failed_ = true;
+    context_.edge.internal_error(what);
+    // Nothing below may throw out of here: each step is guarded on its own.
+    try {
+        stop_watching_client();
+        upstream_.abort();
+    } catch (...) {
+    }
+    if (!request_.response_begun && phase_ != phase::closed) {
+        try {
+            // Its completion is dropped (failed_): the connection then ends, closing the socket
+            // after the 500 went out.
+            respond_local(local_failure::internal_error,
+                          "the proxy failed while handling this request; it was not completed");
+            return;
+        } catch (...) {
+        }
+    }
+    try {
+        finish_exchange(observe::end_reason::upstream_failed);
+    } catch (...) {
+    }
+    try {
+        close_client();
+    } catch (...) {
+    }
+}
+
+// ---- endings ------------------------------------------------------------------------------
+
+template <class Stream>
+void client_connection<Stream>::finish_exchange(observe::end_reason reason) {
+    if (!request_.observed) {
+        return;
+    }
+    auto observed = std::move(request_.observed);
+    observed->end(reason, context_.clock.now());
+    context_.requests_in_flight.fetch_sub(1, std::memory_order_relaxed);
+}
+
+// After an error answer with unread request bytes left, closing at once would make the kernel
+// send a reset that can destroy the answer before the client reads it (RFC 9112 §9.6): stop
+// sending, read and discard for a short while, then close.
+template <class Stream>
+void client_connection<Stream>::linger_close() {
+    stop_watching_client();
+    phase_ = phase::closed;
+    error_code ignored;
+    socket().shutdown(tcp::socket::shutdown_send, ignored);
+    lowest().expires_after(linger_time);
+    lingered_bytes_ = 0;
+    lowest().async_read_some(upstream_.scratch(), guarded([this](error_code ec, std::size_t n) {
+                                 on_linger_read(ec, n);
+                             }));
+}
+
+template <class Stream>
+void client_connection<Stream>::on_linger_read(error_code ec, std::size_t bytes) {
+    lingered_bytes_ += bytes;
+    if (ec || lingered_bytes_ > max_linger_bytes) {
+        close_client();
+        return;
+    }
+    lowest().async_read_some(upstream_.scratch(), guarded([this](error_code e, std::size_t n) {
+                                 on_linger_read(e, n);
+                             }));
+}
+
+template <class Stream>
+void client_connection<Stream>::close_client() {
+    stop_watching_client();
+    phase_ = phase::closed;
+    error_code ignored;
+    socket().shutdown(tcp::socket::shutdown_send, ignored);
+    socket().close(ignored);
+}
+
+template <class Stream>
+void client_connection<Stream>::next_request_or_close() {
+    if (request_.keep_alive && !request_.client_gone && !draining()) {
+        do_read_header();
+        return;
+    }
+    close_client();
+}
+
+template class client_connection<tcp_stream>;
+
+}  // namespace tokenmeter::http

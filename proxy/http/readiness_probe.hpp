@@ -1,0 +1,43 @@
+// http/readiness_probe: whether the upstream accepts connections, checked every interval on the
+// admin thread; /readyz reports it. A change is logged once, not every probe.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "http/beast.hpp"
+
+namespace tokenmeter::http {
+
+class readiness_probe {
+  public:
+    readiness_probe(asio::io_context& ioc, std::string host, std::string port,
+                    std::chrono::milliseconds interval, std::chrono::milliseconds connect_timeout,
+                    std::atomic<bool>& ready);
+    readiness_probe(const readiness_probe&) = delete;
+    readiness_probe& operator=(const readiness_probe&) = delete;
+
+    void start();
+    void stop();
+
+  private:
+    void probe();
+    void on_resolved(error_code ec, const tcp::resolver::results_type& results);
+    void on_connected(error_code ec);
+    void rearm();
+
+    asio::io_context& ioc_;
+    std::string host_;
+    std::string port_;
+    std::chrono::milliseconds interval_;
+    std::chrono::milliseconds connect_timeout_;
+    std::atomic<bool>& ready_;
+    tcp::resolver resolver_;
+    std::unique_ptr<beast::tcp_stream> stream_;
+    asio::steady_timer timer_;
+    bool stopped_ = false;
+};
+
+}  // namespace tokenmeter::http

@@ -1,0 +1,69 @@
+#include "http/request_plan.hpp"
+
+#include <string>
+#include <utility>
+
+#include "http/headers.hpp"
+#include "protocol/dialects.hpp"
+
+namespace tokenmeter::http {
+
+request_plan plan_request(bhttp::request<bhttp::string_body>& request,
+                          std::string_view forward_target, std::size_t header_fields,
+                          const session_settings& settings) {
+    request_plan plan;
+    // From here on the target is the normalized origin-form one: routing, metering, the usage
+    // record and the upstream all see the same path.
+    request.target(beast::string_view(forward_target.data(), forward_target.size()));
+    // Beast appends a chunked body's trailer fields to the header; they are not header fields
+    // (RFC 9110 §6.5.1) and the proxy re-frames the body, so they are dropped.
+    drop_trailer_fields(request.base(), header_fields);
+    plan.keep_alive = request.keep_alive();
+    plan.version = request.version();
+    plan.head = request.method() == bhttp::verb::head;
+
+    protocol::route_choice route;
+    if (request.method() == bhttp::verb::post) {
+        route = protocol::choose_route(request.target(), settings.routes,
+                                       settings.usage_injection);
+    }
+    plan.api = route.api;
+    if (plan.api != protocol::api_kind::none) {
+        plan.info = protocol::parse_request(plan.api, request.target(), request.body());
+        if (route.usage_injection && protocol::can_inject_usage(plan.api, plan.info)) {
+            // The one place the proxy changes bytes: usage on every stream (see usage_filter).
+            if (auto body =
+                    protocol::inject_usage_request(request.body(), route.continuous_usage)) {
+                request.body() = std::move(*body);
+                plan.usage_injected = true;
+                plan.continuous_usage = route.continuous_usage;
+            }
+        }
+    }
+
+    auto& upstream = plan.upstream;
+    if (request.method() == bhttp::verb::unknown) {
+        // Any token method (QUERY, PURGE, lowercase "get" ...) goes upstream as it came; Beast
+        // throws for method(verb::unknown), so only the string is set.
+        upstream.method_string(request.method_string());
+    } else {
+        upstream.method(request.method());
+    }
+    if (forward_target == "*") {
+        upstream.target("*");
+    } else {
+        upstream.target(settings.upstream.base_path + std::string(forward_target));
+    }
+    upstream.version(11);
+    copy_end_to_end_fields(request.base(), upstream.base());
+    upstream.erase(bhttp::field::expect);
+    if (!settings.preserve_host || request[bhttp::field::host].empty()) {
+        upstream.set(bhttp::field::host, upstream_host_header(settings.upstream));
+    }
+    upstream.body() = std::move(request.body());
+    upstream.prepare_payload();
+    upstream.keep_alive(true);
+    return plan;
+}
+
+}  // namespace tokenmeter::http

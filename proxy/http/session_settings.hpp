@@ -1,0 +1,34 @@
+// http/session_settings: what a proxy session needs to know, as http's own plain data; app/
+// fills it from the config once at start-up.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+
+namespace tokenmeter::http {
+
+struct upstream_address {
+    std::string scheme = "http";
+    std::string host = "127.0.0.1";
+    std::uint16_t port = 80;
+    std::string base_path;  // "" or "/prefix" (no trailing slash), prepended to every path
+};
+
+struct session_settings {
+    upstream_address upstream;
+    bool preserve_host = false;    // false: Host sent upstream is the upstream's host:port
+    bool usage_injection = true;   // the default for routes that do not say
+    std::vector<config::route> routes;
+    std::chrono::milliseconds request_header{30'000};
+    std::chrono::milliseconds client_idle{60'000};
+    std::chrono::milliseconds client_write{60'000};
+    std::chrono::milliseconds upstream_idle{300'000};
+    std::uint64_t max_request_header_bytes = 64 * 1024;
+    std::uint64_t max_request_body_bytes = 32ull * 1024 * 1024;
+};
+
+}  // namespace tokenmeter::http

@@ -1,0 +1,348 @@
+#include "http/upstream_exchange.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <limits>
+#include <utility>
+
+#include "http/client_connection.hpp"
+#include "http/headers.hpp"
+
+namespace tokenmeter::http {
+
+template <class Stream>
+upstream_exchange<Stream>::upstream_exchange(client_connection<Stream>& owner,
+                                             upstream_pool& pool)
+    : owner_(owner),
+      pool_(pool),
+      body_buffer_(std::make_unique<std::array<char, body_buffer_size>>()) {}
+
+template <class Stream>
+void upstream_exchange<Stream>::start(bhttp::request<bhttp::string_body> request,
+                                      relay_options options) {
+    request_ = std::move(request);
+    options_ = options;
+    retried_ = false;
+    relayed_bytes_ = 0;
+    usage_filter_.reset();
+    acquire(true);
+}
+
+template <class Stream>
+bool upstream_exchange<Stream>::client_gone() const noexcept {
+    return owner_.request_.client_gone;
+}
+
+template <class Stream>
+void upstream_exchange<Stream>::cancel() noexcept {
+    if (upstream_) {
+        upstream_->stream.cancel();
+    }
+}
+
+template <class Stream>
+void upstream_exchange<Stream>::abort() noexcept {
+    if (upstream_) {
+        error_code ignored;
+        upstream_->stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+        upstream_->stream.socket().close(ignored);
+        pool_.release(std::move(upstream_), false);
+    }
+}
+
+// ---- connection and request ---------------------------------------------------------------
+
+template <class Stream>
+void upstream_exchange<Stream>::acquire(bool allow_reuse) {
+    pool_.acquire(allow_reuse,
+                  owner_.guarded([this](error_code ec, upstream_ptr connection, bool reused) {
+                      on_upstream(ec, std::move(connection), reused);
+                  }));
+}
+
+template <class Stream>
+void upstream_exchange<Stream>::on_upstream(error_code ec, upstream_ptr connection, bool reused) {
+    if (client_gone()) {
+        pool_.release(std::move(connection), true);
+        owner_.finish_exchange(observe::end_reason::client_cancel);
+        owner_.close_client();
+        return;
+    }
+    if (ec) {
+        fail_before_response(ec, upstream_stage::connect);
+        return;
+    }
+    upstream_ = std::move(connection);
+    reused_ = reused;
+    upstream_->requests += 1;
+    do_write_request();
+}
+
+template <class Stream>
+void upstream_exchange<Stream>::do_write_request() {
+    upstream_->stream.expires_after(owner_.context_.settings.upstream_idle);
+    bhttp::async_write(upstream_->stream, request_,
+                       owner_.guarded([this](error_code ec, std::size_t) { on_write_request(ec); }));
+}
+
+template <class Stream>
+void upstream_exchange<Stream>::on_write_request(error_code ec) {
+    if (client_gone()) {
+        end_for_client_gone();
+        return;
+    }
+    if (ec) {
+        if (reused_ && !retried_) {
+            // A pooled connection the server closed while idle: nothing was processed, retry once.
+            retried_ = true;
+            abort();
+            acquire(false);
+            return;
+        }
+        abort();
+        fail_before_response(ec, upstream_stage::write);
+        return;
+    }
+    do_read_head();
+}
+
+// ---- response head ------------------------------------------------------------------------
+
+template <class Stream>
+void upstream_exchange<Stream>::do_read_head() {
+    parser_.emplace();
+    parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
+    parser_->header_limit(
+        static_cast<std::uint32_t>(owner_.context_.settings.max_request_header_bytes));
+    if (options_.head_request) {
+        parser_->skip(true);
+    }
+    head_bytes_ = 0;
+    parse_head();
+}
+
+// The response head is read in pieces with the idle timeout re-armed per read (as for the
+// body), not under one deadline: a server that is slow to start but keeps sending is not cut.
+template <class Stream>
+void upstream_exchange<Stream>::parse_head() {
+    auto& buffer = upstream_->buffer;
+    if (buffer.size() > 0) {
+        error_code ec;
+        const std::size_t used = parser_->put(buffer.data(), ec);
+        buffer.consume(used);
+        if (ec != bhttp::error::need_more) {
+            if (ec || parser_->is_header_done()) {
+                on_head(ec);
+                return;
+            }
+            // Not expected: put stops only at the end of the head. Read more.
+        }
+    }
+    upstream_->stream.expires_after(owner_.context_.settings.upstream_idle);
+    upstream_->stream.async_read_some(
+        buffer.prepare(head_read_size),
+        owner_.guarded([this](error_code ec, std::size_t n) { on_head_bytes(ec, n); }));
+}
+
+template <class Stream>
+void upstream_exchange<Stream>::on_head_bytes(error_code ec, std::size_t bytes) {
+    upstream_->buffer.commit(bytes);
+    head_bytes_ += bytes;
+    if (ec == asio::error::eof) {
+        // Closed before a whole head: with nothing at all, the pooled-connection retry applies.
+        ec = head_bytes_ == 0 && !parser_->got_some() ? error_code(bhttp::error::end_of_stream)
+                                                      : error_code(bhttp::error::partial_message);
+    }
+    if (ec) {
+        on_head(ec);
+        return;
+    }
+    parse_head();
+}
+
+template <class Stream>
+void upstream_exchange<Stream>::on_head(error_code ec) {
+    auto now = owner_.context_.clock.now();
+    if (client_gone()) {
+        end_for_client_gone();
+        return;
+    }
+    if (!ec) {
+        const unsigned status = parser_->get().result_int();
+        if (status == 101) {
+            // The proxy forwards no Upgrade, so it agreed to no protocol switch.
+            ec = make_error_code(upstream_errc::switched_protocols);
+        } else if (status >= 100 && status < 200) {
+            forward_interim();
+            return;
+        }
+    }
+    if (ec) {
+        bool closed_before_reply = ec == bhttp::error::end_of_stream ||
+                                   ec == asio::error::connection_reset || ec == asio::error::eof;
+        if (closed_before_reply && reused_ && !retried_) {
+            retried_ = true;
+            abort();
+            acquire(false);
+            return;
+        }
+        abort();
+        fail_before_response(ec, upstream_stage::response_header);
+        return;
+    }
+
+    auto& request = owner_.request_;
+    const auto& head = parser_->get();
+    interim_responses_ = 0;
+    client_response_ = bhttp::response<bhttp::buffer_body>{};
+    client_response_.result(head.result_int());
+    client_response_.reason(head.reason());
+    client_response_.version(request.version == 10 ? 10 : 11);
+    copy_end_to_end_fields(head.base(), client_response_.base());
+    client_response_.erase(bhttp::field::content_length);
+
+    const bool has_body = !parser_->is_done();
+    usage_filter_.reset();
+    if (options_.filter_usage && has_body && head.result_int() < 300 &&
+        beast::iequals(head[bhttp::field::content_type].substr(0, 17), "text/event-stream")) {
+        usage_filter_.emplace(protocol::usage_filter::default_max_held_bytes,
+                              options_.continuous_usage);
+    }
+    if (!has_body) {
+        // HEAD, 204 and 304 keep the upstream's Content-Length as a description, with no body.
+        auto length = head[bhttp::field::content_length];
+        if (!length.empty()) {
+            client_response_.set(bhttp::field::content_length, length);
+        }
+    } else if (auto length = parser_->content_length(); length && !usage_filter_) {
+        client_response_.content_length(*length);
+    } else if (request.version >= 11) {
+        client_response_.chunked(true);
+    } else {
+        // An HTTP/1.0 client cannot take chunks: the body ends when the connection closes.
+        request.keep_alive = false;
+    }
+    client_response_.keep_alive(request.keep_alive && !owner_.draining());
+    client_response_.body().data = nullptr;
+    client_response_.body().size = 0;
+    client_response_.body().more = has_body;
+
+    auto content_type = head[bhttp::field::content_type];
+    auto wait = request.observed->response_head(
+        static_cast<int>(head.result_int()),
+        std::string_view(content_type.data(), content_type.size()), has_body, now);
+    serializer_.emplace(client_response_);
+    // No byte of a metered response reaches the client before its open entry is on disk, so a
+    // client that saw a response always has a record, even if the proxy is killed next.
+    if (hold(wait, &upstream_exchange::write_client_header)) {
+        return;
+    }
+    write_client_header();
+}
+
+// An interim (1xx) response: passed on to an HTTP/1.1 client (RFC 9110 §15.2; an HTTP/1.0
+// client cannot take one), then the final response is read from the same connection.
+template <class Stream>
+void upstream_exchange<Stream>::forward_interim() {
+    if (++interim_responses_ > max_interim_responses) {
+        on_head(make_error_code(upstream_errc::too_many_interim));
+        return;
+    }
+    if (owner_.request_.version < 11) {
+        do_read_head();
+        return;
+    }
+    const auto& head = parser_->get();
+    interim_response_ = bhttp::response<bhttp::empty_body>{};
+    interim_response_.result(head.result_int());
+    interim_response_.reason(head.reason());
+    interim_response_.version(11);
+    copy_end_to_end_fields(head.base(), interim_response_.base());
+    owner_.lowest().expires_after(owner_.context_.settings.client_write);
+    bhttp::async_write(owner_.client_, interim_response_,
+                       owner_.guarded([this](error_code ec, std::size_t) { on_write_interim(ec); }));
+}
+
+template <class Stream>
+void upstream_exchange<Stream>::on_write_interim(error_code ec) {
+    if (ec || client_gone()) {
+        end_for_client_gone();
+        return;
+    }
+    do_read_head();
+}
+
+template <class Stream>
+void upstream_exchange<Stream>::write_client_header() {
+    owner_.request_.response_begun = true;
+    owner_.lowest().expires_after(owner_.context_.settings.client_write);
+    bhttp::async_write_header(
+        owner_.client_, *serializer_,
+        owner_.guarded([this](error_code ec, std::size_t) { on_write_client_header(ec); }));
+}
+
+template <class Stream>
+void upstream_exchange<Stream>::on_write_client_header(error_code ec) {
+    if (ec || client_gone()) {
+        end_for_client_gone();
+        return;
+    }
+    if (parser_->is_done()) {
+        write_body_end();
+        return;
+    }
+    do_read_body();
+}
+
+// ---- endings and failures -----------------------------------------------------------------
+
+template <class Stream>
+void upstream_exchange<Stream>::on_complete() {
+    owner_.stop_watching_client();
+    bool reusable = parser_->keep_alive() && upstream_->buffer.size() == 0;
+    upstream_->stream.expires_never();
+    pool_.release(std::move(upstream_), reusable);
+    parser_.reset();
+    serializer_.reset();
+    owner_.finish_exchange(observe::end_reason::upstream_complete);
+    owner_.next_request_or_close();
+}
+
+template <class Stream>
+void upstream_exchange<Stream>::fail_before_response(error_code ec, upstream_stage stage) {
+    upstream_failure failure = classify_upstream_error(ec, stage);
+    owner_.context_.observer.upstream_error(failure.reason);
+    spdlog::warn("upstream {} failed ({}): {}", to_string(stage), failure.reason, ec.message());
+    owner_.respond_local(failure.failure, failure.message);
+}
+
+template <class Stream>
+void upstream_exchange<Stream>::end_for_client_gone() {
+    abort();
+    owner_.finish_exchange(observe::end_reason::client_cancel);
+    owner_.close_client();
+}
+
+template <class Stream>
+template <typename Wait>
+bool upstream_exchange<Stream>::hold(const Wait& wait, void (upstream_exchange::*next)()) {
+    if (!wait.pending()) {
+        return false;
+    }
+    auto resume = owner_.guarded([this, next] { (this->*next)(); });
+    auto exec = owner_.lowest().get_executor();
+    wait.then([resume = std::move(resume), exec]() mutable {
+        // On the writer's thread: hop back to the connection's own thread.
+        asio::post(exec, std::move(resume));
+    });
+    return true;
+}
+
+}  // namespace tokenmeter::http
+
+// The body relay: the same class, kept apart by job; one translation unit instantiates both.
+#include "http/upstream_relay.ipp"
+
+namespace tokenmeter::http {
+template class upstream_exchange<tcp_stream>;
+}  // namespace tokenmeter::http

@@ -1,0 +1,105 @@
+// http/upstream_exchange: one request's trip to the upstream and back, for its client
+// connection. Acquires a pooled connection (retrying once when a reused one turns out closed),
+// writes the planned request, reads the response head (passing 1xx on), and relays the body
+// read by read: each read is written to the client before the next one is started, and shown
+// to the observer after the write was started. An optional byte transform (the usage filter)
+// sits between the two. Every decision about what the bytes mean is the observer's.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string_view>
+
+#include "http/beast.hpp"
+#include "http/local_failure.hpp"
+#include "http/upstream_pool.hpp"
+#include "protocol/usage_filter.hpp"
+
+namespace tokenmeter::http {
+
+template <class Stream>
+class client_connection;
+
+// What the relay does with the response besides forwarding it.
+struct relay_options {
+    bool head_request = false;  // the response to a HEAD has no body
+    // The proxy injected usage into the request: remove the extra usage chunk from an SSE
+    // response (protocol::usage_filter).
+    bool filter_usage = false;
+    bool continuous_usage = false;
+};
+
+template <class Stream>
+class upstream_exchange {
+  public:
+    upstream_exchange(client_connection<Stream>& owner, upstream_pool& pool);
+    upstream_exchange(const upstream_exchange&) = delete;
+    upstream_exchange& operator=(const upstream_exchange&) = delete;
+
+    // Forwards `request` and relays its response; the owner hears back through its
+    // finish_exchange / respond_local / next_request_or_close.
+    void start(bhttp::request<bhttp::string_body> request, relay_options options);
+    // The client hung up: stop waiting for the upstream (the pending handler ends the exchange).
+    void cancel() noexcept;
+    // Closes the upstream connection, if any, without reusing it.
+    void abort() noexcept;
+    // A scratch buffer for the owner while no exchange runs (draining a closing connection).
+    [[nodiscard]] asio::mutable_buffer scratch() noexcept {
+        return asio::buffer(body_buffer_->data(), body_buffer_->size());
+    }
+
+  private:
+    void acquire(bool allow_reuse);
+    void on_upstream(error_code ec, upstream_ptr connection, bool reused);
+    void do_write_request();
+    void on_write_request(error_code ec);
+    void do_read_head();
+    void parse_head();
+    void on_head_bytes(error_code ec, std::size_t bytes);
+    void on_head(error_code ec);
+    void forward_interim();
+    void on_write_interim(error_code ec);
+    void write_client_header();
+    void on_write_client_header(error_code ec);
+    void do_read_body();
+    void on_read_body(error_code ec);
+    // Writes `bytes` (the read as it is, or what the transform let through) to the client.
+    void write_client_body(std::string_view bytes, bool last);
+    void on_write_client_body(error_code ec);
+    void write_body_end();
+    void write_last_body();
+    void on_complete();
+    // Upstream failed before any response byte reached the client: the owner answers locally.
+    void fail_before_response(error_code ec, upstream_stage stage);
+    void end_for_client_gone();
+    // Runs `next` once the observer's wait is over (now, when there is nothing to wait for).
+    template <typename Wait>
+    bool hold(const Wait& wait, void (upstream_exchange::*next)());
+    [[nodiscard]] bool client_gone() const noexcept;
+
+    client_connection<Stream>& owner_;
+    upstream_pool& pool_;
+    relay_options options_;
+    bhttp::request<bhttp::string_body> request_;
+    upstream_ptr upstream_;
+    bool reused_ = false;
+    bool retried_ = false;
+    std::optional<bhttp::response_parser<bhttp::buffer_body>> parser_;
+    std::uint64_t head_bytes_ = 0;
+    unsigned interim_responses_ = 0;
+    bhttp::response<bhttp::empty_body> interim_response_;
+    bhttp::response<bhttp::buffer_body> client_response_;
+    std::optional<bhttp::response_serializer<bhttp::buffer_body>> serializer_;
+    std::optional<protocol::usage_filter> usage_filter_;
+    std::uint64_t relayed_bytes_ = 0;
+    std::string_view pending_last_;  // the held end of the response (see write_last_body)
+
+    static constexpr unsigned max_interim_responses = 16;
+    static constexpr std::size_t head_read_size = 8 * 1024;
+    static constexpr std::size_t body_buffer_size = 16 * 1024;
+    std::unique_ptr<std::array<char, body_buffer_size>> body_buffer_;
+};
+
+}  // namespace tokenmeter::http

@@ -1,0 +1,145 @@
+// http/upstream_relay: the body relay of upstream_exchange (included by upstream_exchange.cpp,
+// which instantiates the template). Each upstream read is written to the client before the next
+// read starts, so a slow client slows the upstream (TCP back-pressure) instead of growing
+// memory; the observer sees each read after its write was started.
+#pragma once
+
+namespace tokenmeter::http {
+
+template <class Stream>
+void upstream_exchange<Stream>::do_read_body() {
+    auto& body = parser_->get().body();
+    body.data = body_buffer_->data();
+    body.size = body_buffer_->size();
+    upstream_->stream.expires_after(owner_.context_.settings.upstream_idle);
+    bhttp::async_read_some(upstream_->stream, upstream_->buffer, *parser_,
+                           owner_.guarded([this](error_code ec, std::size_t) { on_read_body(ec); }));
+}
+
+template <class Stream>
+void upstream_exchange<Stream>::on_read_body(error_code ec) {
+    auto now = owner_.context_.clock.now();
+    if (ec == bhttp::error::need_buffer) {
+        ec = {};
+    }
+    if (client_gone()) {
+        end_for_client_gone();
+        return;
+    }
+    auto& observed = *owner_.request_.observed;
+    std::size_t bytes = body_buffer_->size() - parser_->get().body().size;
+    std::string_view read(body_buffer_->data(), bytes);
+    if (ec) {
+        // The client must not mistake a cut stream for a whole one: no final chunk, just close.
+        // Bytes parsed in this same read are still shown to the observer.
+        observed.body(read, now);
+        const bool timed_out = ec == beast::error::timeout;
+        owner_.context_.observer.upstream_error(timed_out ? "idle_timeout" : "truncated");
+        spdlog::warn("upstream response cut after {} body bytes: {}", relayed_bytes_ + bytes,
+                     ec.message());
+        abort();
+        owner_.finish_exchange(timed_out ? observe::end_reason::upstream_failed
+                                         : observe::end_reason::upstream_truncated);
+        owner_.close_client();
+        return;
+    }
+    const bool last = parser_->is_done();
+    if (bytes > 0 || (usage_filter_ && last)) {
+        relayed_bytes_ += bytes;
+        std::string_view forward = usage_filter_ ? usage_filter_->feed(read, last) : read;
+        if (last && !forward.empty() && observed.holds_end()) {
+            // The last read: observe it first, put the close entry on disk, then release the
+            // end of the response. A client that saw the end therefore has a complete record;
+            // the price is that the end waits for one group commit (usage.fsync_interval).
+            // `forward` stays valid meanwhile: nothing reads into the buffer or feeds the filter.
+            observed.body(read, now);
+            auto wait = observed.seal(now);
+            pending_last_ = forward;
+            if (hold(wait, &upstream_exchange::write_last_body)) {
+                return;
+            }
+            write_last_body();
+            return;
+        }
+        if (!forward.empty()) {
+            // Write first, observe second: the write is started (and usually completed by the
+            // kernel) before the observer looks at the bytes.
+            write_client_body(forward, last);
+        }
+        // The observer sees every byte the upstream sent, the removed usage chunk included.
+        observed.body(read, now);
+        if (!forward.empty()) {
+            return;
+        }
+    }
+    if (last) {
+        write_body_end();
+        return;
+    }
+    do_read_body();
+}
+
+template <class Stream>
+void upstream_exchange<Stream>::write_client_body(std::string_view bytes, bool last) {
+    auto& out = client_response_.body();
+    // buffer_body takes a mutable pointer but only reads through it.
+    out.data = const_cast<char*>(bytes.data());  // NOLINT(cppcoreguidelines-pro-type-const-cast)
+    out.size = bytes.size();
+    // The last bytes carry the end of the message with them (for chunked framing, the final
+    // chunk goes in the same write), so a client that reads them and hangs up at once has
+    // still received a complete response.
+    out.more = !last;
+    owner_.lowest().expires_after(owner_.context_.settings.client_write);
+    bhttp::async_write(
+        owner_.client_, *serializer_,
+        owner_.guarded([this](error_code ec, std::size_t) { on_write_client_body(ec); }));
+}
+
+template <class Stream>
+void upstream_exchange<Stream>::on_write_client_body(error_code ec) {
+    if (ec == bhttp::error::need_buffer) {
+        ec = {};
+    }
+    if (!ec && serializer_->is_done()) {
+        // Every byte was handed over: the response is complete even if the client hung up
+        // right after reading it (the liveness watch may have seen that close first).
+        on_complete();
+        return;
+    }
+    if (ec || client_gone()) {
+        end_for_client_gone();
+        return;
+    }
+    if (parser_->is_done()) {
+        write_body_end();
+        return;
+    }
+    do_read_body();
+}
+
+// Tells the serializer the body is over: the final chunk for chunked framing, nothing otherwise.
+template <class Stream>
+void upstream_exchange<Stream>::write_body_end() {
+    auto& observed = *owner_.request_.observed;
+    if (observed.holds_end()) {
+        auto wait = observed.seal(owner_.context_.clock.now());
+        if (hold(wait, &upstream_exchange::write_body_end)) {
+            return;
+        }
+    }
+    auto& out = client_response_.body();
+    out.data = nullptr;
+    out.size = 0;
+    out.more = false;
+    owner_.lowest().expires_after(owner_.context_.settings.client_write);
+    bhttp::async_write(
+        owner_.client_, *serializer_,
+        owner_.guarded([this](error_code ec, std::size_t) { on_write_client_body(ec); }));
+}
+
+template <class Stream>
+void upstream_exchange<Stream>::write_last_body() {
+    write_client_body(pending_last_, true);
+}
+
+}  // namespace tokenmeter::http

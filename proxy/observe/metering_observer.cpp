@@ -1,0 +1,285 @@
+#include "observe/metering_observer.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "metrics/billing.hpp"
+#include "metrics/registry.hpp"
+#include "tokenizer/catalog.hpp"
+#include "usage/record.hpp"
+#include "usage/spool.hpp"
+#include "usage/tenant.hpp"
+#include "usage/throughput.hpp"
+
+namespace tokenmeter::observe {
+namespace {
+
+// The client's own request id, kept only when it is short plain text.
+std::string client_request_id(std::string_view value) {
+    if (value.empty() || value.size() > 128) {
+        return {};
+    }
+    for (char c : value) {
+        auto u = static_cast<unsigned char>(c);
+        if (u < 0x21 || u > 0x7e || c == '"' || c == '\\') {
+            return {};
+        }
+    }
+    return std::string(value);
+}
+
+// Everything one request's metering holds, in one place.
+struct request_state {
+    protocol::api_kind api = protocol::api_kind::none;
+    core::time_point received{};
+    std::string tenant;      // "" when the request is not metered per tenant
+    usage::open_info open;   // id "" when no record is being written (or it was closed)
+    std::uint64_t open_seq = 0;
+    std::uint64_t close_seq = 0;
+    std::int64_t wall_start_ms = 0;
+    core::time_point last_checkpoint{};
+    std::optional<meter::request_summary> sealed;  // finished before its last bytes were sent
+    bool stream_counted = false;
+    admission admit;
+};
+
+class metering_exchange final : public exchange_observer {
+  public:
+    metering_exchange(const metering_parts& parts, const metering_options& options,
+                      request_facts& facts)
+        : parts_(parts),
+          options_(options),
+          exchange_(facts.api, facts.info, facts.received,
+                    &parts.registry->inter_token_latency_bounds(), options.exchange_limits) {
+        state_.api = facts.api;
+        state_.received = facts.received;
+        open_record(facts);
+        if (parts_.tokenizers != nullptr && facts.api != protocol::api_kind::none) {
+            const tokenizer::selection chosen = parts_.tokenizers->for_model(facts.info.model);
+            exchange_.use_encoders({chosen.native, chosen.reference}, options_.input_counting,
+                                   std::move(facts.info.prompt_text));
+        }
+        admit_tenant();
+    }
+
+    [[nodiscard]] const admission& admitted() const noexcept override { return state_.admit; }
+
+    durable_wait response_head(int status, std::string_view content_type, bool has_body,
+                               core::time_point at) override {
+        exchange_.on_response_head(status, content_type, at);
+        if (has_body && !state_.stream_counted) {
+            state_.stream_counted = true;
+            parts_.registry->stream_opened();
+        }
+        return hold(state_.open_seq);
+    }
+
+    void body(std::string_view bytes, core::time_point at) override {
+        if (state_.api == protocol::api_kind::none || bytes.empty()) {
+            return;
+        }
+        exchange_.on_body(bytes, at);
+        maybe_checkpoint(at);
+    }
+
+    [[nodiscard]] bool holds_end() const noexcept override {
+        return holding() && !state_.sealed && !state_.open.id.empty();
+    }
+
+    durable_wait seal(core::time_point at) override {
+        if (state_.sealed) {
+            return {};
+        }
+        state_.sealed = exchange_.finish(meter::end_reason::upstream_complete, at);
+        write_close(*state_.sealed);
+        return hold(state_.close_seq);
+    }
+
+    void end(end_reason reason, core::time_point at) override {
+        const bool was_sealed = state_.sealed.has_value();
+        auto summary = was_sealed ? std::move(*state_.sealed) : exchange_.finish(reason, at);
+        state_.sealed.reset();
+        if (!was_sealed) {
+            write_close(summary);
+        }
+        if (state_.stream_counted) {
+            state_.stream_counted = false;
+            parts_.registry->stream_closed();
+        }
+        if (summary.parse_errors > 0) {
+            spdlog::debug("{} parse errors in response for model {}", summary.parse_errors,
+                          summary.model);
+        }
+        parts_.registry->record(summary);
+        record_tenant(summary);
+        if (options_.access_log) {
+            spdlog::info(
+                "access api={} model={} status={} outcome={} ttft={} output_tokens={} "
+                "duration={:.6f}",
+                protocol::to_string(summary.api), summary.model, summary.status,
+                meter::to_string(summary.result),
+                summary.time_to_first_token ? std::to_string(*summary.time_to_first_token)
+                                            : std::string("-"),
+                summary.output_tokens, summary.duration_seconds);
+        }
+    }
+
+  private:
+    [[nodiscard]] bool holding() const noexcept {
+        return parts_.records != nullptr && options_.hold_until_durable;
+    }
+    [[nodiscard]] durable_wait hold(std::uint64_t seq) const noexcept {
+        if (!holding() || seq == 0) {
+            return {};
+        }
+        return {parts_.records, seq};
+    }
+    [[nodiscard]] std::int64_t wall_ms(core::time_point t) const noexcept {
+        return state_.wall_start_ms +
+               std::chrono::duration_cast<std::chrono::milliseconds>(t - state_.received).count();
+    }
+
+    void open_record(const request_facts& facts) {
+        if (facts.api == protocol::api_kind::none || parts_.tenants == nullptr) {
+            return;
+        }
+        usage::tenant_headers headers;
+        if (parts_.tenants->source() == usage::tenant_source::header) {
+            headers.tenant = facts.header(parts_.tenants->header_name());
+        }
+        headers.authorization = facts.header("authorization");
+        headers.x_api_key = facts.header("x-api-key");
+        state_.tenant = parts_.tenants->resolve(headers);
+        if (parts_.records == nullptr || parts_.ids == nullptr) {
+            return;
+        }
+        // The one wall-clock reading per request; every later time is this plus steady time.
+        state_.wall_start_ms = parts_.wall_clock_ms();
+        auto& open = state_.open;
+        open.id = parts_.ids->next();
+        open.tenant = state_.tenant;
+        open.model = facts.info.model;
+        open.api = std::string(protocol::to_string(facts.api));
+        open.route = std::string(facts.target.substr(0, facts.target.find('?')));
+        open.request_id = client_request_id(facts.header("x-request-id"));
+        open.start_unix_ms = state_.wall_start_ms;
+        open.streamed = facts.info.stream;
+        state_.open_seq = parts_.records->append(usage::encode_open(open), false);
+        state_.last_checkpoint = facts.received;
+    }
+
+    void admit_tenant() {
+        if (parts_.throughput == nullptr || state_.tenant.empty()) {
+            return;
+        }
+        auto decision = parts_.throughput->admit(state_.tenant, state_.received);
+        if (decision.admitted) {
+            return;
+        }
+        auto seconds = std::max(1LL, static_cast<long long>(std::ceil(decision.retry_after_seconds)));
+        state_.admit.admitted = false;
+        state_.admit.retry_after = std::to_string(seconds);
+        state_.admit.message = "tenant " + state_.tenant +
+                               " is over its provisioned tokens per second; retry after " +
+                               state_.admit.retry_after + " s";
+        if (parts_.billing != nullptr) {
+            parts_.billing->rate_limited(state_.tenant);
+        }
+    }
+
+    void maybe_checkpoint(core::time_point now) {
+        if (parts_.records == nullptr || state_.open.id.empty() ||
+            now - state_.last_checkpoint < options_.checkpoint_interval) {
+            return;
+        }
+        state_.last_checkpoint = now;
+        parts_.records->append(usage::encode_checkpoint(usage::make_checkpoint(
+                                   state_.open.id, exchange_.current(), wall_ms(now))),
+                               false);
+    }
+
+    void write_close(const meter::request_summary& summary) {
+        if (parts_.records == nullptr || state_.open.id.empty()) {
+            return;
+        }
+        state_.close_seq = parts_.records->append(
+            usage::encode_close(usage::make_record(state_.open, summary, wall_ms(summary.end))),
+            true);
+        state_.open.id.clear();
+    }
+
+    void record_tenant(const meter::request_summary& summary) {
+        if (state_.tenant.empty() || summary.api == protocol::api_kind::none) {
+            return;
+        }
+        // A rejected request was never forwarded: whatever its prompt counts, it used no tokens.
+        const bool used = summary.result != meter::outcome::rejected;
+        auto input = used ? usage::best_input(summary).value.value_or(0) : 0;
+        auto output = used ? usage::best_output(summary).value.value_or(0) : 0;
+        if (parts_.billing != nullptr) {
+            metrics::tenant_usage u;
+            u.tenant = state_.tenant;
+            u.model_label = parts_.registry->model_label(summary.model);
+            u.outcome = meter::to_string(summary.result);
+            u.input_tokens = input;
+            u.output_tokens = output;
+            u.reasoning_tokens = summary.reported.reasoning_tokens.value_or(0);
+            u.cached_input_tokens = summary.reported.cached_input_tokens.value_or(0);
+            parts_.billing->record(u);
+        }
+        if (parts_.throughput != nullptr) {
+            parts_.throughput->charge(state_.tenant, input + output, summary.end);
+        }
+    }
+
+    const metering_parts& parts_;
+    const metering_options& options_;
+    meter::exchange exchange_;
+    request_state state_;
+};
+
+}  // namespace
+
+metering_observer::metering_observer(metering_parts parts, metering_options options)
+    : parts_(std::move(parts)), options_(options) {
+    if (!parts_.wall_clock_ms) {
+        parts_.wall_clock_ms = [] {
+            return std::chrono::duration_cast<std::chrono::milliseconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                .count();
+        };
+    }
+}
+
+std::unique_ptr<exchange_observer> metering_observer::begin(request_facts facts) {
+    return std::make_unique<metering_exchange>(parts_, options_, facts);
+}
+
+void metering_observer::unforwarded(protocol::api_kind api, std::string_view model,
+                                    outcome result, int status, double seconds) {
+    parts_.registry->record_unforwarded(api, model, result, status, seconds);
+}
+
+void metering_observer::upstream_error(std::string_view reason) {
+    parts_.registry->upstream_error(reason);
+}
+
+std::uint64_t spool_sink::append(std::string line, bool is_close) {
+    return spool_.append(std::move(line), is_close);
+}
+
+bool spool_sink::is_durable(std::uint64_t seq) const {
+    return spool_.is_durable(seq);
+}
+
+void spool_sink::when_durable(std::uint64_t seq, std::function<void()> done) {
+    spool_.when_durable(seq, [done = std::move(done)](bool /*ok*/) { done(); });
+}
+
+}  // namespace tokenmeter::observe

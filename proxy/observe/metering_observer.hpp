@@ -1,0 +1,81 @@
+// observe/metering_observer: the observer the proxy runs. Per request it drives the meter
+// (meter::exchange with the model's tokenizers), writes the usage record's open, checkpoint and
+// close entries, admits and charges the tenant, and at the end records the summary in the
+// metrics and the access log. Asio-free; the per-request state is one struct.
+#pragma once
+
+#include <functional>
+#include <memory>
+
+#include "core/time.hpp"
+#include "meter/exchange.hpp"
+#include "observe/observer.hpp"
+
+namespace tokenmeter::metrics {
+class registry;
+class billing_metrics;
+}  // namespace tokenmeter::metrics
+namespace tokenmeter::tokenizer {
+class catalog;
+}  // namespace tokenmeter::tokenizer
+namespace tokenmeter::usage {
+class tenant_resolver;
+class provisioned_throughput;
+class id_generator;
+class spool_writer;
+}  // namespace tokenmeter::usage
+
+namespace tokenmeter::observe {
+
+struct metering_options {
+    meter::exchange_limits exchange_limits{};
+    meter::input_counting input_counting = meter::input_counting::when_unreported;
+    bool access_log = false;
+    // Release the response head and its end only once the open and close entries are on disk.
+    bool hold_until_durable = true;
+    core::duration checkpoint_interval = std::chrono::seconds(1);
+};
+
+// The parts the observer uses. Null members: that part is off.
+struct metering_parts {
+    metrics::registry* registry = nullptr;  // required
+    const tokenizer::catalog* tokenizers = nullptr;
+    usage::tenant_resolver* tenants = nullptr;
+    usage::provisioned_throughput* throughput = nullptr;
+    usage::id_generator* ids = nullptr;
+    metrics::billing_metrics* billing = nullptr;
+    record_sink* records = nullptr;  // usage records on; needs ids and tenants
+    // Unix time in milliseconds, read once per metered request (the record's start).
+    std::function<std::int64_t()> wall_clock_ms;
+};
+
+class metering_observer final : public observer {
+  public:
+    metering_observer(metering_parts parts, metering_options options);
+
+    std::unique_ptr<exchange_observer> begin(request_facts facts) override;
+    void unforwarded(protocol::api_kind api, std::string_view model, outcome result, int status,
+                     double seconds) override;
+    void upstream_error(std::string_view reason) override;
+
+    [[nodiscard]] const metering_parts& parts() const noexcept { return parts_; }
+    [[nodiscard]] const metering_options& options() const noexcept { return options_; }
+
+  private:
+    metering_parts parts_;
+    metering_options options_;
+};
+
+// usage::spool_writer as a record_sink.
+class spool_sink final : public record_sink {
+  public:
+    explicit spool_sink(usage::spool_writer& spool) noexcept : spool_(spool) {}
+    std::uint64_t append(std::string line, bool is_close) override;
+    [[nodiscard]] bool is_durable(std::uint64_t seq) const override;
+    void when_durable(std::uint64_t seq, std::function<void()> done) override;
+
+  private:
+    usage::spool_writer& spool_;
+};
+
+}  // namespace tokenmeter::observe

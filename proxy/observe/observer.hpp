@@ -1,0 +1,106 @@
+// observe/observer: what a session tells the metering side about each request, and the one thing
+// it may be asked to wait for. No Asio here: the relay passes spans of bytes and time points, so
+// the implementation (observe/metering_observer) is unit-tested with a manual clock. A session
+// moves bytes; every metering and billing decision is made behind this interface.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "core/time.hpp"
+#include "meter/stream_meter.hpp"
+#include "protocol/types.hpp"
+
+namespace tokenmeter::observe {
+
+using meter::end_reason;
+using meter::outcome;
+
+// Where a request's billing entries go and when they are on disk (usage::spool_writer in the
+// proxy, a fake in tests). Thread-safe.
+class record_sink {
+  public:
+    virtual ~record_sink() = default;
+    // Queues one line; returns its sequence number (never 0).
+    virtual std::uint64_t append(std::string line, bool is_close) = 0;
+    [[nodiscard]] virtual bool is_durable(std::uint64_t seq) const = 0;
+    // Runs `done` once `seq` is on disk (or the writer gave up), on the writer's thread.
+    virtual void when_durable(std::uint64_t seq, std::function<void()> done) = 0;
+};
+
+// A billing entry the response must wait for before it goes on (usage.hold_until_durable).
+// Default-constructed: nothing to wait for.
+class durable_wait {
+  public:
+    durable_wait() = default;
+    durable_wait(record_sink* sink, std::uint64_t seq) noexcept : sink_(sink), seq_(seq) {}
+
+    [[nodiscard]] bool pending() const { return sink_ != nullptr && !sink_->is_durable(seq_); }
+    // Runs `done` on the writer's thread once durable; the caller hops back to its own thread.
+    void then(std::function<void()> done) const { sink_->when_durable(seq_, std::move(done)); }
+
+  private:
+    record_sink* sink_ = nullptr;
+    std::uint64_t seq_ = 0;
+};
+
+// A request header by (lower-case) name; "" when absent.
+using header_lookup = std::function<std::string_view(std::string_view name)>;
+
+// What the session knows of a request when it is about to forward it.
+struct request_facts {
+    protocol::api_kind api = protocol::api_kind::none;
+    protocol::request_info info;  // prompt_text is moved from
+    std::string_view target;      // normalized origin-form target
+    core::time_point received{};
+    header_lookup header;
+};
+
+// Whether a request may be forwarded; when not, the local answer to give (429).
+struct admission {
+    bool admitted = true;
+    std::string retry_after;  // seconds, for Retry-After
+    std::string message;
+};
+
+// One forwarded request, from admission to its end. Calls come from one thread, in order:
+// response_head once (or never, when answered locally), body any number of times, seal at most
+// once, end exactly once.
+class exchange_observer {
+  public:
+    virtual ~exchange_observer() = default;
+
+    [[nodiscard]] virtual const admission& admitted() const noexcept = 0;
+    // The response head as the client will get it; has_body: a body follows. The returned wait
+    // is the request's open entry: no byte may reach the client before it is durable.
+    virtual durable_wait response_head(int status, std::string_view content_type, bool has_body,
+                                       core::time_point at) = 0;
+    // A span of response bytes as read from the upstream, after it was handed to the client.
+    virtual void body(std::string_view bytes, core::time_point at) = 0;
+    // Whether the end of the response waits for the close entry (call seal before the last
+    // bytes are written).
+    [[nodiscard]] virtual bool holds_end() const noexcept = 0;
+    // The response is complete from the upstream: the record is closed now, before the last
+    // bytes go out; the returned wait is its close entry.
+    virtual durable_wait seal(core::time_point at) = 0;
+    // The request is over, for `reason`. After seal, the sealed record stands.
+    virtual void end(end_reason reason, core::time_point at) = 0;
+};
+
+// The process-wide side: one per proxy, shared by every worker thread.
+class observer {
+  public:
+    virtual ~observer() = default;
+    // A request the session is about to forward (admitted() says whether it may).
+    virtual std::unique_ptr<exchange_observer> begin(request_facts facts) = 0;
+    // A request answered locally before it was forwarded (malformed, too large ...).
+    virtual void unforwarded(protocol::api_kind api, std::string_view model, outcome result,
+                             int status, double seconds) = 0;
+    // An upstream failure, by its metric label (http/local_failure).
+    virtual void upstream_error(std::string_view reason) = 0;
+};
+
+}  // namespace tokenmeter::observe
