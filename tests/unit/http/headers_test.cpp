@@ -120,7 +120,7 @@ TEST(Trailers, FieldsAfterTheHeadAreDropped) {
 }
 
 TEST(HostHeader, OmitsPort80AndBracketsIpv6) {
-    config::upstream_target target;
+    upstream_address target;
     target.host = "model";
     target.port = 80;
     EXPECT_EQ(upstream_host_header(target), "model");

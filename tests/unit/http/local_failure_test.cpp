@@ -1,0 +1,65 @@
+// Local answers: one table from failure to status, code and closing; upstream errors classified.
+#include "http/local_failure.hpp"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "http/upstream_pool.hpp"
+
+namespace tokenmeter::http {
+namespace {
+
+TEST(LocalFailure, EachFailureHasItsAnswer) {
+    EXPECT_EQ(answer_for(local_failure::header_too_large).status,
+              bhttp::status::request_header_fields_too_large);
+    EXPECT_EQ(answer_for(local_failure::rate_limited).status, bhttp::status::too_many_requests);
+    EXPECT_FALSE(answer_for(local_failure::rate_limited).close);
+    EXPECT_EQ(answer_for(local_failure::rate_limited).result, meter::outcome::rejected);
+    EXPECT_EQ(answer_for(local_failure::upstream_timeout).status, bhttp::status::gateway_timeout);
+    EXPECT_TRUE(answer_for(local_failure::upstream_timeout).close);
+    EXPECT_EQ(answer_for(local_failure::pool_exhausted).code, "upstream_pool_exhausted");
+    EXPECT_EQ(answer_for(local_failure::internal_error).status,
+              bhttp::status::internal_server_error);
+}
+
+TEST(LocalFailure, UpstreamErrorsGetTheirMetricLabelAndAnswer) {
+    auto refused = classify_upstream_error(asio::error::connection_refused, upstream_stage::connect);
+    EXPECT_EQ(refused.reason, "connect_refused");
+    EXPECT_EQ(refused.failure, local_failure::upstream_unreachable);
+
+    auto connect_timeout = classify_upstream_error(beast::error::timeout, upstream_stage::connect);
+    EXPECT_EQ(connect_timeout.reason, "connect_timeout");
+    EXPECT_EQ(connect_timeout.failure, local_failure::upstream_unreachable);
+
+    auto head_timeout =
+        classify_upstream_error(beast::error::timeout, upstream_stage::response_header);
+    EXPECT_EQ(head_timeout.reason, "timeout");
+    EXPECT_EQ(head_timeout.failure, local_failure::upstream_timeout);
+
+    auto exhausted =
+        classify_upstream_error(make_error_code(pool_errc::exhausted), upstream_stage::connect);
+    EXPECT_EQ(exhausted.reason, "pool_exhausted");
+    EXPECT_EQ(exhausted.failure, local_failure::pool_exhausted);
+
+    auto closed = classify_upstream_error(bhttp::error::end_of_stream,
+                                          upstream_stage::response_header);
+    EXPECT_EQ(closed.reason, "connection_closed");
+    EXPECT_EQ(closed.failure, local_failure::upstream_closed);
+
+    auto garbage = classify_upstream_error(bhttp::error::bad_version,
+                                           upstream_stage::response_header);
+    EXPECT_EQ(garbage.reason, "bad_response");
+    EXPECT_EQ(garbage.failure, local_failure::upstream_bad_response);
+    EXPECT_NE(garbage.message.find("not valid HTTP/1.1"), std::string::npos);
+}
+
+TEST(LocalFailure, ErrorBodyIsJson) {
+    auto body = nlohmann::json::parse(error_body("bad_request", "quote \" and\nnewline"));
+    EXPECT_EQ(body["error"]["type"], "tokenmeter_error");
+    EXPECT_EQ(body["error"]["code"], "bad_request");
+    EXPECT_EQ(body["error"]["message"], "quote \" and\nnewline");
+}
+
+}  // namespace
+}  // namespace tokenmeter::http
