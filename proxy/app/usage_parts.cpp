@@ -54,7 +54,16 @@ usage_parts open_usage(const config::usage& settings) {
         report.partial_tail);
     parts.sink = std::make_unique<observe::spool_sink>(*parts.spool);
     if (!settings.sink.url.empty()) {
-        parts.shipper = std::make_unique<http::usage_shipper>(dir, settings.sink);
+        const auto& sink = settings.sink;
+        const auto target = config::parse_upstream(sink.url).value_or(config::upstream_target{});
+        parts.shipper = std::make_unique<http::usage_shipper>(
+            dir, http::shipper_options{sink.url,
+                                       {target.scheme, target.host, target.port, target.base_path},
+                                       sink.batch_size,
+                                       sink.backoff_initial,
+                                       sink.backoff_max,
+                                       sink.request_timeout,
+                                       sink.source});
         parts.spool->set_on_commit([s = parts.shipper.get()] { s->wake(); });
         parts.shipper->start();
     }

@@ -91,7 +91,7 @@ void client_connection<Stream>::on_read_header(error_code ec) {
     // must not be taken for the next request.
     for (auto problem : {host_or_version_problem(head), framing_problem(head)}) {
         if (problem) {
-            respond_local({problem->status, problem->code, true, meter::outcome::rejected},
+            respond_local({problem->status, problem->code, true, observe::outcome::rejected},
                           problem->message);
             return;
         }
@@ -106,7 +106,7 @@ void client_connection<Stream>::on_read_header(error_code ec) {
     request_.header_fields = static_cast<std::size_t>(std::distance(head.begin(), head.end()));
     auto target = normalize_target(head.target());
     if (auto* refusal = std::get_if<target_refusal>(&target)) {
-        respond_local({bhttp::status::bad_request, refusal->code, true, meter::outcome::rejected},
+        respond_local({bhttp::status::bad_request, refusal->code, true, observe::outcome::rejected},
                       refusal->message);
         return;
     }
@@ -229,7 +229,7 @@ void client_connection<Stream>::respond_local(const failure_answer& answer,
     const int status = static_cast<int>(answer.status);
     if (request_.observed) {
         (void)request_.observed->response_head(status, "application/json", false, now);
-        finish_exchange(answer.result == meter::outcome::rejected
+        finish_exchange(answer.result == observe::outcome::rejected
                             ? observe::end_reason::rejected
                             : observe::end_reason::upstream_failed);
     } else {

@@ -8,7 +8,7 @@ namespace tokenmeter::http {
 
 failure_answer answer_for(local_failure failure) noexcept {
     using s = bhttp::status;
-    using o = meter::outcome;
+    using o = observe::outcome;
     switch (failure) {
         case local_failure::header_too_large:
             return {s::request_header_fields_too_large, "header_too_large", true, o::rejected};

@@ -9,7 +9,7 @@
 #include <string_view>
 
 #include "http/beast.hpp"
-#include "meter/stream_meter.hpp"
+#include "observe/observer.hpp"
 
 namespace tokenmeter::http {
 
@@ -35,7 +35,7 @@ struct failure_answer {
     bhttp::status status;
     std::string_view code;  // the "code" of the JSON error body
     bool close;             // the connection closes after the answer
-    meter::outcome result;
+    observe::outcome result;
 };
 
 [[nodiscard]] failure_answer answer_for(local_failure failure) noexcept;

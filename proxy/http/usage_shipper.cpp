@@ -11,10 +11,9 @@
 
 namespace tokenmeter::http {
 
-usage_shipper::usage_shipper(std::filesystem::path dir, config::usage_sink sink)
+usage_shipper::usage_shipper(std::filesystem::path dir, shipper_options sink)
     : dir_(std::move(dir)),
-      sink_(std::move(sink)),
-      target_(config::parse_upstream(sink_.url).value_or(config::upstream_target{})) {}
+      sink_(std::move(sink)) {}
 
 usage_shipper::~usage_shipper() {
     stop();

@@ -12,13 +12,24 @@
 #include <string>
 #include <thread>
 
-#include "config/config.hpp"
+#include "http/session_settings.hpp"
 
 namespace tokenmeter::http {
 
+// Where and how usage records are posted (usage.sink in the config).
+struct shipper_options {
+    std::string url;        // as configured, for log lines
+    upstream_address target;  // parsed from url
+    std::uint32_t batch_size = 100;
+    std::chrono::milliseconds backoff_initial{200};
+    std::chrono::milliseconds backoff_max{30'000};
+    std::chrono::milliseconds request_timeout{10'000};
+    std::string source = "tokenmeter";  // CloudEvents "source"
+};
+
 class usage_shipper {
   public:
-    usage_shipper(std::filesystem::path dir, config::usage_sink sink);
+    usage_shipper(std::filesystem::path dir, shipper_options sink);
     ~usage_shipper();
     usage_shipper(const usage_shipper&) = delete;
     usage_shipper& operator=(const usage_shipper&) = delete;
@@ -40,8 +51,8 @@ class usage_shipper {
     void sleep_for(std::chrono::milliseconds d);
 
     std::filesystem::path dir_;
-    config::usage_sink sink_;
-    config::upstream_target target_;
+    shipper_options sink_;
+    const upstream_address& target_ = sink_.target;
     std::mutex mutex_;
     std::condition_variable wake_;
     bool woken_ = false;

@@ -15,7 +15,7 @@ TEST(LocalFailure, EachFailureHasItsAnswer) {
               bhttp::status::request_header_fields_too_large);
     EXPECT_EQ(answer_for(local_failure::rate_limited).status, bhttp::status::too_many_requests);
     EXPECT_FALSE(answer_for(local_failure::rate_limited).close);
-    EXPECT_EQ(answer_for(local_failure::rate_limited).result, meter::outcome::rejected);
+    EXPECT_EQ(answer_for(local_failure::rate_limited).result, observe::outcome::rejected);
     EXPECT_EQ(answer_for(local_failure::upstream_timeout).status, bhttp::status::gateway_timeout);
     EXPECT_TRUE(answer_for(local_failure::upstream_timeout).close);
     EXPECT_EQ(answer_for(local_failure::pool_exhausted).code, "upstream_pool_exhausted");
