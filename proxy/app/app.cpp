@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "app/config_checks.hpp"
 #include "app/reload_signal.hpp"
 #include "app/tokenizers.hpp"
 #include "config/reload.hpp"
@@ -152,7 +153,8 @@ int run(const config::settings& settings, const reloader& reload) {
     metrics::registry registry(settings.metric, settings.slo);
     metrics::register_tokenizer_info(*registry.prometheus_registry(),
                                      tokenizers.value->entries());
-    proxy_context context{settings, registry, clock};
+    const protocol::route_table routes = make_route_table(settings);
+    proxy_context context{settings, registry, clock, routes};
     metrics::process_metrics process_metrics(*registry.prometheus_registry());
     metrics::edge_metrics edge_metrics(*registry.prometheus_registry());
     context.edge.attach(&edge_metrics);

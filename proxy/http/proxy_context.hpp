@@ -13,6 +13,7 @@
 #include "http/edge.hpp"
 #include "meter/exchange.hpp"
 #include "metrics/registry.hpp"
+#include "protocol/routes.hpp"
 #include "tokenizer/catalog.hpp"
 
 namespace tokenmeter::usage {
@@ -44,6 +45,7 @@ struct proxy_context {
     const config::settings& settings;
     metrics::registry& metrics;
     const core::clock& clock;
+    const protocol::route_table& routes;  // built once from settings.routes by app/
     std::atomic<bool> draining{false};
     std::atomic<std::int64_t> requests_in_flight{0};
     std::atomic<std::int64_t> client_connections{0};

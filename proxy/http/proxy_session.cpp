@@ -269,8 +269,7 @@ void proxy_session::handle_request() {
     head_request_ = request.method() == bhttp::verb::head;
     protocol::route_choice route;
     if (request.method() == bhttp::verb::post) {
-        route = protocol::choose_route(request.target(), context_.settings.routes,
-                                       context_.settings.usage_injection);
+        route = context_.routes.choose(request.target());
     }
     api_ = route.api;
     request_info_ = {};
