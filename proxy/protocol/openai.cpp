@@ -158,20 +158,18 @@ class openai_adapter final : public json_document_adapter, private json_visitor 
                 chunk_sink& sink) override {
         out_.reset();
         stack_.clear();
+        seen_ = {};
         streamed_ = streamed;
-        root_object_ = false;
-        has_choices_ = false;
-        saw_role_ = false;
-        if (walk_json(text, *this, path_) != walk_result::ok || !root_object_) {
+        if (walk_json(text, *this, path_) != walk_result::ok || !seen_.root_object) {
             sink.on_parse_error(parse_error::invalid_json);
             return;
         }
-        if (!has_choices_ && !out_.error && !out_.usage) {
+        if (!seen_.choices && !out_.error && !out_.usage) {
             sink.on_parse_error(parse_error::unexpected_shape);
             return;
         }
         response_chunk chunk = out_.chunk();
-        chunk.role_only = saw_role_ && !chunk.carries_text();
+        chunk.role_only = seen_.role && !chunk.carries_text();
         sink.on_chunk(chunk, at);
     }
 
@@ -183,7 +181,7 @@ class openai_adapter final : public json_document_adapter, private json_visitor 
     // The frame a new object (or array) opens, from where it sits.
     frame child_frame(const json_path& path, bool object) {
         if (stack_.empty()) {
-            root_object_ = object;
+            seen_.root_object = object;
             return object ? frame::root : frame::ignored;
         }
         // The key it sits under; an element's "[]" only where the parent is an array, and no
@@ -193,7 +191,7 @@ class openai_adapter final : public json_document_adapter, private json_visitor 
             case frame::root:
                 value_seen(path, true);
                 if (key == "choices" && !object) {
-                    has_choices_ = true;
+                    seen_.choices = true;
                     return frame::choices;
                 }
                 if (key == "usage" && object) {
@@ -271,7 +269,7 @@ class openai_adapter final : public json_document_adapter, private json_visitor 
                     // vLLM and SGLang use reasoning_content; newer vLLM and OpenRouter reasoning.
                     out_.reasoning.append(value);
                 } else if (key == "role") {
-                    saw_role_ = true;
+                    seen_.role = true;
                 }
                 break;
             case frame::function:
@@ -319,9 +317,12 @@ class openai_adapter final : public json_document_adapter, private json_visitor 
     json_path path_;
     chunk_builder out_;  // buffers reused from chunk to chunk
     std::vector<frame> stack_;
-    bool root_object_ = false;
-    bool has_choices_ = false;
-    bool saw_role_ = false;
+    // What the walk of one chunk found besides text and usage; reset by assignment.
+    struct {
+        bool root_object = false;
+        bool choices = false;  // a "choices" array at the root
+        bool role = false;     // a delta's "role"
+    } seen_;
 };
 
 // OpenAI's paths, also served by vLLM, SGLang, TGI, llama.cpp and Ollama; llama.cpp also serves

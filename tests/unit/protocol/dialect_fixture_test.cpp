@@ -6,18 +6,16 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <array>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "meter/exchange.hpp"
 #include "ndjson/parser.hpp"
 #include "protocol/dialects.hpp"
+#include "recording_sink.hpp"
 #include "sse/parser.hpp"
 
 namespace tokenmeter::protocol {
@@ -25,36 +23,9 @@ namespace {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
-
-std::string read_file(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    EXPECT_TRUE(in.good()) << path;
-    std::stringstream buffer;
-    buffer << in.rdbuf();
-    return buffer.str();
-}
-
-struct recorded_chunk {
-    std::string content, reasoning, tool, finish;
-    bool role_only = false;
-    bool error = false;
-    std::optional<token_usage> usage;
-};
-
-class recording_sink final : public chunk_sink {
-  public:
-    void on_chunk(const response_chunk& chunk, core::time_point) override {
-        chunks.push_back({std::string(chunk.content), std::string(chunk.reasoning),
-                          std::string(chunk.tool_arguments), std::string(chunk.finish_reason),
-                          chunk.role_only, chunk.error, chunk.usage});
-    }
-    void on_done_marker(core::time_point) override { ++done_markers; }
-    void on_parse_error(parse_error reason) override { ++errors[static_cast<std::size_t>(reason)]; }
-
-    std::vector<recorded_chunk> chunks;
-    int done_markers = 0;
-    std::array<int, parse_error_count> errors{};
-};
+using test_support::read_file;
+using test_support::recorded_chunk;
+using test_support::recording_sink;
 
 enum class framing { sse, ndjson, body };
 
@@ -112,11 +83,7 @@ void check_chunks(const json& expected, const recording_sink& sink, const std::s
     const json& errors = expected["parse_errors"];
     if (errors.is_number()) {
         // The OpenAI fixtures give the total only.
-        int total = 0;
-        for (int n : sink.errors) {
-            total += n;
-        }
-        EXPECT_EQ(total, errors.get<int>()) << where << " parse errors";
+        EXPECT_EQ(sink.parse_errors(), errors.get<int>()) << where << " parse errors";
     } else {
         for (std::size_t r = 0; r < parse_error_count; ++r) {
             std::string reason(to_string(static_cast<parse_error>(r)));

@@ -3,46 +3,18 @@
 // harness (dialect_fixture_test.cpp).
 #include <gtest/gtest.h>
 
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "protocol/dialects.hpp"
 #include "protocol/openai.hpp"
+#include "recording_sink.hpp"
 
 namespace tokenmeter::protocol {
 namespace {
 
-std::string read_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    EXPECT_TRUE(in.good()) << path;
-    std::stringstream buffer;
-    buffer << in.rdbuf();
-    return buffer.str();
-}
-
-struct recorded_chunk {
-    std::string content, reasoning, tool, finish;
-    bool role_only = false;
-    bool error = false;
-    std::optional<token_usage> usage;
-};
-
-class recording_sink final : public chunk_sink {
-  public:
-    void on_chunk(const response_chunk& chunk, core::time_point) override {
-        chunks.push_back({std::string(chunk.content), std::string(chunk.reasoning),
-                          std::string(chunk.tool_arguments), std::string(chunk.finish_reason),
-                          chunk.role_only, chunk.error, chunk.usage});
-    }
-    void on_done_marker(core::time_point) override { ++done_markers; }
-    void on_parse_error(parse_error) override { ++parse_errors; }
-
-    std::vector<recorded_chunk> chunks;
-    int done_markers = 0;
-    int parse_errors = 0;
-};
+using test_support::read_file;
+using test_support::recording_sink;
 
 // Feeds SSE data events (type "message" unless given) to a fresh chat adapter.
 class openai_events {
@@ -72,7 +44,7 @@ TEST(OpenAiAdapter, NonStreamedBody) {
     EXPECT_EQ(sink.chunks[0].usage->output_tokens, 7u);
     EXPECT_EQ(sink.chunks[0].usage->reasoning_tokens, 2u);
     EXPECT_EQ(sink.chunks[0].usage->cached_input_tokens, 16u);
-    EXPECT_EQ(sink.parse_errors, 0);
+    EXPECT_EQ(sink.parse_errors(), 0);
 }
 
 TEST(OpenAiAdapter, ExplicitZeroUsageIsKeptAndNullUsageIsAbsent) {
@@ -90,7 +62,7 @@ TEST(OpenAiAdapter, ExplicitZeroUsageIsKeptAndNullUsageIsAbsent) {
 TEST(OpenAiAdapter, MalformedAndForeignJsonAreParseErrors) {
     openai_events feed;
     feed("{\"choices\": [")("[1,2,3]")(R"({"object":"something.else"})")("{}", "ping");
-    EXPECT_EQ(feed.sink.parse_errors, 4);
+    EXPECT_EQ(feed.sink.parse_errors(), 4);
     EXPECT_TRUE(feed.sink.chunks.empty());
 }
 
@@ -106,7 +78,7 @@ TEST(OpenAiAdapter, LookalikeFieldsElsewhereAreIgnored) {
     EXPECT_EQ(sink.chunks[0].content, "ok");
     EXPECT_FALSE(sink.chunks[0].usage);
     EXPECT_FALSE(sink.chunks[0].error);
-    EXPECT_EQ(sink.parse_errors, 0);
+    EXPECT_EQ(sink.parse_errors(), 0);
 }
 
 TEST(OpenAiAdapter, TopLevelErrorStringOrObjectIsAnError) {
@@ -124,7 +96,7 @@ TEST(OpenAiAdapter, ErrorNeedsANonNullValueAtTheRoot) {
     for (const auto& chunk : feed.sink.chunks) {
         EXPECT_TRUE(chunk.error);
     }
-    EXPECT_EQ(feed.sink.parse_errors, 1);  // null: neither choices, error nor usage
+    EXPECT_EQ(feed.sink.parse_errors(), 1);  // null: neither choices, error nor usage
 }
 
 TEST(OpenAiAdapter, FractionalCountsAreTruncated) {
