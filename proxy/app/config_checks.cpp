@@ -20,18 +20,13 @@ route_rules build_route_rules(const std::vector<config::route>& routes) {
     out.rules.reserve(routes.size());
     for (std::size_t i = 0; i < routes.size(); ++i) {
         const config::route& r = routes[i];
-        const std::string key = "routes[" + std::to_string(i) + "]";
-        const std::size_t star = r.path.find('*');
-        if (r.path.empty() || r.path.front() != '/') {
-            out.errors.push_back({key + ".path", "must start with '/', got " + quote(r.path)});
-        } else if (star != std::string::npos && star + 1 != r.path.size()) {
-            out.errors.push_back(
-                {key + ".path", "'*' may only end a path prefix, got " + quote(r.path)});
-        }
+        // The path's form is config's own rule (config::validate); the API names are the
+        // protocol table's.
         auto api = protocol::api_from_name(r.api);
         if (!api) {
-            out.errors.push_back({key + ".api", "unknown api " + quote(r.api) + " (expected " +
-                                                    protocol::api_names_list() + ")"});
+            out.errors.push_back({"routes[" + std::to_string(i) + "].api",
+                                  "unknown api " + quote(r.api) + " (expected " +
+                                      protocol::api_names_list() + ")"});
         }
         protocol::route_rule rule;
         rule.prefix = r.path.ends_with('*');

@@ -16,8 +16,8 @@ namespace tokenmeter::app {
 std::vector<config::config_error> module_config_errors(const config::settings& s);
 
 // The configured routes as protocol rules: API names resolved once, a trailing '*' made a
-// prefix. An entry with an error (module_config_errors reports it) is built as best it can be:
-// an unknown API as api_kind::none.
+// prefix. `errors`: the unknown API names (module_config_errors); such an entry is built with
+// api_kind::none.
 struct route_rules {
     std::vector<protocol::route_rule> rules;
     std::vector<config::config_error> errors;

@@ -39,22 +39,18 @@ TEST(RouteRules, TheTableTakesTheTopLevelInjectionDefault) {
     EXPECT_FALSE(make_route_table(s).choose("/v1/chat/completions").usage_injection);
 }
 
-TEST(RouteRules, ErrorsNameTheKeyAndListTheApis) {
+TEST(RouteRules, UnknownApisAreNamedByKeyWithTheTablesNames) {
     config::settings s;
     s.routes = {{"/x", "grpc", std::nullopt},
                 {"x", "none", std::nullopt},
                 {"/a/*/b", "openai_chat", std::nullopt}};
     auto errors = module_config_errors(s);
-    ASSERT_EQ(errors.size(), 3u);
+    ASSERT_EQ(errors.size(), 1u);  // the paths are config::validate's to check
     EXPECT_EQ(errors[0].key, "routes[0].api");
     EXPECT_EQ(errors[0].message,
               "unknown api \"grpc\" (expected openai_chat, openai_completions, "
               "openai_responses, anthropic_messages, tgi_generate, llamacpp_completion, "
               "ollama_chat, ollama_generate, gemini_generate or none)");
-    EXPECT_EQ(errors[1].key, "routes[1].path");
-    EXPECT_EQ(errors[1].message, "must start with '/', got \"x\"");
-    EXPECT_EQ(errors[2].key, "routes[2].path");
-    EXPECT_EQ(errors[2].message, "'*' may only end a path prefix, got \"/a/*/b\"");
     EXPECT_TRUE(module_config_errors(config::settings{}).empty());
 }
 
