@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "app/config_checks.hpp"
+
 namespace tokenmeter::app {
 
 http::session_settings session_settings_from(const config::settings& settings) {
@@ -9,8 +11,7 @@ http::session_settings session_settings_from(const config::settings& settings) {
     out.upstream = {settings.upstream.scheme, settings.upstream.host, settings.upstream.port,
                     settings.upstream.base_path};
     out.preserve_host = settings.preserve_host;
-    out.usage_injection = settings.usage_injection;
-    out.routes = settings.routes;
+    out.routes = make_route_table(settings);
     out.request_header = settings.timeout.request_header;
     out.client_idle = settings.timeout.client_idle;
     out.client_write = settings.timeout.client_write;

@@ -24,8 +24,8 @@ request_plan plan_request(bhttp::request<bhttp::string_body>& request,
 
     protocol::route_choice route;
     if (request.method() == bhttp::verb::post) {
-        route = protocol::choose_route(request.target(), settings.routes,
-                                       settings.usage_injection);
+        route = settings.routes.choose(std::string_view(request.target().data(),
+                                                        request.target().size()));
     }
     plan.api = route.api;
     if (plan.api != protocol::api_kind::none) {

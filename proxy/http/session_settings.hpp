@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "config/config.hpp"
+#include "protocol/routes.hpp"
 
 namespace tokenmeter::http {
 
@@ -21,8 +21,8 @@ struct upstream_address {
 struct session_settings {
     upstream_address upstream;
     bool preserve_host = false;    // false: Host sent upstream is the upstream's host:port
-    bool usage_injection = true;   // the default for routes that do not say
-    std::vector<config::route> routes;
+    // Which API each POST speaks, and whether usage may be injected (built once by app/).
+    protocol::route_table routes{{}, true};
     std::chrono::milliseconds request_header{30'000};
     std::chrono::milliseconds client_idle{60'000};
     std::chrono::milliseconds client_write{60'000};

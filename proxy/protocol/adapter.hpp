@@ -35,6 +35,10 @@ class json_document_adapter : public adapter {
             sink.on_parse_error(parse_error::unknown_event);
             return;
         }
+        if (done_marker_ && data == "[DONE]") {
+            sink.on_done_marker(at);
+            return;
+        }
         decode(data, true, at, sink);
     }
     void on_body(std::string_view body, core::time_point at, chunk_sink& sink) final {
@@ -42,9 +46,16 @@ class json_document_adapter : public adapter {
     }
 
   protected:
+    // done_marker: the stream ends with `data: [DONE]` (OpenAI), reported as a done marker
+    // rather than decoded.
+    explicit json_document_adapter(bool done_marker = false) noexcept : done_marker_(done_marker) {}
+
     // One JSON document: a streamed chunk (streamed = true) or a whole body.
     virtual void decode(std::string_view text, bool streamed, core::time_point at,
                         chunk_sink& sink) = 0;
+
+  private:
+    bool done_marker_;
 };
 
 }  // namespace tokenmeter::protocol

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "protocol/chunk_builder.hpp"
-#include "protocol/dialect_adapters.hpp"
+#include "protocol/dialect.hpp"
 #include "protocol/json_walk.hpp"
 
 namespace tokenmeter::protocol {
@@ -167,10 +167,22 @@ class anthropic_adapter final : public adapter, private json_visitor {
     std::optional<std::uint64_t> cache_creation_;
 };
 
-}  // namespace
+bool matches_path(std::string_view path) noexcept {
+    return path == "/v1/messages";
+}
 
-std::unique_ptr<adapter> make_anthropic_adapter() {
+request_info read_request(std::string_view /*path*/, std::string_view body) {
+    return parse_json_request(body, false);
+}
+
+std::unique_ptr<adapter> make() {
     return std::make_unique<anthropic_adapter>();
 }
+
+}  // namespace
+
+extern const dialect anthropic_messages_dialect{
+    api_kind::anthropic_messages, "anthropic_messages", matches_path, read_request, nullptr,
+    make};
 
 }  // namespace tokenmeter::protocol

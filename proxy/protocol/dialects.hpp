@@ -1,17 +1,16 @@
-// protocol/dialects: the protocol registry. Maps a request path (or a configured route) to the
-// API it speaks, reads what the request body says about the response, and builds the adapter
-// that decodes that API's responses. Every dialect-specific decision outside the adapters
-// themselves is made here.
+// protocol/dialects: the protocol registry. Maps a request path to the API it speaks, reads what
+// the request body says about the response, and builds the adapter that decodes that API's
+// responses. Each function looks its dialect up in the dialect table (protocol/dialect.hpp);
+// configured routes are protocol/routes.hpp.
 #pragma once
 
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <vector>
 
-#include "config/config.hpp"
 #include "protocol/adapter.hpp"
+#include "protocol/routes.hpp"
 #include "protocol/types.hpp"
 
 namespace tokenmeter::protocol {
@@ -20,18 +19,11 @@ namespace tokenmeter::protocol {
 // api_kind::none when the path is not one of them.
 api_kind api_for_path(std::string_view target) noexcept;
 
-struct route_choice {
-    api_kind api = api_kind::none;
-    bool usage_injection = false;   // the route allows adding stream_options.include_usage
-    bool continuous_usage = false;  // ... and stream_options.continuous_usage_stats
-};
-// The API of a POST to `target`: the first configured route whose path matches (exactly, or as
-// a prefix when it ends with '*'), else the well-known path. Routes name valid APIs (validated).
-route_choice choose_route(std::string_view target, const std::vector<config::route>& routes,
-                          bool usage_injection_default) noexcept;
-
 // The api_kind whose label is `name` ("openai_chat", "anthropic_messages", ..., "none").
 std::optional<api_kind> api_from_name(std::string_view name) noexcept;
+// Every name api_from_name accepts, for error messages: "openai_chat, ..., gemini_generate or
+// none".
+std::string api_names_list();
 
 // Model, stream flag and prompt size from the request, by dialect: Gemini names the model and
 // streaming in the path, TGI streams by path, Ollama streams unless told "stream": false.

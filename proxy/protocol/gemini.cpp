@@ -11,7 +11,7 @@
 #include <string>
 
 #include "protocol/chunk_builder.hpp"
-#include "protocol/dialect_adapters.hpp"
+#include "protocol/dialect.hpp"
 #include "protocol/json_walk.hpp"
 
 namespace tokenmeter::protocol {
@@ -160,10 +160,59 @@ class gemini_adapter final : public json_document_adapter, private json_visitor 
     bool known_ = false;
 };
 
-}  // namespace
+// Gemini's method suffix: "…/models/<model>:streamGenerateContent" (also under Vertex's
+// projects/…/publishers/google/models/). Returns the model and whether it streams.
+struct gemini_target {
+    std::string_view model;
+    bool stream = false;
+};
+std::optional<gemini_target> parse_gemini_path(std::string_view path) noexcept {
+    constexpr std::string_view stream_method = ":streamGenerateContent";
+    constexpr std::string_view method = ":generateContent";
+    gemini_target out;
+    std::string_view rest;
+    if (path.ends_with(stream_method)) {
+        out.stream = true;
+        rest = path.substr(0, path.size() - stream_method.size());
+    } else if (path.ends_with(method)) {
+        rest = path.substr(0, path.size() - method.size());
+    } else {
+        return std::nullopt;
+    }
+    auto models = rest.rfind("/models/");
+    if (models == std::string_view::npos) {
+        return std::nullopt;
+    }
+    out.model = rest.substr(models + 8);
+    if (out.model.empty() || out.model.find('/') != std::string_view::npos) {
+        return std::nullopt;
+    }
+    return out;
+}
 
-std::unique_ptr<adapter> make_gemini_adapter() {
+bool matches_path(std::string_view path) noexcept {
+    return parse_gemini_path(path).has_value();
+}
+
+// Gemini names the model and streaming in the path.
+request_info read_request(std::string_view path, std::string_view body) {
+    request_info info = parse_json_request(body, false);
+    if (auto gemini = parse_gemini_path(path)) {
+        info.stream = gemini->stream;
+        if (info.model.empty()) {
+            info.model = std::string(gemini->model);
+        }
+    }
+    return info;
+}
+
+std::unique_ptr<adapter> make() {
     return std::make_unique<gemini_adapter>();
 }
+
+}  // namespace
+
+extern const dialect gemini_generate_dialect{
+    api_kind::gemini_generate, "gemini_generate", matches_path, read_request, nullptr, make};
 
 }  // namespace tokenmeter::protocol

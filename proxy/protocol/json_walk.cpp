@@ -43,7 +43,7 @@ class walker final : public nlohmann::json_sax<json> {
     walker(json_visitor& visitor, json_path& path) : visitor_(visitor), path_(path) {}
 
     bool null() override {
-        scalar([this] { visitor_.on_other(path_); });
+        scalar([this] { visitor_.on_null(path_); });
         return true;
     }
     bool boolean(bool value) override {
@@ -67,6 +67,8 @@ class walker final : public nlohmann::json_sax<json> {
         if (value >= 0.0 && value < 1e18 &&
             static_cast<double>(static_cast<std::uint64_t>(value)) == value) {
             scalar([this, value] { visitor_.on_count(path_, static_cast<std::uint64_t>(value)); });
+        } else if (value >= 0.0 && value < 1e18) {
+            scalar([this, value] { visitor_.on_fraction(path_, value); });
         } else {
             scalar([this] { visitor_.on_other(path_); });
         }

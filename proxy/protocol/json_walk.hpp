@@ -48,8 +48,11 @@ class json_visitor {
     // Non-negative integers (and floats with an integral value), the only numbers metered.
     virtual void on_count(const json_path& /*path*/, std::uint64_t /*value*/) {}
     virtual void on_bool(const json_path& /*path*/, bool /*value*/) {}
-    // Any other scalar: null, a negative or fractional number.
+    // Any other scalar: a negative or out-of-range number, and by default null and fractions.
     virtual void on_other(const json_path& /*path*/) {}
+    virtual void on_null(const json_path& path) { on_other(path); }
+    // A non-negative number with a fraction, below 1e18 (OpenAI truncates these to counts).
+    virtual void on_fraction(const json_path& path, double /*value*/) { on_other(path); }
     virtual void on_open(const json_path& /*path*/, bool /*object*/) {}
     virtual void on_close(const json_path& /*path*/, bool /*object*/) {}
 };

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "protocol/chunk_builder.hpp"
-#include "protocol/dialect_adapters.hpp"
+#include "protocol/dialect.hpp"
 #include "protocol/json_walk.hpp"
 
 namespace tokenmeter::protocol {
@@ -85,10 +85,23 @@ class llamacpp_adapter final : public json_document_adapter, private json_visito
     bool stop_ = false;
 };
 
-}  // namespace
+// llama.cpp's native endpoint and its alias (not to be confused with /v1/completions).
+bool matches_path(std::string_view path) noexcept {
+    return path == "/completion" || path == "/completions";
+}
 
-std::unique_ptr<adapter> make_llamacpp_adapter() {
+request_info read_request(std::string_view /*path*/, std::string_view body) {
+    return parse_json_request(body, false);
+}
+
+std::unique_ptr<adapter> make() {
     return std::make_unique<llamacpp_adapter>();
 }
+
+}  // namespace
+
+extern const dialect llamacpp_completion_dialect{
+    api_kind::llamacpp_completion, "llamacpp_completion", matches_path, read_request, nullptr,
+    make};
 
 }  // namespace tokenmeter::protocol

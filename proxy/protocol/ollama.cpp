@@ -8,7 +8,7 @@
 #include <string>
 
 #include "protocol/chunk_builder.hpp"
-#include "protocol/dialect_adapters.hpp"
+#include "protocol/dialect.hpp"
 #include "protocol/json_walk.hpp"
 
 namespace tokenmeter::protocol {
@@ -97,10 +97,28 @@ class ollama_adapter final : public adapter, private json_visitor {
     bool done_ = false;
 };
 
-}  // namespace
+bool is_chat_path(std::string_view path) noexcept {
+    return path == "/api/chat";
+}
 
-std::unique_ptr<adapter> make_ollama_adapter() {
+bool is_generate_path(std::string_view path) noexcept {
+    return path == "/api/generate";
+}
+
+// Ollama streams unless the request says "stream": false.
+request_info read_request(std::string_view /*path*/, std::string_view body) {
+    return parse_json_request(body, true);
+}
+
+std::unique_ptr<adapter> make() {
     return std::make_unique<ollama_adapter>();
 }
+
+}  // namespace
+
+extern const dialect ollama_chat_dialect{
+    api_kind::ollama_chat, "ollama_chat", is_chat_path, read_request, nullptr, make};
+extern const dialect ollama_generate_dialect{
+    api_kind::ollama_generate, "ollama_generate", is_generate_path, read_request, nullptr, make};
 
 }  // namespace tokenmeter::protocol

@@ -1,8 +1,15 @@
+// protocol/openai: OpenAI Chat Completions and Completions: the request reader, usage injection,
+// the response adapter (one json_walk pass per chunk) and the two dialect table rows.
 #include "protocol/openai.hpp"
 
 #include <nlohmann/json.hpp>
+#include <vector>
 
+#include "protocol/chunk_builder.hpp"
+#include "protocol/dialect.hpp"
+#include "protocol/dialects.hpp"
 #include "protocol/json_limits.hpp"
+#include "protocol/json_walk.hpp"
 
 namespace tokenmeter::protocol {
 namespace {
@@ -81,32 +88,58 @@ request_info parse_openai_request(std::string_view body) {
     return info;
 }
 
-void openai_adapter::on_event(std::string_view type, std::string_view data, core::time_point at,
-                              chunk_sink& sink) {
-    if (type != "message" && type != "error") {
-        sink.on_parse_error(parse_error::unknown_event);
-        return;
+std::optional<std::string> inject_usage_request(std::string_view body, bool continuous) {
+    if (!json_depth_within(body, max_json_depth())) {
+        return std::nullopt;
     }
-    if (data == "[DONE]") {
-        sink.on_done_marker(at);
-        return;
+    json root = json::parse(body.begin(), body.end(), nullptr, false);
+    if (root.is_discarded() || !root.is_object()) {
+        return std::nullopt;
     }
-    decode(data, true, at, sink);
-}
-
-void openai_adapter::on_body(std::string_view body, core::time_point at, chunk_sink& sink) {
-    decode(body, false, at, sink);
+    const std::string_view option =
+        continuous ? R"("stream_options":{"include_usage":true,"continuous_usage_stats":true})"
+                   : R"("stream_options":{"include_usage":true})";
+    if (!root.contains("stream_options")) {
+        // Insert the member right after the opening brace: every other byte of the client's
+        // body reaches the server as it was written.
+        auto brace = body.find('{');
+        if (brace == std::string_view::npos) {
+            return std::nullopt;
+        }
+        std::string out;
+        out.reserve(body.size() + option.size() + 1);
+        out.append(body.substr(0, brace + 1));
+        out.append(option);
+        if (!root.empty()) {
+            out.push_back(',');
+        }
+        out.append(body.substr(brace + 1));
+        return out;
+    }
+    // stream_options is there but does not ask for usage: re-serialize (keys keep their order
+    // only as far as the JSON library keeps it; this case is rare).
+    json& options = root["stream_options"];
+    if (!options.is_object()) {
+        options = json::object();
+    }
+    options["include_usage"] = true;
+    if (continuous) {
+        options["continuous_usage_stats"] = true;
+    }
+    return root.dump();
 }
 
 namespace {
 
-// Walks a chunk with nlohmann's SAX interface: no DOM is built, and only the few fields the
-// meter needs are looked at. Each open object or array is a frame that knows what it is
-// (a choice, a delta, usage, ...) from its parent and the key it sits under; everything else
-// is `ignored`, so a "content" inside logprobs or an unknown extension is never mistaken for
-// generated text.
-class chunk_reader final : public nlohmann::json_sax<json> {
+// One chunk (or a whole body) walked once. Each open object or array is a frame that knows what
+// it is (a choice, a delta, usage, ...) from its parent and the key it sits under; everything
+// else is `ignored`, so a "content" inside logprobs or an unknown extension is never mistaken
+// for generated text.
+class openai_adapter final : public json_document_adapter, private json_visitor {
   public:
+    explicit openai_adapter(api_kind kind) noexcept : json_document_adapter(true), kind_(kind) {}
+
+  private:
     enum class frame : std::uint8_t {
         root,
         choices,
@@ -121,136 +154,48 @@ class chunk_reader final : public nlohmann::json_sax<json> {
         ignored,
     };
 
-    chunk_reader(api_kind kind, bool streamed, std::string& content, std::string& reasoning,
-                 std::string& tool_text, std::string& finish_reason)
-        : kind_(kind),
-          streamed_(streamed),
-          content_(content),
-          reasoning_(reasoning),
-          tool_text_(tool_text),
-          finish_reason_(finish_reason) {}
-
-    bool null() override {
-        value_seen(false);
-        return true;
-    }
-    bool boolean(bool) override {
-        value_seen(true);
-        return true;
-    }
-    bool number_integer(number_integer_t value) override {
-        if (value >= 0) {
-            count_seen(static_cast<std::uint64_t>(value));
-        } else {
-            value_seen(true);
+    void decode(std::string_view text, bool streamed, core::time_point at,
+                chunk_sink& sink) override {
+        out_.reset();
+        stack_.clear();
+        seen_ = {};
+        streamed_ = streamed;
+        if (walk_json(text, *this, path_) != walk_result::ok || !seen_.root_object) {
+            sink.on_parse_error(parse_error::invalid_json);
+            return;
         }
-        return true;
-    }
-    bool number_unsigned(number_unsigned_t value) override {
-        count_seen(value);
-        return true;
-    }
-    bool number_float(number_float_t value, const string_t&) override {
-        if (value >= 0.0 && value < 1e18) {
-            count_seen(static_cast<std::uint64_t>(value));
-        } else {
-            value_seen(true);
+        if (!seen_.choices && !out_.error && !out_.usage) {
+            sink.on_parse_error(parse_error::unexpected_shape);
+            return;
         }
-        return true;
-    }
-    bool string(string_t& value) override {
-        value_seen(true);
-        if (stack_.empty()) {
-            return true;
-        }
-        switch (stack_.back()) {
-            case frame::choice:
-                if (key_ == "finish_reason") {
-                    if (finish_reason_.empty()) {
-                        finish_reason_ = value;
-                    }
-                } else if (key_ == "text" && kind_ == api_kind::openai_completions) {
-                    content_ += value;
-                }
-                break;
-            case frame::message:
-                if (key_ == "content") {
-                    content_ += value;
-                } else if (key_ == "reasoning_content" || key_ == "reasoning") {
-                    // vLLM and SGLang use reasoning_content; newer vLLM and OpenRouter reasoning.
-                    reasoning_ += value;
-                } else if (key_ == "role") {
-                    saw_role_ = true;
-                }
-                break;
-            case frame::function:
-                // The function name is generated text too; it is often the very first token.
-                if (key_ == "name" || key_ == "arguments") {
-                    tool_text_ += value;
-                }
-                break;
-            default:
-                break;
-        }
-        return true;
-    }
-    bool binary(binary_t&) override {
-        value_seen(true);
-        return true;
-    }
-    bool start_object(std::size_t) override {
-        if (stack_.size() >= max_depth_) {
-            return false;  // past limits.max_json_depth: not parsed
-        }
-        push(child_frame(true));
-        return true;
-    }
-    bool key(string_t& value) override {
-        key_ = value;
-        return true;
-    }
-    bool end_object() override {
-        pop();
-        return true;
-    }
-    bool start_array(std::size_t) override {
-        if (stack_.size() >= max_depth_) {
-            return false;
-        }
-        push(child_frame(false));
-        return true;
-    }
-    bool end_array() override {
-        pop();
-        return true;
-    }
-    bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
-        return false;
+        response_chunk chunk = out_.chunk();
+        chunk.role_only = seen_.role && !chunk.carries_text();
+        sink.on_chunk(chunk, at);
     }
 
-    [[nodiscard]] bool root_is_object() const noexcept { return root_is_object_; }
-    [[nodiscard]] bool has_choices() const noexcept { return has_choices_; }
-    [[nodiscard]] bool has_error() const noexcept { return has_error_; }
-    [[nodiscard]] bool saw_role() const noexcept { return saw_role_; }
-    [[nodiscard]] const std::optional<token_usage>& usage() const noexcept { return usage_; }
+    void on_open(const json_path& path, bool object) override {
+        stack_.push_back(child_frame(path, object));
+    }
+    void on_close(const json_path& /*path*/, bool /*object*/) override { stack_.pop_back(); }
 
-  private:
     // The frame a new object (or array) opens, from where it sits.
-    frame child_frame(bool object) {
+    frame child_frame(const json_path& path, bool object) {
         if (stack_.empty()) {
-            root_is_object_ = object;
+            seen_.root_object = object;
             return object ? frame::root : frame::ignored;
         }
-        frame parent = stack_.back();
-        switch (parent) {
+        // The key it sits under; an element's "[]" only where the parent is an array, and no
+        // array parent looks at it.
+        std::string_view key = path.back();
+        switch (stack_.back()) {
             case frame::root:
-                value_seen(true);
-                if (key_ == "choices" && !object) {
-                    has_choices_ = true;
+                value_seen(path, true);
+                if (key == "choices" && !object) {
+                    seen_.choices = true;
                     return frame::choices;
                 }
-                if (key_ == "usage" && object) {
-                    usage_.emplace();
+                if (key == "usage" && object) {
+                    out_.usage.emplace();
                     return frame::usage;
                 }
                 return frame::ignored;
@@ -258,27 +203,27 @@ class chunk_reader final : public nlohmann::json_sax<json> {
                 return object ? frame::choice : frame::ignored;
             case frame::choice:
                 if (object && kind_ == api_kind::openai_chat_completions &&
-                    key_ == (streamed_ ? "delta" : "message")) {
+                    key == (streamed_ ? "delta" : "message")) {
                     return frame::message;
                 }
                 return frame::ignored;
             case frame::message:
-                if (!object && key_ == "tool_calls") {
+                if (!object && key == "tool_calls") {
                     return frame::tool_calls;
                 }
-                if (object && key_ == "function_call") {
+                if (object && key == "function_call") {
                     return frame::function;
                 }
                 return frame::ignored;
             case frame::tool_calls:
                 return object ? frame::tool_call : frame::ignored;
             case frame::tool_call:
-                return object && key_ == "function" ? frame::function : frame::ignored;
+                return object && key == "function" ? frame::function : frame::ignored;
             case frame::usage:
-                if (object && key_ == "completion_tokens_details") {
+                if (object && key == "completion_tokens_details") {
                     return frame::completion_details;
                 }
-                if (object && key_ == "prompt_tokens_details") {
+                if (object && key == "prompt_tokens_details") {
                     return frame::prompt_details;
                 }
                 return frame::ignored;
@@ -287,41 +232,79 @@ class chunk_reader final : public nlohmann::json_sax<json> {
         }
     }
 
-    void push(frame f) { stack_.push_back(f); }
-    void pop() {
-        if (!stack_.empty()) {
-            stack_.pop_back();
+    // A value directly under the root's "error" marks an error unless it is null.
+    void value_seen(const json_path& path, bool non_null) {
+        if (non_null && stack_.size() == 1 && stack_.back() == frame::root &&
+            path.back() == "error") {
+            out_.error = true;
         }
     }
 
-    // A scalar at the root marks an error when it sits under "error" and is not null.
-    void value_seen(bool non_null) {
-        if (non_null && stack_.size() == 1 && stack_.back() == frame::root && key_ == "error") {
-            has_error_ = true;
-        }
+    void on_null(const json_path& path) override { value_seen(path, false); }
+    void on_other(const json_path& path) override { value_seen(path, true); }
+    void on_bool(const json_path& path, bool /*value*/) override { value_seen(path, true); }
+    void on_count(const json_path& path, std::uint64_t value) override { count_seen(path, value); }
+    void on_fraction(const json_path& path, double value) override {
+        count_seen(path, static_cast<std::uint64_t>(value));
     }
 
-    void count_seen(std::uint64_t value) {
-        value_seen(true);
+    void on_string(const json_path& path, std::string_view value) override {
+        value_seen(path, true);
         if (stack_.empty()) {
             return;
         }
+        std::string_view key = path.back();
+        switch (stack_.back()) {
+            case frame::choice:
+                if (key == "finish_reason") {
+                    out_.set_finish(value);
+                } else if (key == "text" && kind_ == api_kind::openai_completions) {
+                    out_.content.append(value);
+                }
+                break;
+            case frame::message:
+                if (key == "content") {
+                    out_.content.append(value);
+                } else if (key == "reasoning_content" || key == "reasoning") {
+                    // vLLM and SGLang use reasoning_content; newer vLLM and OpenRouter reasoning.
+                    out_.reasoning.append(value);
+                } else if (key == "role") {
+                    seen_.role = true;
+                }
+                break;
+            case frame::function:
+                // The function name is generated text too; it is often the very first token.
+                if (key == "name" || key == "arguments") {
+                    out_.tool_arguments.append(value);
+                }
+                break;
+            default:
+                break;
+        }
+    }
+
+    void count_seen(const json_path& path, std::uint64_t value) {
+        value_seen(path, true);
+        if (stack_.empty()) {
+            return;
+        }
+        std::string_view key = path.back();
         switch (stack_.back()) {
             case frame::usage:
-                if (key_ == "prompt_tokens") {
-                    usage_->input_tokens = value;
-                } else if (key_ == "completion_tokens") {
-                    usage_->output_tokens = value;
+                if (key == "prompt_tokens") {
+                    out_.usage->input_tokens = value;
+                } else if (key == "completion_tokens") {
+                    out_.usage->output_tokens = value;
                 }
                 break;
             case frame::completion_details:
-                if (key_ == "reasoning_tokens") {
-                    usage_->reasoning_tokens = value;
+                if (key == "reasoning_tokens") {
+                    out_.usage->reasoning_tokens = value;
                 }
                 break;
             case frame::prompt_details:
-                if (key_ == "cached_tokens") {
-                    usage_->cached_input_tokens = value;
+                if (key == "cached_tokens") {
+                    out_.usage->cached_input_tokens = value;
                 }
                 break;
             default:
@@ -330,50 +313,52 @@ class chunk_reader final : public nlohmann::json_sax<json> {
     }
 
     api_kind kind_;
-    bool streamed_;
-    std::string& content_;
-    std::string& reasoning_;
-    std::string& tool_text_;
-    std::string& finish_reason_;
+    bool streamed_ = true;
+    json_path path_;
+    chunk_builder out_;  // buffers reused from chunk to chunk
     std::vector<frame> stack_;
-    std::size_t max_depth_ = max_json_depth();
-    std::string key_;
-    std::optional<token_usage> usage_;
-    bool root_is_object_ = false;
-    bool has_choices_ = false;
-    bool has_error_ = false;
-    bool saw_role_ = false;
+    // What the walk of one chunk found besides text and usage; reset by assignment.
+    struct {
+        bool root_object = false;
+        bool choices = false;  // a "choices" array at the root
+        bool role = false;     // a delta's "role"
+    } seen_;
 };
+
+// OpenAI's paths, also served by vLLM, SGLang, TGI, llama.cpp and Ollama; llama.cpp also serves
+// chat without the /v1 prefix.
+bool is_chat_path(std::string_view path) noexcept {
+    return path == "/v1/chat/completions" || path == "/chat/completions";
+}
+
+bool is_completions_path(std::string_view path) noexcept {
+    return path == "/v1/completions";
+}
+
+request_info read_request(std::string_view /*path*/, std::string_view body) {
+    return parse_openai_request(body);
+}
+
+// Streamed and not already asking for usage: the proxy may ask for it (stream_options).
+bool may_inject_usage(const request_info& info) noexcept {
+    return info.body_parsed && info.stream && !info.include_usage;
+}
+
+std::unique_ptr<adapter> make_chat() {
+    return std::make_unique<openai_adapter>(api_kind::openai_chat_completions);
+}
+
+std::unique_ptr<adapter> make_completions() {
+    return std::make_unique<openai_adapter>(api_kind::openai_completions);
+}
 
 }  // namespace
 
-void openai_adapter::decode(std::string_view json_text, bool streamed, core::time_point at,
-                            chunk_sink& sink) {
-    content_.clear();
-    reasoning_.clear();
-    tool_arguments_.clear();
-    finish_reason_.clear();
-    chunk_reader reader(kind_, streamed, content_, reasoning_, tool_arguments_, finish_reason_);
-    bool ok = json::sax_parse(json_text.begin(), json_text.end(), &reader,
-                              nlohmann::detail::input_format_t::json, true);
-    if (!ok || !reader.root_is_object()) {
-        sink.on_parse_error(parse_error::invalid_json);
-        return;
-    }
-
-    response_chunk chunk;
-    chunk.error = reader.has_error();
-    chunk.usage = reader.usage();
-    if (!reader.has_choices() && !chunk.error && !chunk.usage) {
-        sink.on_parse_error(parse_error::unexpected_shape);
-        return;
-    }
-    chunk.content = content_;
-    chunk.reasoning = reasoning_;
-    chunk.tool_arguments = tool_arguments_;
-    chunk.finish_reason = finish_reason_;
-    chunk.role_only = reader.saw_role() && !chunk.carries_text();
-    sink.on_chunk(chunk, at);
-}
+extern const dialect openai_chat_dialect{api_kind::openai_chat_completions, "openai_chat",
+                                         is_chat_path,  read_request,
+                                         may_inject_usage, make_chat};
+extern const dialect openai_completions_dialect{
+    api_kind::openai_completions, "openai_completions", is_completions_path, read_request,
+    may_inject_usage, make_completions};
 
 }  // namespace tokenmeter::protocol

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "protocol/chunk_builder.hpp"
-#include "protocol/dialect_adapters.hpp"
+#include "protocol/dialect.hpp"
 #include "protocol/json_walk.hpp"
 
 namespace tokenmeter::protocol {
@@ -201,10 +201,21 @@ class responses_adapter final : public adapter, private json_visitor {
     bool has_error_ = false;
 };
 
-}  // namespace
+bool matches_path(std::string_view path) noexcept {
+    return path == "/v1/responses";
+}
 
-std::unique_ptr<adapter> make_openai_responses_adapter() {
+request_info read_request(std::string_view /*path*/, std::string_view body) {
+    return parse_json_request(body, false);
+}
+
+std::unique_ptr<adapter> make() {
     return std::make_unique<responses_adapter>();
 }
+
+}  // namespace
+
+extern const dialect openai_responses_dialect{
+    api_kind::openai_responses, "openai_responses", matches_path, read_request, nullptr, make};
 
 }  // namespace tokenmeter::protocol

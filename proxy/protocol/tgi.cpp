@@ -8,7 +8,7 @@
 #include <string>
 
 #include "protocol/chunk_builder.hpp"
-#include "protocol/dialect_adapters.hpp"
+#include "protocol/dialect.hpp"
 #include "protocol/json_walk.hpp"
 
 namespace tokenmeter::protocol {
@@ -93,10 +93,24 @@ class tgi_adapter final : public json_document_adapter, private json_visitor {
     bool streamed_ = true;
 };
 
-}  // namespace
+bool matches_path(std::string_view path) noexcept {
+    return path == "/generate" || path == "/generate_stream";
+}
 
-std::unique_ptr<adapter> make_tgi_adapter() {
+// TGI streams by path, whatever the body says.
+request_info read_request(std::string_view path, std::string_view body) {
+    request_info info = parse_json_request(body, false);
+    info.stream = path.ends_with("_stream");
+    return info;
+}
+
+std::unique_ptr<adapter> make() {
     return std::make_unique<tgi_adapter>();
 }
+
+}  // namespace
+
+extern const dialect tgi_generate_dialect{
+    api_kind::tgi_generate, "tgi_generate", matches_path, read_request, nullptr, make};
 
 }  // namespace tokenmeter::protocol

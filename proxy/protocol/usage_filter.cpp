@@ -1,7 +1,6 @@
 #include "protocol/usage_filter.hpp"
 
-#include <algorithm>
-#include <cstring>
+#include <utility>
 
 namespace tokenmeter::protocol {
 namespace {
@@ -128,71 +127,31 @@ std::string_view usage_filter::feed(std::string_view bytes, bool last) {
         (passing_ ? out_ : event_).append(run);
         run_start = to;
     };
-    // Only line breaks matter; the bytes between them are skipped with memchr.
-    const std::size_t size = bytes.size();
-    auto find_from = [&](char wanted, std::size_t from) {
-        if (from >= size) {
-            return size;
+    const bool cr_ended_event = !bytes.empty() && std::exchange(cr_ended_event_, false);
+    if (lines_.begin(bytes) && cr_ended_event) {
+        // The CR that ended an event ended the previous read; its LF belongs to that event,
+        // which is already out (or removed with it). Any other such LF stays with its line.
+        if (!dropped_last_) {
+            out_.push_back('\n');
         }
-        const void* hit = std::memchr(bytes.data() + from, wanted, size - from);
-        return hit == nullptr
-                   ? size
-                   : static_cast<std::size_t>(static_cast<const char*>(hit) - bytes.data());
-    };
-    std::size_t next_lf = find_from('\n', 0);
-    std::size_t next_cr = find_from('\r', 0);
-    for (std::size_t i = 0; i < size; ++i) {
-        if (next_lf < i) {
-            next_lf = find_from('\n', i);
-        }
-        if (next_cr < i) {
-            next_cr = find_from('\r', i);
-        }
-        std::size_t brk = std::min(next_lf, next_cr);
-        if (brk > i) {
-            // Ordinary bytes: the line has content.
-            cr_ended_event_ = false;
-            after_cr_ = false;
+        run_start = 1;
+    }
+    sse::line line;
+    while (lines_.next(line)) {
+        if (!line.text.empty()) {
             at_line_start_ = false;
-            if (brk == size) {
-                break;
-            }
-            i = brk;
         }
-        char c = bytes[i];
-        if (c == '\n' && after_cr_) {
-            after_cr_ = false;  // the LF of a CR LF: same line end
-            if (cr_ended_event_) {
-                // The CR ended an event at the end of the previous read; its LF belongs to
-                // that event, which is already out (or removed with it).
-                cr_ended_event_ = false;
-                flush_run(i);
-                if (!dropped_last_) {
-                    out_.push_back('\n');
-                }
-                run_start = i + 1;
-            }
-            continue;
+        if (!line.complete()) {
+            break;
         }
-        cr_ended_event_ = false;
-        after_cr_ = c == '\r';
-        if (c == '\r' || c == '\n') {
-            if (at_line_start_) {
-                // A blank line ends the event (or is stray, between events).
-                flush_run(i + 1);
-                if (c == '\r' && i + 1 < bytes.size() && bytes[i + 1] == '\n') {
-                    flush_run(i + 2);
-                    after_cr_ = false;
-                    ++i;
-                }
-                end_event();
-                cr_ended_event_ = after_cr_;
-                continue;
-            }
+        if (!at_line_start_) {
             at_line_start_ = true;
             continue;
         }
-        at_line_start_ = false;
+        // A blank line ends the event (or is stray, between events).
+        flush_run(static_cast<std::size_t>(line.text.data() - bytes.data()) + line.end_size);
+        end_event();
+        cr_ended_event_ = lines_.after_cr();
     }
     flush_run(bytes.size());
     if (!passing_ && !event_.empty() && (last || event_.size() > max_held_bytes_)) {

@@ -13,6 +13,8 @@
 #include <string>
 #include <string_view>
 
+#include "sse/line_splitter.hpp"
+
 namespace tokenmeter::protocol {
 
 class usage_filter {
@@ -42,9 +44,9 @@ class usage_filter {
     bool continuous_usage_;
     std::string out_;
     std::string event_;     // bytes of the current event, while it may be the usage chunk
-    bool passing_ = false;  // the current event was judged "keep": its bytes go straight out
-    bool at_line_start_ = true;
-    bool after_cr_ = false;
+    sse::line_splitter lines_;  // the same line ends as the SSE parser sees
+    bool passing_ = false;      // the current event was judged "keep": its bytes go straight out
+    bool at_line_start_ = true;  // the current line has no bytes yet: a line end here is blank
     bool cr_ended_event_ = false;  // a CR just ended an event; an LF may follow in the next read
     bool dropped_last_ = false;    // the event that just ended was the one removed
     bool removed_ = false;         // only one chunk is ever removed

@@ -1,8 +1,6 @@
-// sse/parser: line splitting, field interpretation and event dispatch for text/event-stream.
+// sse/parser: field interpretation and event dispatch for text/event-stream, over the lines
+// sse/line_splitter finds.
 #include "sse/parser.hpp"
-
-#include <algorithm>
-#include <cstring>
 
 namespace tokenmeter::sse {
 
@@ -23,48 +21,34 @@ void clear_buffer(std::string& buffer) noexcept {
     }
 }
 
-const char* find_or_end(const char* first, const char* last, char wanted) noexcept {
-    const void* found = std::memchr(first, wanted, static_cast<std::size_t>(last - first));
-    return found != nullptr ? static_cast<const char*>(found) : last;
-}
-
 }  // namespace
 
 parser::parser(std::size_t max_event_bytes) : max_event_bytes_(max_event_bytes) {}
 
 void parser::begin_feed(std::string_view bytes) {
     stats_.bytes += bytes.size();
-    cur_ = bytes.data();
-    end_ = bytes.data() + bytes.size();
-    next_lf_ = nullptr;
-    next_cr_ = nullptr;
-
+    std::size_t start = 0;
     if (!bom_done_) {
         const std::size_t held = bom_matched_;
-        while (bom_matched_ < utf8_bom.size() && cur_ != end_ && *cur_ == utf8_bom[bom_matched_]) {
-            ++cur_;
+        while (bom_matched_ < utf8_bom.size() && start != bytes.size() &&
+               bytes[start] == utf8_bom[bom_matched_]) {
+            ++start;
             ++bom_matched_;
         }
         if (bom_matched_ == utf8_bom.size()) {
             bom_done_ = true;
-        } else if (cur_ != end_) {
+        } else if (start != bytes.size()) {
             // Not a BOM after all: the bytes matched in this span are scanned where they lie,
             // those held from earlier feeds become the start of the first line.
             bom_done_ = true;
-            cur_ -= bom_matched_ - held;
+            start -= bom_matched_ - held;
             bom_matched_ = 0;
             if (held > 0) {
                 stash_partial(utf8_bom.data(), held);
             }
         }
     }
-
-    if (after_cr_ && cur_ != end_) {
-        after_cr_ = false;
-        if (*cur_ == '\n') {
-            ++cur_;
-        }
-    }
+    lines_.begin(bytes.substr(start));
 }
 
 bool parser::next_event() {
@@ -72,31 +56,13 @@ bool parser::next_event() {
         dispatched_ = false;
         reset_event();
     }
-    while (cur_ != end_) {
-        // Each position is searched for at most once per span, whatever the mix of endings.
-        if (next_lf_ == nullptr || next_lf_ < cur_) {
-            next_lf_ = find_or_end(cur_, end_, '\n');
-        }
-        if (next_cr_ == nullptr || next_cr_ < cur_) {
-            next_cr_ = find_or_end(cur_, end_, '\r');
-        }
-        const char* eol = std::min(next_lf_, next_cr_);
-        if (eol == end_) {
-            stash_partial(cur_, static_cast<std::size_t>(end_ - cur_));
-            cur_ = end_;
+    line next;
+    while (lines_.next(next)) {
+        if (!next.complete()) {
+            stash_partial(next.text.data(), next.text.size());
             break;
         }
-
-        const std::string_view piece(cur_, static_cast<std::size_t>(eol - cur_));
-        cur_ = eol + 1;
-        if (*eol == '\r') {
-            if (cur_ == end_) {
-                after_cr_ = true;
-            } else if (*cur_ == '\n') {
-                ++cur_;
-            }
-        }
-
+        const std::string_view piece = next.text;
         bool ready = false;
         if (partial_ != partial_line::none) {
             if (partial_ == partial_line::comment) {
@@ -231,13 +197,9 @@ bool parser::finish() noexcept {
     partial_ = partial_line::none;
     bom_matched_ = 0;
     bom_done_ = false;
-    after_cr_ = false;
     skipping_ = false;
     dispatched_ = false;
-    cur_ = nullptr;
-    end_ = nullptr;
-    next_lf_ = nullptr;
-    next_cr_ = nullptr;
+    lines_.reset();
     return clean;
 }
 

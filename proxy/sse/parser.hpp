@@ -8,6 +8,8 @@
 #include <string>
 #include <string_view>
 
+#include "sse/line_splitter.hpp"
+
 namespace tokenmeter::sse {
 
 struct event {
@@ -81,16 +83,10 @@ class parser {
     std::string id_buf_;  // persists across events and streams
     event ready_;         // views into the buffers above, valid until next_event()
 
-    // The current feed's span, scanned in place; cached line-end positions keep a stream
-    // that uses only CR (or only LF) from rescanning the rest of the span on every line.
-    const char* cur_ = nullptr;
-    const char* end_ = nullptr;
-    const char* next_lf_ = nullptr;
-    const char* next_cr_ = nullptr;
+    line_splitter lines_;  // the current feed's span, scanned in place
 
     std::uint8_t bom_matched_ = 0;  // BOM bytes seen so far at the start of the stream
     bool bom_done_ = false;
-    bool after_cr_ = false;  // the last feed ended in CR: a leading LF belongs to it
     bool skipping_ = false;  // inside an oversized event, until the next blank line
     bool event_has_fields_ = false;
     bool dispatched_ = false;  // ready_ was handed out; clear the event before going on

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "meter/exchange.hpp"
+#include "protocol/dialect.hpp"
 #include "protocol/usage_filter.hpp"
 
 namespace {
@@ -21,17 +22,6 @@ namespace {
 using namespace tokenmeter;
 using protocol::api_kind;
 
-constexpr std::array<api_kind, 9> apis = {
-    api_kind::openai_chat_completions,
-    api_kind::openai_completions,
-    api_kind::openai_responses,
-    api_kind::anthropic_messages,
-    api_kind::tgi_generate,
-    api_kind::llamacpp_completion,
-    api_kind::ollama_chat,
-    api_kind::ollama_generate,
-    api_kind::gemini_generate,
-};
 constexpr std::array<const char*, 3> content_types = {"text/event-stream", "application/x-ndjson",
                                                       "application/json"};
 
@@ -104,8 +94,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (size < 2) {
         return 0;
     }
-    api_kind api = apis[data[0] % apis.size()];
-    const char* content_type = content_types[(data[0] / apis.size()) % content_types.size()];
+    // Every row of the dialect table, in table order, so a new dialect is fuzzed without a
+    // change here (and the seeds keep their meaning).
+    const auto dialects = protocol::dialect_table();
+    api_kind api = dialects[data[0] % dialects.size()]->api;
+    const char* content_type = content_types[(data[0] / dialects.size()) % content_types.size()];
     std::size_t cut_count = data[1] % 8;
     bool continuous = (data[1] & 0x80) != 0;
     data += 2;

@@ -4,7 +4,6 @@
 // parser and the usage injection on the body. Nothing may crash, throw out or recurse without
 // bound; a normalized target must be stable (normalizing it again changes nothing) and never
 // climb above the root.
-#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -15,6 +14,7 @@
 #include "http/beast.hpp"
 #include "http/headers.hpp"
 #include "http/request_target.hpp"
+#include "protocol/dialect.hpp"
 #include "protocol/dialects.hpp"
 #include "protocol/json_limits.hpp"
 
@@ -22,14 +22,6 @@ namespace {
 
 using namespace tokenmeter;
 using protocol::api_kind;
-
-constexpr std::array<api_kind, 9> apis = {
-    api_kind::openai_chat_completions, api_kind::openai_completions,
-    api_kind::openai_responses,        api_kind::anthropic_messages,
-    api_kind::tgi_generate,            api_kind::llamacpp_completion,
-    api_kind::ollama_chat,             api_kind::ollama_generate,
-    api_kind::gemini_generate,
-};
 
 void check_target(std::string_view target) {
     auto first = http::normalize_target(target);
@@ -52,8 +44,8 @@ void check_target(std::string_view target) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     const std::string_view input(reinterpret_cast<const char*>(data), size);
     // The body alone, as each dialect reads it (the bytes after a request head, or the input).
-    for (api_kind api : apis) {
-        (void)protocol::parse_request(api, "/v1beta/models/m:streamGenerateContent", input);
+    for (const protocol::dialect* d : protocol::dialect_table()) {
+        (void)protocol::parse_request(d->api, "/v1beta/models/m:streamGenerateContent", input);
     }
     (void)protocol::inject_usage_request(input, size % 2 == 0);
     check_target(input.substr(0, std::min<std::size_t>(size, 512)));

@@ -5,8 +5,8 @@
 #   tests/fuzz/run.sh [seconds=30] [extra libFuzzer flags...]
 #   e.g. tests/fuzz/run.sh 300 -jobs=2 -workers=2
 #
-# Environment: TOKENMETER_FUZZ_TARGET (sse_parser_fuzz, the default, openai_stream_fuzz,
-# ndjson_parser_fuzz, dialect_stream_fuzz, tokenizer_fuzz, request_fuzz or response_head_fuzz),
+# Environment: TOKENMETER_FUZZ_TARGET (sse_parser_fuzz, the default, ndjson_parser_fuzz,
+# dialect_stream_fuzz, tokenizer_fuzz, request_fuzz or response_head_fuzz),
 # TOKENMETER_FUZZ_BUILD_DIR (default build-fuzz), CXX_FUZZ (default clang++-14 or clang++).
 set -euo pipefail
 
@@ -39,7 +39,6 @@ cmake -S "$root/tests/fuzz" -B "$build" "${generator[@]}" -DCMAKE_CXX_COMPILER="
 target=${TOKENMETER_FUZZ_TARGET:-sse_parser_fuzz}
 case "$target" in
     sse_parser_fuzz) seeds=sse; dict=(-dict="$root/tests/fuzz/sse_parser_fuzz.dict") ;;
-    openai_stream_fuzz) seeds=openai; dict=() ;;
     tokenizer_fuzz) seeds=tokenizer; dict=() ;;
     ndjson_parser_fuzz) seeds=ndjson; dict=() ;;
     dialect_stream_fuzz) seeds=dialects; dict=() ;;

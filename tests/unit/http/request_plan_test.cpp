@@ -51,7 +51,7 @@ TEST(RequestPlan, UsageInjectionOffForwardsTheBodyAsItCame) {
     const std::string body = R"({"model":"llama","stream":true,"messages":[]})";
     auto request = post("/v1/chat/completions", body);
     auto settings = settings_for();
-    settings.usage_injection = false;
+    settings.routes = protocol::route_table({}, false);
     auto plan = plan_request(request, "/v1/chat/completions", field_count(request), settings);
     EXPECT_FALSE(plan.usage_injected);
     EXPECT_EQ(plan.upstream.body(), body);

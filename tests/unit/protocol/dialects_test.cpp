@@ -1,5 +1,6 @@
-// The protocol registry: path and route → API, per-dialect request reading, usage injection,
-// the usage merge rules through the meter, and the usage filter at every split point.
+// The protocol registry: the dialect table, path and route → API, per-dialect request reading,
+// usage injection, the usage merge rules through the meter, and the usage filter at every split
+// point.
 #include "protocol/dialects.hpp"
 
 #include <gtest/gtest.h>
@@ -8,6 +9,7 @@
 #include <string>
 
 #include "meter/exchange.hpp"
+#include "protocol/dialect.hpp"
 #include "protocol/usage_filter.hpp"
 
 namespace tokenmeter::protocol {
@@ -44,23 +46,58 @@ TEST(Dialects, NamesRoundTrip) {
     EXPECT_FALSE(api_from_name("openai"));
 }
 
-TEST(Dialects, RoutesOverridePathsInOrder) {
-    std::vector<config::route> routes = {
-        {"/ollama/*", "ollama_chat", std::nullopt},
-        {"/llm/v1/chat/completions", "openai_chat", false},
-        {"/v1/messages", "none", std::nullopt},
+TEST(Dialects, TableRowsAreDistinctAndNamedOnce) {
+    auto table = dialect_table();
+    ASSERT_EQ(table.size(), 9u);
+    for (std::size_t i = 0; i < table.size(); ++i) {
+        EXPECT_EQ(find_dialect(table[i]->api), table[i]);
+        EXPECT_NE(table[i]->api, api_kind::none);
+        EXPECT_NE(table[i]->matches_path, nullptr);
+        EXPECT_NE(table[i]->parse_request, nullptr);
+        EXPECT_NE(table[i]->make_adapter, nullptr);
+        for (std::size_t j = i + 1; j < table.size(); ++j) {
+            EXPECT_NE(table[i]->name, table[j]->name);
+        }
+    }
+    EXPECT_EQ(find_dialect(api_kind::none), nullptr);
+    EXPECT_EQ(api_names_list(),
+              "openai_chat, openai_completions, openai_responses, anthropic_messages, "
+              "tgi_generate, llamacpp_completion, ollama_chat, ollama_generate, gemini_generate "
+              "or none");
+}
+
+TEST(Routes, RulesOverridePathsInOrder) {
+    std::vector<route_rule> rules = {
+        {"/ollama/", true, api_kind::ollama_chat, std::nullopt},
+        {"/llm/v1/chat/completions", false, api_kind::openai_chat_completions, false},
+        {"/v1/messages", false, api_kind::none, std::nullopt},
     };
-    auto r = choose_route("/ollama/api/chat", routes, true);
+    route_table routes(rules, true);
+    auto r = routes.choose("/ollama/api/chat");
     EXPECT_EQ(r.api, api_kind::ollama_chat);
     EXPECT_TRUE(r.usage_injection);
-    r = choose_route("/llm/v1/chat/completions?a=b", routes, true);
+    r = routes.choose("/llm/v1/chat/completions?a=b");
     EXPECT_EQ(r.api, api_kind::openai_chat_completions);
     EXPECT_FALSE(r.usage_injection);
-    EXPECT_EQ(choose_route("/v1/messages", routes, true).api, api_kind::none);
-    r = choose_route("/v1/chat/completions", routes, false);
+    EXPECT_EQ(routes.choose("/v1/messages").api, api_kind::none);
+    EXPECT_EQ(routes.choose("/llm/other").api, api_kind::none);
+    r = route_table(rules, false).choose("/v1/chat/completions");
     EXPECT_EQ(r.api, api_kind::openai_chat_completions);
     EXPECT_FALSE(r.usage_injection);
-    EXPECT_EQ(choose_route("/llm/other", routes, true).api, api_kind::none);
+    EXPECT_EQ(route_table().choose("/v1/messages?x").api, api_kind::anthropic_messages);
+}
+
+TEST(Routes, ContinuousUsageOnlyWithInjection) {
+    route_table routes({{"/a", false, api_kind::openai_chat_completions, std::nullopt, true},
+                        {"/b", false, api_kind::openai_chat_completions, false, true}},
+                       true);
+    auto a = routes.choose("/a");
+    EXPECT_TRUE(a.usage_injection);
+    EXPECT_TRUE(a.continuous_usage);
+    auto b = routes.choose("/b");
+    EXPECT_FALSE(b.usage_injection);
+    EXPECT_FALSE(b.continuous_usage);
+    EXPECT_FALSE(routes.choose("/v1/completions").continuous_usage);
 }
 
 TEST(Dialects, RequestReadingPerDialect) {

@@ -7,6 +7,7 @@
 #include <array>
 #include <string>
 
+#include "protocol/dialect.hpp"
 #include "protocol/dialects.hpp"
 
 namespace tokenmeter::protocol {
@@ -72,9 +73,8 @@ TEST(JsonLimits, DeepResponseEventsAreParseErrors) {
     deep.append(100'000, '[');
     deep.append(100'000, ']');
     deep += "}}]}";
-    for (api_kind api : {api_kind::openai_chat_completions, api_kind::anthropic_messages,
-                         api_kind::ollama_chat, api_kind::gemini_generate, api_kind::tgi_generate,
-                         api_kind::llamacpp_completion, api_kind::openai_responses}) {
+    for (const dialect* d : dialect_table()) {
+        api_kind api = d->api;
         auto adapter = make_adapter(api);
         counting_sink sink;
         adapter->on_body(deep, core::time_point{}, sink);
