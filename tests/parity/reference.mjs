@@ -2,7 +2,8 @@
 // loaded the way the comparison needs them. Shared by generate.mjs and bench.mjs.
 //
 // - tiktoken (OpenAI's Rust tiktoken compiled to WASM): encode_ordinary, so special-token text
-//   such as "<|endoftext|>" is ordinary text, as tokenmeter counts it.
+//   such as "<|endoftext|>" is ordinary text, as tokenmeter counts it by default; with
+//   specialTokens "match", encode(text, "all"), every special token of the file matched.
 // - Hugging Face tokenizers (the Rust crate as a native Node addon): the tokenizer.json with every
 //   added token marked `"special": true` made unmatchable in `added_tokens` (only the "match this
 //   text as one control token" rule goes), encoded without the
@@ -57,12 +58,20 @@ export function loadReference(name, dir = tokenizerDir(), specialTokens = "text"
     throw new Error(`missing ${file}; run scripts/fetch-tokenizers.sh`);
   }
   if (spec.kind === "tiktoken") {
-    if (specialTokens !== "text") {
-      throw new Error(`${name}: only special tokens as text (encode_ordinary) is compared for tiktoken`);
-    }
     const { Tiktoken } = loadPackage("tiktoken");
     const data = JSON.parse(fs.readFileSync(file, "utf8"));
     const enc = new Tiktoken(data.bpe_ranks, data.special_tokens, data.pat_str);
+    if (specialTokens === "match") {
+      // encode(text, allowed_special = "all"): every special token of the file matched.
+      return {
+        name,
+        kind: spec.kind,
+        file,
+        specialTokens,
+        encodeSync: (text) => enc.encode(text, "all"),
+        encode: async (text) => Array.from(enc.encode(text, "all")),
+      };
+    }
     return {
       name,
       kind: spec.kind,
