@@ -15,6 +15,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import { createRequire } from "node:module";
+import { FIXTURES } from "./fixtures.mjs";
 
 const require = createRequire(import.meta.url);
 
@@ -26,7 +27,14 @@ export const TOKENIZERS = {
   qwen3: { kind: "hf", file: "qwen3/tokenizer.json" },
   gemma3: { kind: "hf", file: "gemma3/tokenizer.json" },
   llama2: { kind: "hf", file: "llama2/tokenizer.json" },
+  // Written by generate.mjs into its output directory (fixtures.mjs), compared in match mode.
+  ...Object.fromEntries(Object.keys(FIXTURES).map((name) => [name, { kind: "hf", fixture: true }])),
 };
+
+// Where generate.mjs writes a fixture's tokenizer.json (the parity checker's --spec).
+export function fixturePath(dir, name) {
+  return path.join(dir, `${name}.tokenizer.json`);
+}
 
 export function tokenizerDir() {
   const here = path.dirname(new URL(import.meta.url).pathname);
@@ -53,7 +61,11 @@ export function loadReference(name, dir = tokenizerDir(), specialTokens = "text"
   if (!spec) {
     throw new Error(`unknown tokenizer ${name}; known: ${Object.keys(TOKENIZERS).join(", ")}`);
   }
-  const file = path.join(dir, spec.file);
+  const file = spec.fixture ? fixturePath(dir, name) : path.join(dir, spec.file);
+  if (spec.fixture) {
+    fs.mkdirSync(dir, { recursive: true });
+    fs.writeFileSync(file, JSON.stringify(FIXTURES[name](), null, 1));
+  }
   if (!fs.existsSync(file)) {
     throw new Error(`missing ${file}; run scripts/fetch-tokenizers.sh`);
   }
