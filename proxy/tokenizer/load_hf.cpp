@@ -67,8 +67,9 @@ void parse_added_tokens(const json& j, special_tokens special, hf_model& m,
         token.lstrip = t.value("lstrip", false);
         token.rstrip = t.value("rstrip", false);
         token.single_word = t.value("single_word", false);
-        // A missing "normalized" is Hugging Face's default for the kind of token.
-        const bool normalized = t.value("normalized", !is_special);
+        // Hugging Face writes all five flags (and refuses a file without them); a missing one
+        // is taken as false, the token's text as it is.
+        const bool normalized = t.value("normalized", false);
         if (normalized && !m.identity_normalizer) {
             throw load_error{"added token \"" + token.content +
                              "\" is matched after normalization (normalized = true), which is "

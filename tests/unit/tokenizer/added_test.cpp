@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <memory>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -131,6 +133,42 @@ TEST_F(TokenizerLoader, PrependNormalizerAppliesToEachSegment) {
                                   {"<x><x>ab", {263, 263, 262}},
                                   {"ab ab<x>", {262, 262, 263}},
                               });
+}
+
+// The stream must stop only where the rest of the text cannot change a decision already taken
+// (whitespace an lstrip token may still take, a word character a single_word token must see, a
+// segment start after a token that gets its own prepend): random text made of the pieces that
+// matter, streamed at random chunkings, gives the one-shot ids.
+TEST_F(TokenizerLoader, AddedTokensStreamAsTheyEncodeWhole) {
+    json sp = sentencepiece_tokenizer();
+    json l = added(263, "<l>", true, false);
+    l["lstrip"] = true;
+    json w = added(264, "<w>", false, false);
+    w["single_word"] = true;
+    w["rstrip"] = true;
+    sp["added_tokens"].push_back(l);
+    sp["added_tokens"].push_back(w);
+    sp["added_tokens"].push_back(added(265, "<x>", true, false));
+    const std::vector<std::shared_ptr<const encoder>> encoders = {
+        load_ok(write("bl.json", flagged_byte_level().dump())), load_ok(write("sp.json", sp.dump()))};
+    const std::vector<std::string> pieces = {"<l>", "<r>", "<w>", "<x>", "hi", "h", "i", " ",
+                                             "  ",  "\n",  "\t",  "a",   "b",  "_", "\xc3\xa9",
+                                             "<",   "w",   ">",   "9",   ".",  "\xe3\x80\x80"};
+    std::mt19937 rng(7);
+    for (int round = 0; round < 3000; ++round) {
+        std::string text;
+        const int n = 1 + static_cast<int>(rng() % 12);
+        for (int i = 0; i < n; ++i) {
+            text += pieces[rng() % pieces.size()];
+        }
+        for (const auto& enc : encoders) {
+            ASSERT_NE(enc, nullptr);
+            const std::vector<token_id> whole = ids_of(*enc, text);
+            for (unsigned seed = 0; seed < 3; ++seed) {
+                ASSERT_EQ(streamed(*enc, text, seed), whole) << "\"" << text << "\" seed " << seed;
+            }
+        }
+    }
 }
 
 }  // namespace
