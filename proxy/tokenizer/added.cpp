@@ -71,24 +71,32 @@ std::size_t space_run_end(std::string_view text, std::size_t p, std::size_t end)
     return p;
 }
 
-struct match {
-    std::size_t start;
-    std::size_t stop;
-    token_id id;
-};
-
 // find_matches over text[begin, end) (Hugging Face's "sentence"): calls on_match for each
 // accepted match in order; returns how far the search is resolved (`end`, or with `open` the
-// position from which more text could still change the matches).
+// position from which more text could still change the matches). A match is reported only once
+// the next one is known, because a token that starts inside the whitespace an rstrip token took
+// (Hugging Face keeps both) and is still open must hold back that rstrip token too. The spans of
+// single_word matches that were dropped are added to `dropped`: a stream must not stop inside
+// one, or the next call could find a token the dropped match hid.
 template <class OnMatch>
 std::size_t find_matches(const added_set& set, std::string_view text, std::size_t begin,
-                         std::size_t end, bool open, OnMatch&& on_match) {
+                         std::size_t end, bool open, std::vector<added_match>& dropped,
+                         OnMatch&& on_match) {
     std::size_t start_offset = begin;
     std::size_t pos = begin;
     const std::string_view sentence = text.substr(0, end);
+    bool has_last = false;
+    added_match last{0, 0, 0};
     // Where a match that is still open would make the text before it final: its start, moved
-    // back over whitespace when an lstrip token could take it.
+    // back over whitespace when an lstrip token could take it; before the previous match if it
+    // starts inside that one's span.
     auto unresolved = [&](std::size_t at) {
+        if (has_last && at < start_offset) {
+            return last.start;
+        }
+        if (has_last) {
+            on_match(last);
+        }
         return set.any_lstrip() ? std::max(space_run_start(text, begin, at), start_offset) : at;
     };
     while (pos < end) {
@@ -116,7 +124,8 @@ std::size_t find_matches(const added_set& set, std::string_view text, std::size_
             const bool space_before = start == begin || !is_word(char_before(text, start));
             const bool space_after = stop == end || !is_word(char_at(text, stop));
             if (!space_before || !space_after) {
-                pos = stop;  // dropped; the search resumes after it, as the automaton does
+                dropped.push_back(added_match{start, stop, t.id});
+                pos = stop;  // the search resumes after it, as the automaton does
                 continue;
             }
         }
@@ -129,12 +138,19 @@ std::size_t find_matches(const added_set& set, std::string_view text, std::size_
                 return unresolved(pos);  // more whitespace may follow
             }
         }
-        on_match(match{start, stop, t.id});
+        if (has_last) {
+            on_match(last);
+        }
+        last = added_match{start, stop, t.id};
+        has_last = true;
         start_offset = stop;
         pos += len;
     }
+    if (has_last) {
+        on_match(last);
+    }
     if (open && set.any_lstrip()) {
-        return unresolved(end);  // trailing whitespace: an lstrip token may follow it
+        return std::max(space_run_start(text, begin, end), start_offset);  // an lstrip token may follow
     }
     return end;
 }
@@ -225,14 +241,14 @@ void added_set::finish() {
 std::size_t added_vocabulary::normalized_pass(std::string_view text, std::size_t begin,
                                               std::size_t end, bool open,
                                               const segment_encoder& segments,
-                                              std::vector<token_id>& out,
-                                              std::size_t& last_stop) const {
+                                              std::vector<token_id>& out, std::size_t& last_stop,
+                                              std::vector<added_match>& dropped) const {
     if (normalized.empty() || begin == end) {
         return segments.encode_segment(text, begin, end, open, out);
     }
     std::size_t seg = begin;
     const std::size_t resolved =
-        find_matches(normalized, text, begin, end, open, [&](const match& m) {
+        find_matches(normalized, text, begin, end, open, dropped, [&](const added_match& m) {
             if (seg < m.start) {
                 segments.encode_segment(text, seg, m.start, false, out);
             }
@@ -254,11 +270,12 @@ added_vocabulary::pass_result added_vocabulary::pass(std::string_view text, bool
                                                      std::vector<token_id>& out) const {
     pass_result r;
     std::size_t seg = 0;
+    std::vector<added_match> dropped;  // single_word matches not taken (rare: no allocation)
     std::size_t last_stop = std::string_view::npos;  // of any token, raw or normalized
     const std::size_t resolved =
-        find_matches(raw, text, 0, text.size(), open, [&](const match& m) {
+        find_matches(raw, text, 0, text.size(), open, dropped, [&](const added_match& m) {
             if (seg < m.start) {
-                normalized_pass(text, seg, m.start, false, segments, out, last_stop);
+                normalized_pass(text, seg, m.start, false, segments, out, last_stop, dropped);
             }
             out.push_back(m.id);
             seg = m.stop;
@@ -266,15 +283,19 @@ added_vocabulary::pass_result added_vocabulary::pass(std::string_view text, bool
         });
     if (!open) {
         if (seg < text.size()) {
-            normalized_pass(text, seg, text.size(), false, segments, out, last_stop);
+            normalized_pass(text, seg, text.size(), false, segments, out, last_stop, dropped);
         }
         r.end = text.size();
         return r;
     }
-    r.end = seg < resolved ? normalized_pass(text, seg, resolved, true, segments, out, last_stop)
+    r.end = seg < resolved ? normalized_pass(text, seg, resolved, true, segments, out, last_stop,
+                                           dropped)
                            : seg;
     r.at_raw_token_end = seg > 0 && r.end == seg && last_stop == seg;
     r.at_token_end = r.end == last_stop;
+    r.inside_dropped = std::any_of(dropped.begin(), dropped.end(), [&](const added_match& d) {
+        return d.start < r.end && r.end < d.stop;
+    });
     return r;
 }
 
@@ -283,7 +304,7 @@ bool added_vocabulary::safe_cut(std::string_view text, const pass_result& r) con
     if (n == 0) {
         return true;
     }
-    if (r.at_token_end && prepend_each_segment) {
+    if ((r.at_token_end && prepend_each_segment) || r.inside_dropped) {
         return false;
     }
     const std::string_view after = text.substr(n);

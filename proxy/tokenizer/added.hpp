@@ -25,6 +25,13 @@ struct added_token {
     bool single_word = false;  // only where no word character touches it on either side
 };
 
+// A token found in the text: [start, stop) with lstrip/rstrip whitespace included.
+struct added_match {
+    std::size_t start;
+    std::size_t stop;
+    token_id id;
+};
+
 // One set of added tokens searched together (one of Hugging Face's two tries).
 class added_set {
   public:
@@ -98,12 +105,14 @@ class added_vocabulary {
         std::size_t end = 0;            // how far the ids are final
         bool at_token_end = false;      // `end` is where an added token ends
         bool at_raw_token_end = false;  // ... a token of the raw set
+        bool inside_dropped = false;    // `end` is inside a single_word match that was dropped
     };
     pass_result pass(std::string_view text, bool open, const segment_encoder& segments,
                      std::vector<token_id>& out) const;
     std::size_t normalized_pass(std::string_view text, std::size_t begin, std::size_t end,
                                 bool open, const segment_encoder& segments,
-                                std::vector<token_id>& out, std::size_t& last_stop) const;
+                                std::vector<token_id>& out, std::size_t& last_stop,
+                                std::vector<added_match>& dropped) const;
     [[nodiscard]] bool safe_cut(std::string_view text, const pass_result& r) const noexcept;
 };
 

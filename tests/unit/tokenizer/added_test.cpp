@@ -105,6 +105,30 @@ TEST_F(TokenizerLoader, AddedTokenNormalizedIsMatchedInEachSegment) {
                      });
 }
 
+// Two ways a later token can overlap an earlier match, both as Hugging Face resolves them: a
+// token that starts inside the whitespace an rstrip token took is matched too; a dropped
+// single_word match hides a token that starts inside it. A stream cut between them must not
+// change either.
+TEST_F(TokenizerLoader, AddedTokenOverlapsStreamAsWhole) {
+    json j = flagged_byte_level();
+    j["added_tokens"].push_back(added(266, "\nxyz", false, false));
+    j["added_tokens"].push_back(added(267, "w>", false, false));
+    json s = added(268, " <|s|>", true, false);  // the tokenizer_fuzz target found this one
+    s["lstrip"] = true;
+    s["rstrip"] = true;
+    j["added_tokens"].push_back(s);
+    auto enc = load_ok(write("o.json", j.dump()));
+    ASSERT_NE(enc, nullptr);
+    expect_ids(*enc, {
+                         {"<r> \nxyz", {263, 266}},
+                         {"<r> \nxy", {263, 'x', 'y'}},  // the rstrip took the newline
+                         {"a<w>b", {'a', '<', 'w', '>', 'b'}},
+                         {"a w>", {'a', ' ', 267}},
+                         {"xy <|s|> <|s|> o", {'x', 'y', 268, 268, 'o'}},
+                         {"xy <|s|> <|s|>", {'x', 'y', 268, 268}},
+                     });
+}
+
 // A normalized token needs the segment as the normalizer leaves it, which the engine has only
 // without a normalizer; with one it is refused, not miscounted (special_tokens: text avoids it
 // for special tokens).
