@@ -66,6 +66,19 @@ function byteLevelAlphabet() {
   return chars;
 }
 
+// MERGES with "_" spelled `space`; each merged token joins the vocab (next free id).
+function addMerges(vocab, space) {
+  const merges = [];
+  for (const [a, b] of MERGES) {
+    const m = [a.replaceAll("_", space), b.replaceAll("_", space)];
+    if (vocab[m[0] + m[1]] === undefined) {
+      vocab[m[0] + m[1]] = Object.keys(vocab).length;
+    }
+    merges.push(m);
+  }
+  return merges;
+}
+
 function bpeModel(vocab, merges, extra) {
   return {
     type: "BPE",
@@ -100,15 +113,7 @@ function byteLevel() {
   byteLevelAlphabet().forEach((c, i) => {
     vocab[c] = i;
   });
-  const sym = (s) => s.replaceAll("_", "\u0120");  // Ġ is the space byte
-  const merges = [];
-  for (const [a, b] of MERGES) {
-    const m = [sym(a), sym(b)];
-    if (vocab[m[0] + m[1]] === undefined) {
-      vocab[m[0] + m[1]] = Object.keys(vocab).length;
-    }
-    merges.push(m);
-  }
+  const merges = addMerges(vocab, "\u0120");  // Ġ is the space byte
   const json = {
     version: "1.0",
     truncation: null,
@@ -148,15 +153,7 @@ function sentencePiece(kind) {
   for (const c of chars) {
     vocab[c] = Object.keys(vocab).length;
   }
-  const sym = (s) => s.replaceAll("_", "\u2581");
-  const merges = [];
-  for (const [a, b] of MERGES) {
-    const m = [sym(a), sym(b)];
-    if (vocab[m[0] + m[1]] === undefined) {
-      vocab[m[0] + m[1]] = Object.keys(vocab).length;
-    }
-    merges.push(m);
-  }
+  const merges = addMerges(vocab, "\u2581");
   const json = {
     version: "1.0",
     truncation: null,
