@@ -73,11 +73,12 @@ std::size_t space_run_end(std::string_view text, std::size_t p, std::size_t end)
 
 // find_matches over text[begin, end) (Hugging Face's "sentence"): calls on_match for each
 // accepted match in order; returns how far the search is resolved (`end`, or with `open` the
-// position from which more text could still change the matches). A match is reported only once
-// the next one is known, because a token that starts inside the whitespace an rstrip token took
-// (Hugging Face keeps both) and is still open must hold back that rstrip token too. The spans of
-// single_word matches that were dropped are added to `dropped`: a stream must not stop inside
-// one, or the next call could find a token the dropped match hid.
+// position from which more text could still change the matches). Matches are reported only once
+// the next one is known: a token that starts inside the whitespace an rstrip token took is
+// matched too (Hugging Face keeps both), so the two are one chain that a stream must not cut;
+// if the chain's last token is still open, the whole chain waits. The spans of single_word
+// matches that were dropped are added to `dropped`: a stream must not stop inside one either,
+// or the next call could find a token the dropped match hid.
 template <class OnMatch>
 std::size_t find_matches(const added_set& set, std::string_view text, std::size_t begin,
                          std::size_t end, bool open, std::vector<added_match>& dropped,
@@ -85,18 +86,27 @@ std::size_t find_matches(const added_set& set, std::string_view text, std::size_
     std::size_t start_offset = begin;
     std::size_t pos = begin;
     const std::string_view sentence = text.substr(0, end);
-    bool has_last = false;
-    added_match last{0, 0, 0};
+    bool has_chain = false;
+    added_match chain_first{0, 0, 0};
+    std::vector<added_match> chain_rest;  // empty unless tokens overlap (no allocation)
+    auto flush = [&] {
+        if (has_chain) {
+            on_match(chain_first);
+            for (const added_match& m : chain_rest) {
+                on_match(m);
+            }
+        }
+        has_chain = false;
+        chain_rest.clear();
+    };
     // Where a match that is still open would make the text before it final: its start, moved
-    // back over whitespace when an lstrip token could take it; before the previous match if it
-    // starts inside that one's span.
+    // back over whitespace when an lstrip token could take it; the start of the chain it would
+    // join if it starts inside the last match.
     auto unresolved = [&](std::size_t at) {
-        if (has_last && at < start_offset) {
-            return last.start;
+        if (has_chain && at < start_offset) {
+            return chain_first.start;
         }
-        if (has_last) {
-            on_match(last);
-        }
+        flush();
         return set.any_lstrip() ? std::max(space_run_start(text, begin, at), start_offset) : at;
     };
     while (pos < end) {
@@ -138,17 +148,17 @@ std::size_t find_matches(const added_set& set, std::string_view text, std::size_
                 return unresolved(pos);  // more whitespace may follow
             }
         }
-        if (has_last) {
-            on_match(last);
+        if (has_chain && pos < start_offset) {
+            chain_rest.push_back(added_match{start, stop, t.id});
+        } else {
+            flush();
+            chain_first = added_match{start, stop, t.id};
+            has_chain = true;
         }
-        last = added_match{start, stop, t.id};
-        has_last = true;
         start_offset = stop;
         pos += len;
     }
-    if (has_last) {
-        on_match(last);
-    }
+    flush();
     if (open && set.any_lstrip()) {
         return std::max(space_run_start(text, begin, end), start_offset);  // an lstrip token may follow
     }
@@ -169,7 +179,6 @@ void added_set::add(added_token token) {
     by_content_.insert(token.content, index);
     first_[static_cast<unsigned char>(token.content[0])] = true;
     any_lstrip_ = any_lstrip_ || token.lstrip;
-    any_rstrip_ = any_rstrip_ || token.rstrip;
     any_single_word_ = any_single_word_ || token.single_word;
     tokens_.push_back(std::move(token));
 }

@@ -42,7 +42,6 @@ class added_set {
 
     [[nodiscard]] bool empty() const noexcept { return tokens_.empty(); }
     [[nodiscard]] bool any_lstrip() const noexcept { return any_lstrip_; }
-    [[nodiscard]] bool any_rstrip() const noexcept { return any_rstrip_; }
     [[nodiscard]] bool any_single_word() const noexcept { return any_single_word_; }
     [[nodiscard]] bool may_start_with(unsigned char byte) const noexcept { return first_[byte]; }
     [[nodiscard]] const added_token& token(std::uint32_t index) const { return tokens_[index]; }
@@ -63,7 +62,6 @@ class added_set {
     bytes_map prefixes_;    // every prefix of every content -> flag bits
     std::array<bool, 256> first_{};
     bool any_lstrip_ = false;
-    bool any_rstrip_ = false;
     bool any_single_word_ = false;
 };
 

@@ -126,6 +126,7 @@ TEST_F(TokenizerLoader, AddedTokenOverlapsStreamAsWhole) {
                          {"a w>", {'a', ' ', 267}},
                          {"xy <|s|> <|s|> o", {'x', 'y', 268, 268, 'o'}},
                          {"xy <|s|> <|s|>", {'x', 'y', 268, 268}},
+                         {" <|s|> <|s|> <", {268, 268, '<'}},
                      });
 }
 
