@@ -234,8 +234,13 @@ void added_set::finish() {
         }
     }
     std::sort(entries.begin(), entries.end());
+    // Sized for the distinct prefixes: Gemma 3's runs of "▁" and newlines share most of theirs.
+    std::size_t distinct = 0;
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+        distinct += (i == 0 || entries[i].first != entries[i - 1].first) ? 1 : 0;
+    }
     prefixes_ = bytes_map();
-    prefixes_.reserve(entries.size());
+    prefixes_.reserve(distinct);
     for (std::size_t i = 0; i < entries.size();) {
         std::uint32_t bits = 0;
         std::size_t j = i;
@@ -245,6 +250,7 @@ void added_set::finish() {
         prefixes_.insert(entries[i].first, bits);
         i = j;
     }
+    tokens_.shrink_to_fit();
 }
 
 std::size_t added_vocabulary::normalized_pass(std::string_view text, std::size_t begin,
