@@ -3,7 +3,7 @@
 //
 // This header is the contract between the engine (tokenizer/*.cpp), the loaders, the parity
 // tests and the meter. The core never does I/O: `load_*` functions that read files live in the
-// loader translation unit; everything else works on memory.
+// loader translation units (load*.cpp); everything else works on memory.
 #pragma once
 
 #include <cstddef>
