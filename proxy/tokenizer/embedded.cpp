@@ -102,7 +102,24 @@ std::string_view embedded_blob(std::string_view name) noexcept {
     return {};
 }
 
-std::shared_ptr<const encoder> load_embedded(std::string_view name, std::string& error) {
+std::vector<std::pair<std::string, token_id>> builtin_special_tokens(std::string_view name) {
+    // tiktoken@1.0.22 encoders/o200k_base.json and cl100k_base.json, "special_tokens"; the
+    // parity tests compare against the package with these files (parity.match.*).
+    if (name == "o200k_base") {
+        return {{"<|endoftext|>", 199999}, {"<|endofprompt|>", 200018}};
+    }
+    if (name == "cl100k_base") {
+        return {{"<|endoftext|>", 100257},
+                {"<|fim_prefix|>", 100258},
+                {"<|fim_middle|>", 100259},
+                {"<|fim_suffix|>", 100260},
+                {"<|endofprompt|>", 100276}};
+    }
+    return {};
+}
+
+std::shared_ptr<const encoder> load_embedded(std::string_view name, bool match_special_tokens,
+                                             std::string& error) {
     const std::string_view blob = embedded_blob(name);
     if (blob.empty()) {
         error = "no built-in tokenizer named \"" + std::string(name) + "\"";
@@ -147,6 +164,10 @@ std::shared_ptr<const encoder> load_embedded(std::string_view name, std::string&
     auto enc = tiktoken_encoder::create(std::string(name), pattern, std::move(ranks), error);
     if (!enc) {
         error = "built-in " + std::string(name) + ": " + error;
+        return nullptr;
+    }
+    if (match_special_tokens) {
+        enc->match_special_tokens(builtin_special_tokens(name));
     }
     return enc;
 }

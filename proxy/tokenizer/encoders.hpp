@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "tokenizer/added.hpp"
 #include "tokenizer/pretokenize.hpp"
 #include "tokenizer/tables.hpp"
 #include "tokenizer/tokenizer.hpp"
@@ -25,6 +26,10 @@ class tiktoken_encoder final : public encoder {
     static std::unique_ptr<tiktoken_encoder> create(std::string name, std::string_view pattern,
                                                     bytes_map ranks, std::string& error);
 
+    // Special tokens matched in the text, as tiktoken's encode(text, allowed_special="all").
+    // Call before the encoder is shared.
+    void match_special_tokens(const std::vector<std::pair<std::string, token_id>>& tokens);
+
     [[nodiscard]] const std::string& name() const noexcept override { return name_; }
     std::size_t encode_final(std::string_view pending, bool at_start,
                              std::vector<token_id>& out) const override;
@@ -32,10 +37,14 @@ class tiktoken_encoder final : public encoder {
                      std::vector<token_id>& out) const override;
 
   private:
+    class ordinary;  // the text between special tokens, for added_vocabulary
     std::size_t run(std::string_view text, bool open, std::vector<token_id>& out) const;
+    std::size_t run_ordinary(std::string_view text, std::size_t begin, std::size_t end, bool open,
+                             std::vector<token_id>& out) const;
     void encode_piece(std::string_view piece, merge_scratch& s, std::vector<token_id>& out) const;
 
     std::string name_;
+    added_vocabulary specials_;
     std::vector<split_level> levels_;
     bytes_map ranks_;
     std::uint64_t cache_owner_ = 0;
@@ -48,6 +57,7 @@ struct hf_model {
     kind mode = kind::byte_level;
 
     // normalizer
+    bool identity_normalizer = true;    // none: added tokens with normalized = true are matchable
     bool nfc = false;
     std::string prepend;                // SentencePiece: prepended to the text ("▁"), or empty
     bool prepend_if_absent = false;     // Metaspace: only if the text does not start with it
@@ -74,11 +84,8 @@ struct hf_model {
     // joins. A boundary between two characters not in this set is never crossed by a merge.
     pair_map joined_chars;
 
-    // non-special added tokens, matched in the raw text (leftmost-longest)
-    bytes_map added;           // content -> id
-    bytes_map added_prefixes;  // every prefix of a content (including the whole)
-    std::array<bool, 256> added_first{};
-    bool has_added = false;
+    // added tokens matched in the text (special ones only with special_tokens: match)
+    added_vocabulary added;
 
     std::uint64_t cache_owner = 0;  // this model's key in the per-thread piece cache
 };
@@ -97,6 +104,7 @@ class hf_encoder final : public encoder {
     static void compute_whole_ok(hf_model& model);
 
   private:
+    class segments;  // the text between added tokens, for added_vocabulary
     std::size_t run(std::string_view text, bool at_start, bool open,
                     std::vector<token_id>& out) const;
     std::size_t segment(std::string_view text, std::size_t begin, std::size_t end, bool at_start,

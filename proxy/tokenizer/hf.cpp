@@ -1,5 +1,5 @@
 // tokenizer/hf: Hugging Face BPE (tokenizer.json) encoding, id-for-id with the `tokenizers`
-// library: non-special added tokens split first (leftmost-longest), then per segment the
+// library: added tokens split first (added.hpp), then per segment the
 // normalizer, the pre-tokenizer and the BPE model. Two shapes:
 //  - byte-level (Llama 3, Qwen3, DeepSeek-V3, GPT-4o-style): regex splits, bytes as symbols;
 //  - SentencePiece-style (Llama 2, Mistral, Gemma): "▁" for spaces, no pre-tokenizer, characters
@@ -110,52 +110,29 @@ void hf_encoder::encode_rest(std::string_view text, bool at_start,
     run(text, at_start, false, out);
 }
 
+// Text between added tokens: each segment is normalized and pre-tokenized on its own, so one
+// that follows an added token gets the prepended "▁" again when the encoder prepends to every
+// segment (Prepend normalizer, Metaspace "always"); Metaspace "first" only at the very start.
+class hf_encoder::segments final : public segment_encoder {
+  public:
+    segments(const hf_encoder& enc, bool at_start) : enc_(enc), at_start_(at_start) {}
+    std::size_t encode_segment(std::string_view text, std::size_t begin, std::size_t end,
+                               bool open, std::vector<token_id>& out) const override {
+        const bool prepend = begin == 0 ? at_start_ : enc_.m_->prepend_each_segment;
+        return enc_.segment(text, begin, end, prepend, open, out);
+    }
+
+  private:
+    const hf_encoder& enc_;
+    bool at_start_;
+};
+
 std::size_t hf_encoder::run(std::string_view text, bool at_start, bool open,
                             std::vector<token_id>& out) const {
-    const hf_model& m = *m_;
-    if (!m.has_added) {
+    if (m_->added.empty()) {
         return segment(text, 0, text.size(), at_start, open, out);
     }
-    std::size_t seg = 0;
-    std::size_t pos = 0;
-    while (pos < text.size()) {
-        if (!m.added_first[static_cast<unsigned char>(text[pos])]) {
-            ++pos;
-            continue;
-        }
-        // Leftmost-longest: the longest added token starting here, unless the text ends while
-        // it could still become a longer one.
-        std::size_t best = 0;
-        token_id best_id = 0;
-        bool unresolved = false;
-        for (std::size_t len = 1; pos + len <= text.size(); ++len) {
-            std::uint32_t flags = 0;
-            const std::string_view candidate = text.substr(pos, len);
-            if (!m.added_prefixes.find(candidate, flags)) {
-                break;
-            }
-            token_id id = 0;
-            if (m.added.find(candidate, id)) {
-                best = len;
-                best_id = id;
-            }
-            if (open && pos + len == text.size() && (flags & 1U) != 0) {
-                unresolved = true;
-            }
-        }
-        if (unresolved) {
-            return segment(text, seg, pos, at_start && seg == 0, true, out);
-        }
-        if (best == 0) {
-            ++pos;
-            continue;
-        }
-        segment(text, seg, pos, at_start && seg == 0, false, out);
-        out.push_back(best_id);
-        pos += best;
-        seg = pos;
-    }
-    return segment(text, seg, text.size(), at_start && seg == 0, open, out);
+    return m_->added.encode(text, open, segments(*this, at_start), out);
 }
 
 std::size_t hf_encoder::segment(std::string_view text, std::size_t begin, std::size_t end,

@@ -1,4 +1,5 @@
-// tokenizer/tiktoken: tiktoken-compatible encoding (encode_ordinary): regex pieces, then
+// tokenizer/tiktoken: tiktoken-compatible encoding (encode_ordinary, or encode with every special
+// token allowed when the encoder matches them): regex pieces, then
 // byte-pair merges by rank; a piece that is itself a token is that token (tiktoken's own fast
 // path, and always the merge result for tiktoken's vocabularies).
 #include "tokenizer/bpe.hpp"
@@ -76,11 +77,41 @@ void tiktoken_encoder::encode_piece(std::string_view piece, merge_scratch& s,
     cache.store(cache_owner_, piece, hash, out.data() + first, out.size() - first);
 }
 
-std::size_t tiktoken_encoder::run(std::string_view text, bool open,
-                                  std::vector<token_id>& out) const {
+class tiktoken_encoder::ordinary final : public segment_encoder {
+  public:
+    explicit ordinary(const tiktoken_encoder& enc) : enc_(enc) {}
+    std::size_t encode_segment(std::string_view text, std::size_t begin, std::size_t end,
+                               bool open, std::vector<token_id>& out) const override {
+        return enc_.run_ordinary(text, begin, end, open, out);
+    }
+
+  private:
+    const tiktoken_encoder& enc_;
+};
+
+void tiktoken_encoder::match_special_tokens(
+    const std::vector<std::pair<std::string, token_id>>& tokens) {
+    for (const auto& [content, id] : tokens) {
+        specials_.raw.add(added_token{content, id});
+    }
+    specials_.raw.finish();
+}
+
+std::size_t tiktoken_encoder::run_ordinary(std::string_view text, std::size_t begin,
+                                           std::size_t end, bool open,
+                                           std::vector<token_id>& out) const {
     merge_scratch& s = scratch();
     auto emit = [&](std::size_t b, std::size_t e) { encode_piece(text.substr(b, e - b), s, out); };
-    return split_pieces(levels_, 0, text, 0, text.size(), open, emit);
+    // The text between two special tokens is encoded on its own, as tiktoken does.
+    return split_pieces(levels_, 0, text.substr(0, end), begin, end, open, emit);
+}
+
+std::size_t tiktoken_encoder::run(std::string_view text, bool open,
+                                  std::vector<token_id>& out) const {
+    if (specials_.empty()) {
+        return run_ordinary(text, 0, text.size(), open, out);
+    }
+    return specials_.encode(text, open, ordinary(*this), out);
 }
 
 std::size_t tiktoken_encoder::encode_final(std::string_view pending, bool /*at_start*/,

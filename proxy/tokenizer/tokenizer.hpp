@@ -3,7 +3,7 @@
 //
 // This header is the contract between the engine (tokenizer/*.cpp), the loaders, the parity
 // tests and the meter. The core never does I/O: `load_*` functions that read files live in the
-// loader translation unit; everything else works on memory.
+// loader translation units (load*.cpp); everything else works on memory.
 #pragma once
 
 #include <cstddef>
@@ -23,12 +23,14 @@ using token_id = std::uint32_t;
 // are per call, per stream or per thread (a small piece -> ids memo), never shared mutable state.
 //
 // Text in, ids out, the way the reference implementations count model output:
-//  - tiktoken encoders (o200k_base, cl100k_base) behave like tiktoken's encode_ordinary.
+//  - tiktoken encoders (o200k_base, cl100k_base) behave like tiktoken's encode_ordinary, or with
+//    special_tokens match like encode(text, allowed_special="all").
 //  - Hugging Face tokenizer.json encoders behave like `tokenizer.encode(text,
 //    add_special_tokens=false)`: with special_tokens match (the default, Hugging Face's own)
 //    every added token (<|endoftext|>, <|begin_of_text|>, <start_of_turn>, Qwen3's <think>...) is
-//    matched in the text as one token; with special_tokens text (`encode_special_tokens = true`)
-//    the ones marked "special" are tokenized as ordinary text and only the others are matched.
+//    matched in the text as one token, honouring its lstrip, rstrip, single_word and normalized
+//    flags; with special_tokens text (`encode_special_tokens = true`) the ones marked "special"
+//    are tokenized as ordinary text and only the others are matched.
 //    No post-processor (no BOS/EOS ids) and no truncation or padding: the count is of the text.
 //  - Invalid UTF-8 is first repaired the WHATWG way (each maximal invalid subsequence becomes
 //    U+FFFD), which is the string a JavaScript reference receives from Buffer.toString("utf8").
@@ -83,8 +85,9 @@ std::shared_ptr<const encoder> load(std::string_view spec, const std::string& se
 // Added tokens (special or not) whose text occurs in the input: matched as one token each, or
 // counted as ordinary text. The default is what the file type's reference library does by
 // default: Hugging Face tokenizers matches every added token (tokenizer.json: match), tiktoken's
-// encode_ordinary matches none (tiktoken encodings: text). In text mode a tokenizer.json's
-// non-special added tokens are still matched (Hugging Face always does; they are vocabulary).
+// encode_ordinary matches none (tiktoken encodings: text; match is encode(text, "all")). In text
+// mode a tokenizer.json's non-special added tokens are still matched (Hugging Face always does;
+// they are vocabulary).
 enum class special_tokens { file_default, match, text };
 
 struct load_options {

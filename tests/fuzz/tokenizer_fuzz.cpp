@@ -1,8 +1,10 @@
 // Fuzz target for the tokenizer: any bytes, encoded whole and streamed in deltas split where the
-// input says, must give the same ids, and nothing may crash. The encoders are two small
+// input says, must give the same ids, and nothing may crash. The encoders are small
 // tokenizer.json files written at start-up (byte-level with added tokens and an NFC normalizer;
-// SentencePiece-style with byte fallback), plus the real ones named in
-// $TOKENMETER_FUZZ_TOKENIZERS (comma-separated specs, looked up in $TOKENMETER_TOKENIZER_DIR).
+// byte-level with added tokens using every flag; SentencePiece-style with byte fallback and a
+// Prepend normalizer, with added tokens that get a prepend after them), the built-in o200k_base
+// matching its special tokens, plus the real ones named in $TOKENMETER_FUZZ_TOKENIZERS
+// (comma-separated specs, looked up in $TOKENMETER_TOKENIZER_DIR).
 #include <unistd.h>
 
 #include <cstdint>
@@ -36,16 +38,24 @@ std::string byte_char_json(int b) {
     return {};
 }
 
-std::string byte_level_json() {
+// `flags`: no normalizer, and added tokens with lstrip, rstrip, single_word and normalized.
+std::string byte_level_json(bool flags) {
     std::string vocab;
     for (int b = 0; b < 256; ++b) {
         vocab += "\"" + byte_char_json(b) + "\": " + std::to_string(b) + ", ";
     }
     vocab += "\"ab\": 256, \"abc\": 257, \"" + byte_char_json(' ') + "a\": 258";
-    return R"({"added_tokens": [{"id": 259, "content": "<x>", "special": false},
-                                {"id": 260, "content": "<xy>", "special": false},
-                                {"id": 261, "content": "<|s|>", "special": true}],
-      "normalizer": {"type": "NFC"},
+    const std::string added =
+        flags ? R"({"id": 259, "content": "<x>", "special": true, "lstrip": true},
+                   {"id": 260, "content": "<xy>", "special": false, "rstrip": true},
+                   {"id": 261, "content": "ab", "special": false, "single_word": true},
+                   {"id": 262, "content": "b c", "special": false, "normalized": true},
+                   {"id": 263, "content": " <|s|>", "special": true, "lstrip": true, "rstrip": true})"
+              : R"({"id": 259, "content": "<x>", "special": false},
+                   {"id": 260, "content": "<xy>", "special": false},
+                   {"id": 261, "content": "<|s|>", "special": true})";
+    return R"({"added_tokens": [)" + added + R"(],
+      "normalizer": )" + (flags ? "null" : R"({"type": "NFC"})") + R"(,
       "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
         {"type": "Split", "pattern": {"Regex": "\\p{N}{1,3}"}, "behavior": "Isolated"},
         {"type": "Split", "pattern": {"Regex": "(?i:'s|'t)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}, "behavior": "Isolated"},
@@ -64,7 +74,9 @@ std::string sentencepiece_json() {
     vocab +=
         "\"\\u2581\": 257, \"a\": 258, \"b\": 259, \"\\u2581a\": 260, \"ab\": 261, "
         "\"\\u2581ab\": 262, \"\\u2581\\u2581\": 263";
-    return R"({"normalizer": {"type": "Sequence", "normalizers": [
+    return R"({"added_tokens": [{"id": 264, "content": "<s>", "special": true},
+                                {"id": 265, "content": "ab>", "special": false, "rstrip": true}],
+      "normalizer": {"type": "Sequence", "normalizers": [
         {"type": "Prepend", "prepend": "\u2581"},
         {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]},
       "pre_tokenizer": null,
@@ -90,13 +102,25 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
     const std::string base = std::string(tmp != nullptr ? tmp : "/tmp") + "/tokenmeter-fuzz-" +
                              std::to_string(static_cast<long>(::getpid()));
     const std::string byte_level = base + "-byte-level.json";
+    const std::string flags = base + "-flags.json";
     const std::string sentencepiece = base + "-sentencepiece.json";
-    std::ofstream(byte_level) << byte_level_json();
+    std::ofstream(byte_level) << byte_level_json(false);
+    std::ofstream(flags) << byte_level_json(true);
     std::ofstream(sentencepiece) << sentencepiece_json();
     add(byte_level, "");
+    add(flags, "");
     add(sentencepiece, "");
     std::remove(byte_level.c_str());
+    std::remove(flags.c_str());
     std::remove(sentencepiece.c_str());
+    const auto o200k = tokenmeter::tokenizer::load(
+        "o200k_base", tokenmeter::tokenizer::load_options{
+                          {}, true, tokenmeter::tokenizer::special_tokens::match});
+    if (!o200k.value) {
+        std::fprintf(stderr, "tokenizer_fuzz: %s\n", o200k.error.c_str());
+        std::abort();
+    }
+    encoders.push_back(o200k.value);
     if (const char* specs = std::getenv("TOKENMETER_FUZZ_TOKENIZERS"); specs != nullptr) {
         const char* dir = std::getenv("TOKENMETER_TOKENIZER_DIR");
         std::string list = specs;

@@ -134,6 +134,23 @@ const raw = [
   // for runs of it), byte-fallback token names, GPT-2 byte-level stand-ins (Ġ, Ċ).
   ["literal_metaspace", "a\u2581\u2581b \u2581 \u2581\u2581\u2581\u2581\u2581x\u2581"],
   ["byte_token_names", "<0x0A> <0xFF><0x00> <unk> ĠHello Ċ ĊĊ âĢĻ"],
+  // Added-token flags (the flags_* fixtures in fixtures.mjs have tokens with each): lstrip and
+  // rstrip over ASCII and Unicode whitespace, single_word next to word characters of several
+  // scripts, leftmost-longest overlaps, tokens that start with whitespace after an rstrip token,
+  // normalized tokens in the segments between the others, and prepends after every token.
+  ["added_lstrip", `a  <l>b \t<l> <l>${nbsp}<l>${ideographic}<l><l>  `],
+  ["added_rstrip", "<r>  x<r>\n\ny <r>\t\u2003z<r>"],
+  ["added_lstrip_rstrip", "  <lr>  <lr><lr>   end <lr>\n <l> <r> <lr>"],
+  ["added_single_word", "<sw> a<sw> <sw>b (<sw>) <sw>_ 9<sw> word words sword word. _word word_ 1word éword wordé"],
+  ["added_single_word_scripts", "日word word日 \u0301word word\u0301 ١word ‿word word‍ word"],
+  ["added_overlap", "<abc> <ab <abc <ab> <abcd> <<abc>> <ab<abc>"],
+  ["added_rstrip_then_space_token", "<|end   \n\n\nx <|end\n\n<|end> <|end\n\n\n\n"],
+  ["added_unicode_single_word", "éé aéé éé. ééé  éé ééé éé"],
+  ["added_normalized", "hello hellothere the other the. <n>  <n>x  hello<n>hello <|im_start|>user\nhi"],
+  ["added_normalized_inside", "<|im_start|>user hello<r>the <l>the<sw>the word<n>word"],
+  ["added_segment_prepends", "<|im_start|>a<|im_end|> b <|im_start|> <|im_start|>\n<|im_end|>"],
+  ["added_only", "<r>"],
+  ["added_space_only", " <l> "],
 ];
 
 export function shortCases() {

@@ -9,6 +9,7 @@
 // at blank lines), and the code-space sweep ("sweep/U+XXXX..U+YYYY", see cases.mjs).
 //
 // Usage: node generate.mjs --out DIR [--tokenizers o200k_base,llama3,...] [--corrupt]
+//   (the flags_* fixtures of fixtures.mjs only when named; they are written to DIR)
 //                          [--special-tokens text|match]   (match: <name>.match.jsonl)
 //   --corrupt also writes <name>.corrupted.jsonl, the negative control (see writeCorrupted).
 import fs from "node:fs";
@@ -19,7 +20,12 @@ import { shortCases, invalidUtf8Cases, sweepCases } from "./cases.mjs";
 const here = path.dirname(new URL(import.meta.url).pathname);
 
 function parseArgs(argv) {
-  const args = { out: null, tokenizers: Object.keys(TOKENIZERS), corrupt: false, specialTokens: "text" };
+  const args = {
+    out: null,
+    tokenizers: Object.keys(TOKENIZERS).filter((name) => !TOKENIZERS[name].fixture),
+    corrupt: false,
+    specialTokens: "text",
+  };
   for (let i = 0; i < argv.length; i++) {
     if (argv[i] === "--out") {
       args.out = argv[++i];
@@ -120,7 +126,8 @@ async function main() {
   const dir = tokenizerDir();
   for (const name of args.tokenizers) {
     const started = Date.now();
-    const ref = loadReference(name, dir, args.specialTokens);
+    // Fixtures (fixtures.mjs) are written next to the expected ids, where the checker finds them.
+    const ref = loadReference(name, TOKENIZERS[name]?.fixture ? args.out : dir, args.specialTokens);
     const lines = [];
     let tokens = 0;
     for (const c of cases) {

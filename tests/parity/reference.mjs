@@ -2,7 +2,8 @@
 // loaded the way the comparison needs them. Shared by generate.mjs and bench.mjs.
 //
 // - tiktoken (OpenAI's Rust tiktoken compiled to WASM): encode_ordinary, so special-token text
-//   such as "<|endoftext|>" is ordinary text, as tokenmeter counts it.
+//   such as "<|endoftext|>" is ordinary text, as tokenmeter counts it by default; with
+//   specialTokens "match", encode(text, "all"), every special token of the file matched.
 // - Hugging Face tokenizers (the Rust crate as a native Node addon): the tokenizer.json with every
 //   added token marked `"special": true` made unmatchable in `added_tokens` (only the "match this
 //   text as one control token" rule goes), encoded without the
@@ -14,6 +15,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import { createRequire } from "node:module";
+import { FIXTURES } from "./fixtures.mjs";
 
 const require = createRequire(import.meta.url);
 
@@ -25,7 +27,14 @@ export const TOKENIZERS = {
   qwen3: { kind: "hf", file: "qwen3/tokenizer.json" },
   gemma3: { kind: "hf", file: "gemma3/tokenizer.json" },
   llama2: { kind: "hf", file: "llama2/tokenizer.json" },
+  // Written by generate.mjs into its output directory (fixtures.mjs), compared in match mode.
+  ...Object.fromEntries(Object.keys(FIXTURES).map((name) => [name, { kind: "hf", fixture: true }])),
 };
+
+// Where generate.mjs writes a fixture's tokenizer.json (the parity checker's --spec).
+export function fixturePath(dir, name) {
+  return path.join(dir, `${name}.tokenizer.json`);
+}
 
 export function tokenizerDir() {
   const here = path.dirname(new URL(import.meta.url).pathname);
@@ -52,17 +61,29 @@ export function loadReference(name, dir = tokenizerDir(), specialTokens = "text"
   if (!spec) {
     throw new Error(`unknown tokenizer ${name}; known: ${Object.keys(TOKENIZERS).join(", ")}`);
   }
-  const file = path.join(dir, spec.file);
+  const file = spec.fixture ? fixturePath(dir, name) : path.join(dir, spec.file);
+  if (spec.fixture) {
+    fs.mkdirSync(dir, { recursive: true });
+    fs.writeFileSync(file, JSON.stringify(FIXTURES[name](), null, 1));
+  }
   if (!fs.existsSync(file)) {
     throw new Error(`missing ${file}; run scripts/fetch-tokenizers.sh`);
   }
   if (spec.kind === "tiktoken") {
-    if (specialTokens !== "text") {
-      throw new Error(`${name}: only special tokens as text (encode_ordinary) is compared for tiktoken`);
-    }
     const { Tiktoken } = loadPackage("tiktoken");
     const data = JSON.parse(fs.readFileSync(file, "utf8"));
     const enc = new Tiktoken(data.bpe_ranks, data.special_tokens, data.pat_str);
+    if (specialTokens === "match") {
+      // encode(text, allowed_special = "all"): every special token of the file matched.
+      return {
+        name,
+        kind: spec.kind,
+        file,
+        specialTokens,
+        encodeSync: (text) => enc.encode(text, "all"),
+        encode: async (text) => Array.from(enc.encode(text, "all")),
+      };
+    }
     return {
       name,
       kind: spec.kind,

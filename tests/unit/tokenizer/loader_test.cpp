@@ -1,139 +1,19 @@
 // Loaders on small hand-written tokenizer files: the encodings they define, and the errors for
 // files that are missing, malformed or unsupported (each must name the file and the problem).
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <filesystem>
-#include <fstream>
+#include <algorithm>
 #include <functional>
-#include <nlohmann/json.hpp>
-#include <random>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "tokenizer/tokenizer.hpp"
+#include "tokenizer_files.hpp"
+
+using namespace tokenizer_test;
 
 namespace {
-
-namespace fs = std::filesystem;
-using nlohmann::json;
-using tokenmeter::tokenizer::encoder;
-using tokenmeter::tokenizer::token_id;
-
-class TokenizerLoader : public ::testing::Test {
-  protected:
-    void SetUp() override {
-        dir_ = fs::temp_directory_path() /
-               ("tokenmeter-tokenizer-test-" + std::to_string(::getpid()) + "-" +
-                ::testing::UnitTest::GetInstance()->current_test_info()->name());
-        fs::create_directories(dir_);
-    }
-    void TearDown() override { fs::remove_all(dir_); }
-
-    std::string write(const std::string& name, const std::string& content) {
-        const fs::path p = dir_ / name;
-        fs::create_directories(p.parent_path());
-        std::ofstream(p, std::ios::binary) << content;
-        return p.string();
-    }
-
-    std::shared_ptr<const encoder> load_ok(const std::string& spec) {
-        std::string error;
-        auto enc = tokenmeter::tokenizer::load(spec, dir_.string(), error);
-        EXPECT_NE(enc, nullptr) << error;
-        return enc;
-    }
-
-    std::string load_error(const std::string& spec) {
-        std::string error;
-        auto enc = tokenmeter::tokenizer::load(spec, dir_.string(), error);
-        EXPECT_EQ(enc, nullptr);
-        return error;
-    }
-
-    fs::path dir_;
-};
-
-std::vector<token_id> ids_of(const encoder& enc, std::string_view text) {
-    std::vector<token_id> ids;
-    enc.encode(text, ids);
-    return ids;
-}
-
-std::vector<token_id> streamed(const encoder& enc, std::string_view text, unsigned seed) {
-    std::mt19937 rng(seed);
-    tokenmeter::tokenizer::stream s(enc);
-    std::vector<token_id> ids;
-    auto sink = [&](token_id id, tokenmeter::core::time_point) { ids.push_back(id); };
-    for (std::size_t p = 0; p < text.size();) {
-        const std::size_t n = std::min<std::size_t>(1 + rng() % 4, text.size() - p);
-        s.feed(text.substr(p, n), {}, sink);
-        p += n;
-    }
-    s.finish({}, sink);
-    return ids;
-}
-
-// GPT-2's byte-to-unicode alphabet, to write byte-level vocabularies.
-std::string byte_char(int b) {
-    int next = 256;
-    for (int x = 0; x < 256; ++x) {
-        const bool printable = (x >= 33 && x <= 126) || (x >= 161 && x <= 172) || x >= 174;
-        const int cp = printable ? x : next++;
-        if (x == b) {
-            std::string out;
-            if (cp < 0x80) {
-                out.push_back(static_cast<char>(cp));
-            } else {
-                out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-                out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-            }
-            return out;
-        }
-    }
-    return {};
-}
-
-// A byte-level BPE: ids 0..255 are the bytes; merges "a b" -> 256, "ab c" -> 257, "Ġ a" -> 258.
-json byte_level_tokenizer(bool ignore_merges) {
-    json vocab = json::object();
-    for (int b = 0; b < 256; ++b) {
-        vocab[byte_char(b)] = b;
-    }
-    vocab["ab"] = 256;
-    vocab["abc"] = 257;
-    vocab[byte_char(' ') + "a"] = 258;
-    vocab["bd"] = 259;  // in the vocab, but no merge makes it
-    return json{
-        {"version", "1.0"},
-        {"added_tokens", json::array({json{{"id", 260}, {"content", "<|eot|>"}, {"special", true}},
-                                      json{{"id", 261},
-                                           {"content", "<x>"},
-                                           {"special", false},
-                                           {"normalized", false},
-                                           {"lstrip", false},
-                                           {"rstrip", false},
-                                           {"single_word", false}}})},
-        {"normalizer", nullptr},
-        {"pre_tokenizer",
-         {{"type", "Sequence"},
-          {"pretokenizers",
-           json::array(
-               {json{{"type", "Split"},
-                     {"pattern", {{"Regex", " ?\\p{L}+| ?\\p{N}+|\\s+|[^\\s\\p{L}\\p{N}]+"}}},
-                     {"behavior", "Isolated"},
-                     {"invert", false}},
-                json{{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}})}}},
-        {"decoder", {{"type", "ByteLevel"}}},
-        {"model",
-         {{"type", "BPE"},
-          {"dropout", nullptr},
-          {"unk_token", nullptr},
-          {"ignore_merges", ignore_merges},
-          {"vocab", vocab},
-          {"merges", json::array({"a b", json::array({"ab", "c"}), byte_char(' ') + " a"})}}}};
-}
 
 TEST_F(TokenizerLoader, ByteLevelMerges) {
     write("bl/tokenizer.json", byte_level_tokenizer(false).dump());
@@ -205,38 +85,6 @@ TEST_F(TokenizerLoader, ByteLevelIgnoreMerges) {
     EXPECT_EQ(ids_of(*enc, "bd"), (std::vector<token_id>{259}));  // a whole-piece vocab hit
 }
 
-// SentencePiece-style: "▁" for spaces, prepended; <0xAB> byte fallback.
-json sentencepiece_tokenizer() {
-    json vocab = json::object();
-    vocab["<unk>"] = 0;
-    for (int b = 0; b < 256; ++b) {
-        char name[8];
-        std::snprintf(name, sizeof name, "<0x%02X>", b);
-        vocab[name] = b + 1;
-    }
-    vocab["\u2581"] = 257;
-    vocab["a"] = 258;
-    vocab["b"] = 259;
-    vocab["\u2581a"] = 260;
-    vocab["ab"] = 261;
-    vocab["\u2581ab"] = 262;
-    return json{
-        {"added_tokens", json::array({json{{"id", 0}, {"content", "<unk>"}, {"special", true}}})},
-        {"normalizer",
-         {{"type", "Sequence"},
-          {"normalizers", json::array({json{{"type", "Prepend"}, {"prepend", "\u2581"}},
-                                       json{{"type", "Replace"},
-                                            {"pattern", {{"String", " "}}},
-                                            {"content", "\u2581"}}})}}},
-        {"pre_tokenizer", nullptr},
-        {"model",
-         {{"type", "BPE"},
-          {"unk_token", "<unk>"},
-          {"fuse_unk", true},
-          {"byte_fallback", true},
-          {"vocab", vocab},
-          {"merges", json::array({"\u2581 a", "a b", "\u2581a b"})}}}};
-}
 
 TEST_F(TokenizerLoader, SentencePieceStyle) {
     write("sp/tokenizer.json", sentencepiece_tokenizer().dump());
@@ -374,8 +222,12 @@ TEST_F(TokenizerLoader, UnsupportedConfigurationsAreRefused) {
         {"dropout", [](json& j) { j["model"]["dropout"] = 0.1; }, "dropout"},
         {"merge of unknown token", [](json& j) { j["model"]["merges"].push_back("q zz"); },
          "not in the vocab"},
-        {"rstrip added token", [](json& j) { j["added_tokens"][1]["rstrip"] = true; },
-         "lstrip/rstrip/single_word"},
+        {"normalized added token after NFC",
+         [](json& j) {
+             j["normalizer"] = {{"type", "NFC"}};
+             j["added_tokens"][1]["normalized"] = true;
+         },
+         "is matched after normalization"},
     };
     for (const auto& c : cases) {
         json j = byte_level_tokenizer(false);
@@ -447,17 +299,50 @@ TEST_F(TokenizerLoader, NoBuiltInTableForOtherNames) {
         << result.error;
 }
 
-// tiktoken encodings count special-token text as text (encode_ordinary); asking to match is an
-// error that says so, never a silent difference.
-TEST_F(TokenizerLoader, TiktokenSpecialTokensAreText) {
-    const auto ok = tokenmeter::tokenizer::load(
-        "o200k_base", tokenmeter::tokenizer::load_options{{dir_.string()}, true,
-                                                          tokenmeter::tokenizer::special_tokens::text});
-    ASSERT_NE(ok.value, nullptr) << ok.error;
-    EXPECT_EQ(ok.special_mode, "text");
-    const auto refused = tokenmeter::tokenizer::load(
-        "o200k_base", tokenmeter::tokenizer::load_options{{dir_.string()}, true,
-                                                          tokenmeter::tokenizer::special_tokens::match});
-    EXPECT_EQ(refused.value, nullptr);
-    EXPECT_NE(refused.error.find("not supported for tiktoken"), std::string::npos) << refused.error;
+// tiktoken encodings count special-token text as text by default (encode_ordinary); with
+// special_tokens: match each special token is one token, as tiktoken's encode(text, "all"):
+// the built-in tables, the npm JSON's "special_tokens" and a rank file named like a built-in one.
+TEST_F(TokenizerLoader, TiktokenSpecialTokensTextOrMatch) {
+    using tokenmeter::tokenizer::special_tokens;
+    const auto as_text = tokenmeter::tokenizer::load(
+        "o200k_base", tokenmeter::tokenizer::load_options{{dir_.string()}, true, special_tokens::text});
+    ASSERT_NE(as_text.value, nullptr) << as_text.error;
+    EXPECT_EQ(as_text.special_mode, "text");
+    EXPECT_EQ(ids_of(*as_text.value, "<|endoftext|>"),
+              (std::vector<token_id>{27, 91, 419, 1440, 919, 91, 29}));
+    for (const auto& [name, endoftext, endofprompt] :
+         std::vector<std::tuple<std::string, token_id, token_id>>{{"o200k_base", 199999, 200018},
+                                                                  {"cl100k_base", 100257, 100276}}) {
+        const auto match = tokenmeter::tokenizer::load(
+            name, tokenmeter::tokenizer::load_options{{dir_.string()}, true, special_tokens::match});
+        ASSERT_NE(match.value, nullptr) << match.error;
+        EXPECT_EQ(match.special_mode, "match");
+        const encoder& enc = *match.value;
+        EXPECT_EQ(ids_of(enc, "<|endoftext|>"), (std::vector<token_id>{endoftext}));
+        EXPECT_EQ(ids_of(enc, "<|endofprompt|><|endoftext|>"),
+                  (std::vector<token_id>{endofprompt, endoftext}));
+        const std::string text = "hi<|endoftext|> there <|endoftext <|endofprompt|>";
+        const std::vector<token_id> ids = ids_of(enc, text);
+        EXPECT_EQ(std::count(ids.begin(), ids.end(), endoftext), 1) << name;
+        EXPECT_EQ(std::count(ids.begin(), ids.end(), endofprompt), 1) << name;
+        for (unsigned seed = 0; seed < 8; ++seed) {
+            EXPECT_EQ(streamed(enc, text, seed), ids) << name << " seed " << seed;
+        }
+    }
+    // The npm JSON's own special tokens.
+    std::string ranks;
+    const char* b64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    for (int b = 0; b < 256; ++b) {
+        ranks += std::string("x ") + std::to_string(b) + " " +
+                 std::string{b64[b >> 2], b64[(b & 3) << 4], '=', '='} + "\n";
+    }
+    const json npm{{"pat_str", "\\S+|\\s+"},
+                   {"special_tokens", {{"<eot>", 300}, {"<eot2>", 301}}},
+                   {"bpe_ranks", ranks}};
+    const std::string path = write("mine.json", npm.dump());
+    const auto from_json = tokenmeter::tokenizer::load(
+        path, tokenmeter::tokenizer::load_options{{}, true, special_tokens::match});
+    ASSERT_NE(from_json.value, nullptr) << from_json.error;
+    EXPECT_EQ(ids_of(*from_json.value, "a<eot2><eot>"), (std::vector<token_id>{'a', 301, 300}));
+    EXPECT_EQ(ids_of(*load_ok(path), "<eot>").size(), 5U);  // default: text
 }
