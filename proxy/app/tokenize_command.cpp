@@ -29,8 +29,9 @@ precedence. --verbose prints to stderr which file (or "embedded") was used, the 
 the resident memory the tokenizer takes.
 Added and special tokens in the text (<|endoftext|>, <|im_start|>, <start_of_turn>): by default
 as the file type's reference library does (tokenizer.json: matched as one token each, as Hugging
-Face tokenizers does; tiktoken encodings: ordinary text, as encode_ordinary); --special-tokens
-text counts a tokenizer.json's special tokens as text.
+Face tokenizers does; tiktoken encodings: ordinary text, as encode_ordinary). --special-tokens
+text counts a tokenizer.json's added tokens as text; --special-tokens match matches a tiktoken
+encoding's special tokens, as tiktoken's encode(text, allowed_special="all") does.
 )";
 
 int fail(const std::string& message) {
