@@ -113,8 +113,8 @@ void print_table(const usage_report& report) {
         std::snprintf(peak.data(), peak.size(), "%.1f", t.peak_tokens_per_second);
         rows.push_back({tenant, model, std::to_string(t.requests), partial_count(t),
                         std::to_string(t.input_tokens), std::to_string(t.output_tokens),
-                        std::to_string(t.reasoning_tokens), std::to_string(t.cached_tokens), peak.data(),
-                        format_time(t.peak_second_unix_ms).substr(0, 19)});
+                        std::to_string(t.reasoning_tokens), std::to_string(t.cached_tokens),
+                        peak.data(), format_time(t.peak_second_unix_ms).substr(0, 19)});
     };
     for (const auto& [tenant, totals] : report.by_tenant) {
         for (const auto& [key, t] : report.by_tenant_model) {
