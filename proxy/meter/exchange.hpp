@@ -18,8 +18,8 @@
 namespace tokenmeter::meter {
 
 struct exchange_limits {
-    std::size_t max_sse_event_bytes = 4 * 1024 * 1024;
-    std::size_t max_buffered_response_bytes = 16 * 1024 * 1024;
+    std::size_t max_sse_event_bytes = std::size_t{4} * 1024 * 1024;
+    std::size_t max_buffered_response_bytes = std::size_t{16} * 1024 * 1024;
 };
 
 // When the prompt is tokenized (config count_input_tokens).

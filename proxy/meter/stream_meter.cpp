@@ -265,7 +265,7 @@ request_summary stream_meter::finish(end_reason reason, core::time_point at) {
         }
         if (timing_tokens >= 2 && s.last_token && *s.last_token > *s.first_token) {
             double decode_seconds = core::to_seconds(*s.last_token - *s.first_token);
-            double steps = static_cast<double>(timing_tokens - 1);
+            const auto steps = static_cast<double>(timing_tokens - 1);
             s.time_per_output_token = decode_seconds / steps;
             s.decode_tokens_per_second = steps / decode_seconds;
         }

@@ -130,7 +130,7 @@ core::time_point token_counter::completion_time(text_kind kind, std::uint64_t co
 
 namespace {
 
-std::optional<std::uint64_t> all_text(const std::uint64_t (&tokens)[3]) {
+std::optional<std::uint64_t> all_text(const std::array<std::uint64_t, 3>& tokens) {
     return tokens[0] + tokens[1] + tokens[2];
 }
 

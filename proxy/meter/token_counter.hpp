@@ -5,6 +5,7 @@
 // kinds of text.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <optional>
@@ -53,7 +54,7 @@ class token_counter {
     // worker shared with other streams. So the first such run in a response is cut here and
     // tokenized exactly; every later cut part is counted at that part's bytes per token, without
     // BPE. The work per read stays linear and small; only such runs are estimated.
-    static constexpr std::size_t max_pending_bytes = 16 * 1024;
+    static constexpr std::size_t max_pending_bytes = std::size_t{16} * 1024;
 
   private:
     enum text_kind : std::uint8_t { content = 0, reasoning = 1, tool_arguments = 2, kinds = 3 };
@@ -64,13 +65,13 @@ class token_counter {
             : encoder(&enc),
               streams{tokenizer::stream(enc), tokenizer::stream(enc), tokenizer::stream(enc)} {}
         const tokenizer::encoder* encoder;
-        tokenizer::stream streams[kinds];
-        std::uint64_t tokens[kinds] = {0, 0, 0};
+        std::array<tokenizer::stream, kinds> streams;
+        std::array<std::uint64_t, kinds> tokens{};
         double bytes_per_cut_token = 0;  // measured on the first cut part; 0 until then
     };
     // When the bytes of one kind arrived: (end offset in that kind's text, time of the read).
     struct arrival {
-        std::uint64_t end;
+        std::uint64_t end = 0;
         core::time_point at;
     };
 
@@ -93,15 +94,16 @@ class token_counter {
     encoders which_;
     std::optional<lane> native_;
     std::optional<lane> reference_;  // empty when it is the same tokenizer as native
-    std::uint64_t fed_[kinds] = {0, 0, 0};
-    std::deque<arrival> arrivals_[kinds];
+    std::array<std::uint64_t, kinds> fed_{};
+    std::array<std::deque<arrival>, kinds> arrivals_;
     std::uint64_t cut_pieces_ = 0;
 };
 
 template <class OnTokens>
 void token_counter::feed(const protocol::response_chunk& chunk, core::time_point at,
                          OnTokens&& on_tokens) {
-    const std::string_view texts[kinds] = {chunk.content, chunk.reasoning, chunk.tool_arguments};
+    const std::array<std::string_view, kinds> texts = {chunk.content, chunk.reasoning,
+                                                       chunk.tool_arguments};
     for (int k = 0; k < kinds; ++k) {
         if (texts[k].empty()) {
             continue;

@@ -19,7 +19,7 @@ struct parser_stats {
 
 class parser {
   public:
-    static constexpr std::size_t default_max_line_bytes = 4 * 1024 * 1024;
+    static constexpr std::size_t default_max_line_bytes = std::size_t{4} * 1024 * 1024;
 
     explicit parser(std::size_t max_line_bytes = default_max_line_bytes)
         : max_line_bytes_(max_line_bytes) {}

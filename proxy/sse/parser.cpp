@@ -11,7 +11,7 @@ constexpr std::string_view default_event_type = "message";
 
 // A stream that once carried a large event should not pin that much memory for its whole life;
 // below this, buffers keep their capacity so steady traffic allocates nothing per event.
-constexpr std::size_t retained_capacity = 64 * 1024;
+constexpr std::size_t retained_capacity = std::size_t{64} * 1024;
 
 void clear_buffer(std::string& buffer) noexcept {
     if (buffer.capacity() > retained_capacity) {

@@ -27,7 +27,7 @@ struct parser_stats {
 
 class parser {
   public:
-    static constexpr std::size_t default_max_event_bytes = 4 * 1024 * 1024;
+    static constexpr std::size_t default_max_event_bytes = std::size_t{4} * 1024 * 1024;
 
     // An event's size is the bytes of its pending data and type plus the line being read.
     // Comment lines are never buffered and never count, so keep-alives cost nothing.

@@ -2,6 +2,7 @@
 
 #include <array>
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -90,29 +91,6 @@ json record_json(const usage_record& r) {
     j["outcome"] = r.outcome;
     j["status"] = r.status;
     return j;
-}
-
-// Days since 1970-01-01 to a civil date (Howard Hinnant's algorithm), and back.
-void civil_from_days(std::int64_t z, std::int64_t& y, unsigned& m, unsigned& d) {
-    z += 719468;
-    const std::int64_t era = (z >= 0 ? z : z - 146096) / 146097;
-    const auto doe = static_cast<unsigned>(z - era * 146097);
-    const unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    y = static_cast<std::int64_t>(yoe) + era * 400;
-    const unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    const unsigned mp = (5 * doy + 2) / 153;
-    d = doy - (153 * mp + 2) / 5 + 1;
-    m = mp < 10 ? mp + 3 : mp - 9;
-    y += m <= 2 ? 1 : 0;
-}
-
-std::int64_t days_from_civil(std::int64_t y, unsigned m, unsigned d) {
-    y -= m <= 2 ? 1 : 0;
-    const std::int64_t era = (y >= 0 ? y : y - 399) / 400;
-    const auto yoe = static_cast<unsigned>(y - era * 400);
-    const unsigned doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
-    const unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    return era * 146097 + static_cast<std::int64_t>(doe) - 719468;
 }
 
 bool read_digits(std::string_view& text, std::size_t n, unsigned& out) {
@@ -386,18 +364,20 @@ usage_record recover_record(const open_info& open, const std::optional<checkpoin
 }
 
 std::string format_time(std::int64_t unix_ms) {
-    std::int64_t days = unix_ms >= 0 ? unix_ms / 86'400'000 : (unix_ms - 86'399'999) / 86'400'000;
-    std::int64_t ms_of_day = unix_ms - days * 86'400'000;
-    std::int64_t y = 0;
-    unsigned m = 0;
-    unsigned d = 0;
-    civil_from_days(days, y, m, d);
+    using namespace std::chrono;
+    const sys_time<milliseconds> time{milliseconds{unix_ms}};
+    const sys_days day_of = floor<days>(time);  // floor: a time before 1970 is in the day before
+    const year_month_day date{day_of};
+    const hh_mm_ss time_of_day{time - day_of};
+    // No std::format in GCC 12's libstdc++, so the fields are printed by hand.
     std::array<char, 96> buf{};
-    std::snprintf(buf.data(), buf.size(), "%04lld-%02u-%02uT%02lld:%02lld:%02lld.%03lldZ",
-                  static_cast<long long>(y), m, d, static_cast<long long>(ms_of_day / 3'600'000),
-                  static_cast<long long>(ms_of_day / 60'000 % 60),
-                  static_cast<long long>(ms_of_day / 1000 % 60),
-                  static_cast<long long>(ms_of_day % 1000));
+    std::snprintf(buf.data(), buf.size(), "%04d-%02u-%02uT%02lld:%02lld:%02lld.%03lldZ",
+                  static_cast<int>(date.year()), static_cast<unsigned>(date.month()),
+                  static_cast<unsigned>(date.day()),
+                  static_cast<long long>(time_of_day.hours().count()),
+                  static_cast<long long>(time_of_day.minutes().count()),
+                  static_cast<long long>(time_of_day.seconds().count()),
+                  static_cast<long long>(time_of_day.subseconds().count()));
     return buf.data();
 }
 
@@ -453,10 +433,14 @@ std::optional<std::int64_t> parse_time(std::string_view text) {
     if (!text.empty()) {
         return std::nullopt;
     }
-    std::int64_t days = days_from_civil(year, month, day);
-    return days * 86'400'000 + static_cast<std::int64_t>(hour) * 3'600'000 +
-           static_cast<std::int64_t>(minute) * 60'000 + static_cast<std::int64_t>(second) * 1000 +
-           millis;
+    // A day past the month's end (2023-02-30) counts on into the next month, as sys_days
+    // defines it for a valid year and month.
+    using namespace std::chrono;
+    const year_month_day date{std::chrono::year{static_cast<int>(year)}, std::chrono::month{month},
+                              std::chrono::day{day}};
+    const sys_time<milliseconds> time = sys_days{date} + hours{hour} + minutes{minute} +
+                                        seconds{second} + milliseconds{millis};
+    return time.time_since_epoch().count();
 }
 
 id_generator::id_generator() : prefix_(0), counter_(0) {

@@ -1,6 +1,7 @@
 #include "usage/report.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -40,7 +41,7 @@ void spread(per_second& bins, double tokens, std::int64_t from_ms, std::int64_t 
         bins[to_ms >= 0 ? to_ms / 1000 : (to_ms - 999) / 1000] += tokens;
         return;
     }
-    const double span = static_cast<double>(to_ms - from_ms);
+    const auto span = static_cast<double>(to_ms - from_ms);
     std::int64_t t = from_ms;
     while (t < to_ms) {
         std::int64_t second = t >= 0 ? t / 1000 : (t - 999) / 1000;
@@ -108,12 +109,12 @@ void print_table(const usage_report& report) {
     rows.push_back({"TENANT", "MODEL", "REQUESTS", "NOT_COMPLETE", "INPUT", "OUTPUT", "REASONING",
                     "CACHED", "PEAK_TOK/S", "PEAK_SECOND"});
     auto row = [&](const std::string& tenant, const std::string& model, const usage_totals& t) {
-        char peak[32];
-        std::snprintf(peak, sizeof peak, "%.1f", t.peak_tokens_per_second);
+        std::array<char, 32> peak{};
+        std::snprintf(peak.data(), peak.size(), "%.1f", t.peak_tokens_per_second);
         rows.push_back({tenant, model, std::to_string(t.requests), partial_count(t),
                         std::to_string(t.input_tokens), std::to_string(t.output_tokens),
-                        std::to_string(t.reasoning_tokens), std::to_string(t.cached_tokens), peak,
-                        format_time(t.peak_second_unix_ms).substr(0, 19)});
+                        std::to_string(t.reasoning_tokens), std::to_string(t.cached_tokens),
+                        peak.data(), format_time(t.peak_second_unix_ms).substr(0, 19)});
     };
     for (const auto& [tenant, totals] : report.by_tenant) {
         for (const auto& [key, t] : report.by_tenant_model) {

@@ -14,6 +14,7 @@
 #include <set>
 #include <sstream>
 #include <stdexcept>
+#include <system_error>
 #include <unordered_map>
 
 namespace tokenmeter::usage {
@@ -28,7 +29,9 @@ constexpr const char* lock_file = ".lock";
 constexpr const char* recovery_mark_file = "recovered.mark";
 
 std::string errno_text(const std::string& what) {
-    return what + ": " + std::strerror(errno);
+    // Not strerror: its buffer is shared by every thread, and the shipper, the writer and the
+    // sessions all report disk errors.
+    return what + ": " + std::generic_category().message(errno);
 }
 
 bool fsync_dir(const fs::path& dir) {
@@ -171,7 +174,7 @@ bool spool_writer::open_segment(std::uint64_t number) {
     return false;
 }
 
-std::uint64_t spool_writer::append(std::string line, bool is_close) {
+std::uint64_t spool_writer::append(std::string_view line, bool is_close) {
     std::unique_lock lock(mutex_);
     if (queue_.empty() && retry_.empty()) {
         stats_.oldest_pending = std::chrono::steady_clock::now();

@@ -58,7 +58,7 @@ class spool_writer {
     spool_writer& operator=(const spool_writer&) = delete;
 
     // Queues one line (newline included). Returns its sequence number. Never blocks on disk.
-    std::uint64_t append(std::string line, bool is_close = false);
+    std::uint64_t append(std::string_view line, bool is_close = false);
     // Runs cb once the entry `seq` is durable (on the writer thread), or at once on this thread
     // when it already is. On a disk failure cb(false) runs after the failed attempt, so nothing
     // waits forever for a broken disk.

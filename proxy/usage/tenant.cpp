@@ -3,6 +3,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <fstream>
@@ -28,13 +29,10 @@ bool plausible_name(std::string_view s) {
     if (s.empty() || s.size() > max_tenant_length) {
         return false;
     }
-    for (char c : s) {
+    return std::ranges::none_of(s, [](char c) {
         auto u = static_cast<unsigned char>(c);
-        if (u < 0x20 || u == 0x7f || c == '"' || c == '\\') {
-            return false;
-        }
-    }
-    return true;
+        return u < 0x20 || u == 0x7f || c == '"' || c == '\\';
+    });
 }
 
 bool iequals_prefix(std::string_view s, std::string_view prefix) {
@@ -75,7 +73,7 @@ std::string tenant_resolver::key_tenant(std::string_view api_key) const {
     HMAC(EVP_sha256(), secret_.data(), static_cast<int>(secret_.size()),
          reinterpret_cast<const unsigned char*>(api_key.data()), api_key.size(), digest.data(),
          &length);
-    static constexpr char hex[] = "0123456789abcdef";
+    static constexpr std::string_view hex = "0123456789abcdef";
     std::string out = "key:";
     // 128 bits: collisions are out of reach, and the full digest would only be longer.
     for (unsigned int i = 0; i < 16 && i < length; ++i) {
@@ -125,6 +123,8 @@ std::string load_tenant_secret(const config::tenants& settings, std::string& err
     }
     std::string secret;
     if (!settings.api_key_secret_env.empty()) {
+        // getenv races only with setenv, which tokenmeter never calls.
+        // NOLINTNEXTLINE(concurrency-mt-unsafe)
         const char* value = std::getenv(settings.api_key_secret_env.c_str());
         if (value == nullptr || *value == '\0') {
             error = "tenants.api_key_secret_env: environment variable " +

@@ -1,5 +1,7 @@
 // prom_text: the Prometheus text exposition format (version 0.0.4) read back into samples, and the
 // histogram_quantile estimate, so tokenmeter's /metrics can be summarised without a Prometheus.
+// The one exposition parser of the C++ tests and tools; its JavaScript counterpart is
+// tests/integration/lib/prom.mjs, and both are held to tests/fixtures/prometheus/exposition.prom.
 #pragma once
 
 #include <map>

@@ -9,6 +9,10 @@
 //     //     bucket(le) → cumulative count at that boundary }
 //
 // Label matching is by subset: the given labels must all be equal, others are ignored.
+//
+// The one exposition parser of the JavaScript tests (read /metrics through this, not with
+// regular expressions). Its C++ counterpart is tests/bench/prom_text, for the load tool; both
+// are held to the same fixture, tests/fixtures/prometheus/exposition.prom (prom.test.mjs here).
 
 function parseValue(text) {
   if (text === '+Inf' || text === 'Inf') return Infinity;

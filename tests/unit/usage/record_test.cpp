@@ -46,6 +46,24 @@ TEST(UsageTime, FormatsAndParsesUtc) {
     }
 }
 
+// The edges of the calendar arithmetic (std::chrono's year_month_day since issue 11): times
+// before 1970 fall in the day before, century leap years, and a day past the month's end, which
+// was always accepted and counts on into the next month.
+TEST(UsageTime, CalendarEdges) {
+    EXPECT_EQ(format_time(-1), "1969-12-31T23:59:59.999Z");
+    EXPECT_EQ(format_time(-86'400'000), "1969-12-31T00:00:00.000Z");
+    EXPECT_EQ(parse_time("1969-12-31T23:59:59.999Z"), -1);
+    EXPECT_EQ(format_time(951'782'400'000), "2000-02-29T00:00:00.000Z");
+    EXPECT_EQ(parse_time("2100-03-01"), parse_time("2100-02-29"));  // 2100 is not a leap year
+    EXPECT_EQ(parse_time("2023-02-31"), parse_time("2023-03-03"));
+    EXPECT_EQ(parse_time("2024-02-31"), parse_time("2024-03-02"));
+    EXPECT_EQ(format_time(253'402'300'799'999), "9999-12-31T23:59:59.999Z");
+    EXPECT_EQ(parse_time("9999-12-31T23:59:59.999"), 253'402'300'799'999);
+    EXPECT_EQ(parse_time("0000-01-01"), -62'167'219'200'000);
+    EXPECT_FALSE(parse_time("2026-01-32"));
+    EXPECT_FALSE(parse_time("2026-00-10"));
+}
+
 TEST(UsageRecord, CloseRoundTripKeepsZeroAndUnknownApart) {
     auto r = sample();
     std::string line = encode_close(r);
