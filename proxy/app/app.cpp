@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "app/module_options.hpp"
 #include "app/reload_signal.hpp"
 #include "app/tokenizers.hpp"
 #include "config/reload.hpp"
@@ -51,8 +52,9 @@ struct worker {
            std::uint32_t share_idle)
         : pool(ioc, upstream_pool_settings{
                         settings.upstream.host, std::to_string(settings.upstream.port),
-                        share_connections, share_idle, settings.timeout.upstream_connect,
-                        settings.pool.idle_keepalive, settings.pool.acquire_timeout}) {}
+                        share_connections, share_idle, settings.timeouts.upstream_connect,
+                        settings.upstream_pool.idle_keepalive,
+                        settings.upstream_pool.acquire_timeout}) {}
 
     session_registry sessions;  // declared first: outlives the sessions the io_context owns
     asio::io_context ioc{1};
@@ -108,11 +110,11 @@ std::string describe(const tcp::endpoint& endpoint) {
     return out.str();
 }
 
-void configure_logging(const config::logging& log) {
+void configure_logging(const config::log_settings& log) {
     auto logger = spdlog::stderr_color_mt("tokenmeter");
     spdlog::set_default_logger(logger);
-    spdlog::set_level(spdlog::level::from_str(log.level));
-    if (log.format == "json") {
+    spdlog::set_level(spdlog::level::from_str(std::string(config::to_string(log.level))));
+    if (log.format == config::log_format::json) {
         spdlog::set_pattern(R"({"time":"%Y-%m-%dT%H:%M:%S.%fZ","level":"%l","msg":"%v"})",
                             spdlog::pattern_time_type::utc);
     } else {
@@ -129,7 +131,7 @@ int run(const config::settings& settings, const reloader& reload) {
     const auto [files_before, files_after] = raise_open_files_limit();
     spdlog::info("open-files limit: {} (soft limit was {}); at most {} client connections at once",
                  files_after, files_before, client_connection_budget(files_after));
-    protocol::set_max_json_depth(settings.limit.max_json_depth);
+    protocol::set_max_json_depth(settings.limits.max_json_depth);
 
     std::uint32_t threads = settings.threads != 0
                                 ? settings.threads
@@ -149,7 +151,7 @@ int run(const config::settings& settings, const reloader& reload) {
     for (const auto& line : describe_tokenizers(*tokenizers.value)) {
         spdlog::info("{}", line);
     }
-    metrics::registry registry(settings.metric, settings.slo);
+    metrics::registry registry(registry_options(settings), slo_options(settings));
     metrics::register_tokenizer_info(*registry.prometheus_registry(),
                                      tokenizers.value->entries());
     proxy_context context{settings, registry, clock};
@@ -157,28 +159,24 @@ int run(const config::settings& settings, const reloader& reload) {
     metrics::edge_metrics edge_metrics(*registry.prometheus_registry());
     context.edge.attach(&edge_metrics);
     context.tokenizers = tokenizers.value.get();
-    if (settings.tokens.count_input_tokens == "always") {
-        context.input_counting = meter::input_counting::always;
-    } else if (settings.tokens.count_input_tokens == "never") {
-        context.input_counting = meter::input_counting::never;
-    }
-    context.exchange_limits.max_sse_event_bytes = settings.limit.max_sse_event_bytes;
+    context.input_counting = input_counting(settings);
+    context.exchange_limits.max_sse_event_bytes = settings.limits.max_sse_event_bytes;
     context.exchange_limits.max_buffered_response_bytes =
-        settings.limit.max_buffered_response_bytes;
+        settings.limits.max_buffered_response_bytes;
 
     // Tenants and usage records. Declared before the workers: sessions use them until the last
     // one is destroyed, and a session destroyed at shutdown still writes its close entry.
     std::string secret_error;
-    const std::string tenant_secret = usage::load_tenant_secret(settings.tenant, secret_error);
+    const std::string tenant_secret = usage::load_tenant_secret(tenant_options(settings), secret_error);
     if (!secret_error.empty()) {
         spdlog::critical("{}", secret_error);
         std::fprintf(stderr, "tokenmeter: %s\n", secret_error.c_str());
         return 1;
     }
-    usage::tenant_resolver tenants(settings.tenant, tenant_secret);
-    usage::provisioned_throughput throughput(settings.tenant);
+    usage::tenant_resolver tenants(tenant_options(settings), tenant_secret);
+    usage::provisioned_throughput throughput(throughput_options(settings));
     usage::id_generator ids;
-    metrics::billing_metrics billing_metrics(registry, settings.tenant);
+    metrics::billing_metrics billing_metrics(registry, billing_options(settings));
     context.billing.tenants = &tenants;
     context.billing.throughput = &throughput;
     context.billing.ids = &ids;
@@ -187,7 +185,7 @@ int run(const config::settings& settings, const reloader& reload) {
     std::uint64_t unacknowledged_at_start = 0;
     std::unique_ptr<usage_shipper> shipper;  // before the spool: the spool's commits wake it
     std::unique_ptr<usage::spool_writer> spool;
-    const auto& usage_settings = settings.usage_records;
+    const auto& usage_settings = settings.usage;
     if (!usage_settings.spool_dir.empty()) {
         // A file-size limit must fail the write (EFBIG, counted and retried), not kill the
         // process with SIGXFSZ in the middle of everyone's streams.
@@ -258,7 +256,7 @@ int run(const config::settings& settings, const reloader& reload) {
     std::vector<worker*> ring;
     std::size_t next_worker = 0;
     const std::int64_t fd_budget = client_connection_budget(files_after);
-    const std::int64_t max_clients = settings.limit.max_client_connections;
+    const std::int64_t max_clients = settings.limits.max_client_connections;
     // Accept on the main thread, hand each connection to the next worker.
     auto pick = [&]() -> asio::io_context& {
         worker& target = *ring[next_worker];
@@ -305,9 +303,10 @@ int run(const config::settings& settings, const reloader& reload) {
         return 1;
     }
 
-    std::uint32_t share = std::max(1u, (settings.pool.max_connections + threads - 1) / threads);
+    std::uint32_t share =
+        std::max(1u, (settings.upstream_pool.max_connections + threads - 1) / threads);
     std::uint32_t idle_share =
-        std::max(1u, (settings.pool.max_idle_connections + threads - 1) / threads);
+        std::max(1u, (settings.upstream_pool.max_idle_connections + threads - 1) / threads);
     for (std::uint32_t i = 0; i < threads; ++i) {
         workers.emplace_back(settings, share, idle_share);
     }
@@ -325,7 +324,7 @@ int run(const config::settings& settings, const reloader& reload) {
             settings.upstream.host, std::to_string(settings.upstream.port),
             [&, stream, resolver](error_code ec, tcp::resolver::results_type results) {
                 auto rearm = [&] {
-                    probe_timer.expires_after(settings.ready.probe_interval);
+                    probe_timer.expires_after(settings.readiness.probe_interval);
                     probe_timer.async_wait([&](error_code wait_ec) {
                         if (!wait_ec) {
                             probe();
@@ -337,7 +336,7 @@ int run(const config::settings& settings, const reloader& reload) {
                     rearm();
                     return;
                 }
-                stream->expires_after(settings.timeout.upstream_connect);
+                stream->expires_after(settings.timeouts.upstream_connect);
                 stream->async_connect(
                     results, [&, stream, rearm](error_code connect_ec, const tcp::endpoint&) {
                         bool ready = !connect_ec;
@@ -441,7 +440,7 @@ int run(const config::settings& settings, const reloader& reload) {
             return;
         }
         spdlog::info("signal {}: draining (up to {} ms)", signal_number,
-                     settings.timeout.drain.count());
+                     settings.timeouts.drain.count());
         context.draining = true;
         proxy_listener->stop();
         for (auto& w : workers) {
@@ -450,7 +449,7 @@ int run(const config::settings& settings, const reloader& reload) {
                 w.pool.close_idle();
             });
         }
-        drain_deadline = std::chrono::steady_clock::now() + settings.timeout.drain;
+        drain_deadline = std::chrono::steady_clock::now() + settings.timeouts.drain;
         // A second signal cuts the drain short.
         signals.async_wait([&](error_code second_ec, int) {
             if (!second_ec) {

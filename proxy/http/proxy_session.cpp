@@ -84,7 +84,7 @@ proxy_session::proxy_session(socket_type socket, proxy_context& context, upstrea
       client_(std::move(socket)),
       // Bounded: a chunk-size line, chunk extension or trailer section is parsed from this
       // buffer whole, so without a cap one such line could grow it without end.
-      client_buffer_(static_cast<std::size_t>(context.settings.limit.max_request_header_bytes) +
+      client_buffer_(static_cast<std::size_t>(context.settings.limits.max_request_header_bytes) +
                      client_buffer_slack),
       body_buffer_(std::make_unique<std::array<char, body_buffer_size>>()) {}
 
@@ -117,9 +117,9 @@ void proxy_session::do_read_header() {
     response_begun_ = false;
     request_parser_.emplace();
     request_parser_->header_limit(
-        static_cast<std::uint32_t>(context_.settings.limit.max_request_header_bytes));
-    request_parser_->body_limit(context_.settings.limit.max_request_body_bytes);
-    const auto& timeouts = context_.settings.timeout;
+        static_cast<std::uint32_t>(context_.settings.limits.max_request_header_bytes));
+    request_parser_->body_limit(context_.settings.limits.max_request_body_bytes);
+    const auto& timeouts = context_.settings.timeouts;
     client_.expires_after(first_request_ ? timeouts.request_header : timeouts.client_idle);
     bhttp::async_read_header(client_, client_buffer_, *request_parser_,
                              guard(&proxy_session::on_read_header));
@@ -215,7 +215,7 @@ void proxy_session::do_read_body() {
         handle_request();
         return;
     }
-    client_.expires_after(context_.settings.timeout.request_header);
+    client_.expires_after(context_.settings.timeouts.request_header);
     bhttp::async_read(client_, client_buffer_, *request_parser_,
                       guard(&proxy_session::on_read_body));
 }
@@ -359,7 +359,7 @@ void proxy_session::on_upstream(error_code ec, upstream_ptr connection, bool reu
 }
 
 void proxy_session::do_write_upstream_request() {
-    upstream_->stream.expires_after(context_.settings.timeout.upstream_idle);
+    upstream_->stream.expires_after(context_.settings.timeouts.upstream_idle);
     bhttp::async_write(upstream_->stream, upstream_request_,
                        guard(&proxy_session::on_write_upstream_request));
 }
@@ -388,7 +388,7 @@ void proxy_session::do_read_upstream_header() {
     response_parser_.emplace();
     response_parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
     response_parser_->header_limit(
-        static_cast<std::uint32_t>(context_.settings.limit.max_request_header_bytes));
+        static_cast<std::uint32_t>(context_.settings.limits.max_request_header_bytes));
     if (head_request_) {
         response_parser_->skip(true);
     }
@@ -413,7 +413,7 @@ void proxy_session::parse_upstream_head() {
             }
         }
     }
-    upstream_->stream.expires_after(context_.settings.timeout.upstream_idle);
+    upstream_->stream.expires_after(context_.settings.timeouts.upstream_idle);
     upstream_->stream.async_read_some(buffer.prepare(head_read_size),
                                       guard(&proxy_session::on_upstream_head_bytes));
 }
@@ -533,7 +533,7 @@ void proxy_session::forward_interim() {
     interim_response_.reason(head.reason());
     interim_response_.version(11);
     copy_end_to_end_fields(head.base(), interim_response_.base());
-    client_.expires_after(context_.settings.timeout.client_write);
+    client_.expires_after(context_.settings.timeouts.client_write);
     bhttp::async_write(client_, interim_response_, guard(&proxy_session::on_write_interim));
 }
 
@@ -547,7 +547,7 @@ void proxy_session::on_write_interim(error_code ec, std::size_t /*bytes*/) {
 
 void proxy_session::write_client_header() {
     response_begun_ = true;
-    client_.expires_after(context_.settings.timeout.client_write);
+    client_.expires_after(context_.settings.timeouts.client_write);
     bhttp::async_write_header(client_, *client_serializer_,
                               guard(&proxy_session::on_write_client_header));
 }
@@ -568,7 +568,7 @@ void proxy_session::do_read_upstream_body() {
     auto& body = response_parser_->get().body();
     body.data = body_buffer_->data();
     body.size = body_buffer_->size();
-    upstream_->stream.expires_after(context_.settings.timeout.upstream_idle);
+    upstream_->stream.expires_after(context_.settings.timeouts.upstream_idle);
     bhttp::async_read_some(upstream_->stream, upstream_->buffer, *response_parser_,
                            guard(&proxy_session::on_read_upstream_body));
 }
@@ -650,7 +650,7 @@ void proxy_session::write_client_body(std::string_view bytes, bool last) {
     // chunk goes in the same write), so a client that reads them and hangs up at once has
     // still received a complete response.
     out.more = !last;
-    client_.expires_after(context_.settings.timeout.client_write);
+    client_.expires_after(context_.settings.timeouts.client_write);
     bhttp::async_write(client_, *client_serializer_, guard(&proxy_session::on_write_client_body));
 }
 
@@ -687,7 +687,7 @@ void proxy_session::write_body_end() {
     out.data = nullptr;
     out.size = 0;
     out.more = false;
-    client_.expires_after(context_.settings.timeout.client_write);
+    client_.expires_after(context_.settings.timeouts.client_write);
     bhttp::async_write(client_, *client_serializer_, guard(&proxy_session::on_write_client_body));
 }
 
@@ -765,7 +765,7 @@ void proxy_session::respond_local(bhttp::status status, std::string_view code,
     }
     local_response_.keep_alive(!close);
     local_response_.prepare_payload();
-    client_.expires_after(context_.settings.timeout.client_write);
+    client_.expires_after(context_.settings.timeouts.client_write);
     bhttp::async_write(client_, local_response_,
                        [self = shared_from_this(), close](error_code ec, std::size_t bytes) {
                            self->run_guarded([&] { self->on_write_local(ec, bytes, close); });
