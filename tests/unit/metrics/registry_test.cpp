@@ -6,7 +6,7 @@
 #include <chrono>
 #include <string>
 
-#include "config/config.hpp"
+#include "metrics/slo.hpp"
 #include "meter/stream_meter.hpp"
 
 namespace tokenmeter::metrics {
@@ -14,9 +14,9 @@ namespace {
 
 using namespace std::chrono_literals;
 
-config::metrics settings_with(std::vector<std::string> allowlist, std::uint32_t max_models) {
-    config::metrics m;
-    m.buckets = config::default_buckets();
+registry_options settings_with(std::vector<std::string> allowlist, std::uint32_t max_models) {
+    registry_options m;
+    m.buckets = default_buckets();
     m.model_allowlist = std::move(allowlist);
     m.max_models = max_models;
     return m;
