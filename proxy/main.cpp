@@ -14,8 +14,7 @@ int main(int argc, char** argv) {
     const std::vector<std::string> args(argv + 1, argv + argc);
     // A subcommand owns every argument after its name; the proxy's flags never mix with its own.
     if (!args.empty() && args.front() == "usage") {
-        return usage::run_usage_command({args.begin() + 1, args.end()},
-                                        app::spool_dir_from_config);
+        return usage::run_usage_command({args.begin() + 1, args.end()}, app::spool_dir_from_config);
     }
     if (!args.empty() && args.front() == "tokenize") {
         return app::tokenize_command(argc - 2, argv + 2);

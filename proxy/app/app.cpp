@@ -33,8 +33,8 @@
 #include "metrics/billing.hpp"
 #include "metrics/process.hpp"
 #include "metrics/registry.hpp"
-#include "protocol/json_limits.hpp"
 #include "metrics/tokenizer_info.hpp"
+#include "protocol/json_limits.hpp"
 #include "usage/record.hpp"
 #include "usage/spool.hpp"
 #include "usage/tenant.hpp"
@@ -167,7 +167,8 @@ int run(const config::settings& settings, const reloader& reload) {
     // Tenants and usage records. Declared before the workers: sessions use them until the last
     // one is destroyed, and a session destroyed at shutdown still writes its close entry.
     std::string secret_error;
-    const std::string tenant_secret = usage::load_tenant_secret(tenant_options(settings), secret_error);
+    const std::string tenant_secret =
+        usage::load_tenant_secret(tenant_options(settings), secret_error);
     if (!secret_error.empty()) {
         spdlog::critical("{}", secret_error);
         std::fprintf(stderr, "tokenmeter: %s\n", secret_error.c_str());

@@ -3,7 +3,6 @@
 #include "app/command_line.hpp"
 
 #include <boost/program_options.hpp>
-
 #include <cstdio>
 
 #include "app/module_options.hpp"
@@ -36,19 +35,22 @@ options (flags override the config file; --flag VALUE or --flag=VALUE):
   --help               this text
 )";
 
+// A flag given twice is no error and keeps its last value, as the hand-written parser did:
+// every flag collects its occurrences (switches with no value), and the last one counts.
 po::options_description flag_table() {
+    using many = std::vector<std::string>;
     po::options_description flags;
-    flags.add_options()                                            //
-        ("help,h", "")                                             //
-        ("version", "")                                            //
-        ("check-config", po::value<std::string>(), "")            //
-        ("config", po::value<std::string>(), "")                   //
-        ("listen", po::value<std::string>(), "")                   //
-        ("upstream", po::value<std::string>(), "")                 //
-        ("admin", po::value<std::string>(), "")                    //
-        ("threads", po::value<std::string>(), "")                  //
-        ("log-level", po::value<std::string>(), "")                //
-        ("access-log", "");
+    flags.add_options()                                    //
+        ("help,h", po::value<many>()->zero_tokens(), "")   //
+        ("version", po::value<many>()->zero_tokens(), "")  //
+        ("check-config", po::value<many>(), "")            //
+        ("config", po::value<many>(), "")                  //
+        ("listen", po::value<many>(), "")                  //
+        ("upstream", po::value<many>(), "")                //
+        ("admin", po::value<many>(), "")                   //
+        ("threads", po::value<many>(), "")                 //
+        ("log-level", po::value<many>(), "")               //
+        ("access-log", po::value<many>()->zero_tokens(), "");
     return flags;
 }
 
@@ -56,7 +58,7 @@ std::optional<std::string> text_of(const po::variables_map& vm, const char* name
     if (vm.count(name) == 0) {
         return std::nullopt;
     }
-    return vm[name].as<std::string>();
+    return vm[name].as<std::vector<std::string>>().back();
 }
 
 }  // namespace
@@ -69,12 +71,10 @@ parsed_command_line parse_command_line(const std::vector<std::string>& args) {
     po::variables_map vm;
     try {
         // No guessing of abbreviations (allow_guessing is left out), -h the only short form.
-        const auto style = po::command_line_style::allow_long |
-                           po::command_line_style::long_allow_adjacent |
-                           po::command_line_style::long_allow_next |
-                           po::command_line_style::allow_short |
-                           po::command_line_style::allow_dash_for_short |
-                           po::command_line_style::short_allow_next;
+        const auto style =
+            po::command_line_style::allow_long | po::command_line_style::long_allow_adjacent |
+            po::command_line_style::long_allow_next | po::command_line_style::allow_short |
+            po::command_line_style::allow_dash_for_short | po::command_line_style::short_allow_next;
         // Words that are not flags are collected, to be refused by name below.
         po::options_description all = flag_table();
         all.add_options()("stray", po::value<std::vector<std::string>>(), "");
@@ -89,8 +89,6 @@ parsed_command_line parse_command_line(const std::vector<std::string>& args) {
             return {std::nullopt, e.get_option_name() + " needs a value"};
         }
         return {std::nullopt, e.what()};
-    } catch (const po::multiple_occurrences& e) {
-        return {std::nullopt, e.get_option_name() + " is given more than once"};
     } catch (const po::error& e) {
         return {std::nullopt, e.what()};
     }
@@ -105,7 +103,7 @@ parsed_command_line parse_command_line(const std::vector<std::string>& args) {
         out.what = command_line::action::version;
     } else if (vm.count("check-config") != 0) {
         out.what = command_line::action::check_config;
-        out.check_config_path = vm["check-config"].as<std::string>();
+        out.check_config_path = *text_of(vm, "check-config");
     }
     out.config_path = text_of(vm, "config").value_or("");
     out.listen = text_of(vm, "listen");

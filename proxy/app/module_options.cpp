@@ -123,10 +123,11 @@ std::vector<config::config_error> metrics_config_errors(const config::settings& 
     for (const auto& miss :
          metrics::slo_targets_off_buckets(buckets_of(s.metrics.buckets), slo_options(s))) {
         const std::string entry = miss.model ? "slo.models." + *miss.model : "slo.default";
-        errors.push_back({entry + "." + std::string(miss.target),
-                          "the target " + config::detail::format_number(miss.seconds) +
-                              " s is not a boundary of metrics.buckets." + std::string(miss.list) +
-                              "; add it, so that quantiles and the SLO counts agree at the target"});
+        errors.push_back(
+            {entry + "." + std::string(miss.target),
+             "the target " + config::detail::format_number(miss.seconds) +
+                 " s is not a boundary of metrics.buckets." + std::string(miss.list) +
+                 "; add it, so that quantiles and the SLO counts agree at the target"});
     }
     return errors;
 }

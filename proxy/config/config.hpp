@@ -68,8 +68,9 @@ struct histogram_buckets {
 
 // metrics.models: how the `model` label is bounded.
 struct model_label_settings {
-    std::vector<std::string> allowlist;  // when non-empty: only these names, everything else "other"
-    std::uint32_t max_models = 32;       // without allowlist: first N distinct names, then "other"
+    std::vector<std::string>
+        allowlist;                  // when non-empty: only these names, everything else "other"
+    std::uint32_t max_models = 32;  // without allowlist: first N distinct names, then "other"
     bool operator==(const model_label_settings&) const = default;
 };
 

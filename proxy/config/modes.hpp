@@ -50,9 +50,10 @@ struct mode_words<log_format> {
 
 template <>
 struct mode_words<tenant_source> {
-    static constexpr std::array<spelling<tenant_source>, 3> all{{{tenant_source::none, "none"},
-                                                                 {tenant_source::header, "header"},
-                                                                 {tenant_source::api_key, "api_key"}}};
+    static constexpr std::array<spelling<tenant_source>, 3> all{
+        {{tenant_source::none, "none"},
+         {tenant_source::header, "header"},
+         {tenant_source::api_key, "api_key"}}};
 };
 
 template <>
@@ -73,14 +74,16 @@ struct mode_words<special_tokens_mode> {
 
 template <>
 struct mode_words<slo_preset> {
-    static constexpr std::array<spelling<slo_preset>, 3> all{{{slo_preset::none, ""},
-                                                              {slo_preset::server, "server"},
-                                                              {slo_preset::interactive,
-                                                               "interactive"}}};
+    static constexpr std::array<spelling<slo_preset>, 3> all{
+        {{slo_preset::none, ""},
+         {slo_preset::server, "server"},
+         {slo_preset::interactive, "interactive"}}};
 };
 
 template <typename T>
-concept mode = requires { mode_words<T>::all; };
+concept mode = requires {
+    mode_words<T>::all;
+};
 
 // The mode a spelling names, exactly as written (the loader lowercases first); nullopt if none.
 template <mode Mode>

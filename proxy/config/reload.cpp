@@ -12,7 +12,8 @@ reload_diff diff_for_reload(const settings& running, const settings& next) {
         }
     };
     check(running.log.level != next.log.level, "log.level", true);
-    check(running.tenants.api_key_names != next.tenants.api_key_names, "tenants.api_key_names", true);
+    check(running.tenants.api_key_names != next.tenants.api_key_names, "tenants.api_key_names",
+          true);
     check(running.slo != next.slo, "slo", true);
 
     check(running.listen != next.listen, "listen", false);

@@ -51,7 +51,8 @@ void check_tenants(schema::checker& c, const tenants_settings& t) {
 void check_sink(schema::checker& c, const usage_settings& u) {
     if (!u.sink.url.empty()) {
         if (u.spool_dir.empty()) {
-            c.error("usage.sink.url", "shipping needs usage.spool_dir (records ship from the spool)");
+            c.error("usage.sink.url",
+                    "shipping needs usage.spool_dir (records ship from the spool)");
         }
         const auto target = parse_upstream(u.sink.url);
         if (!target || target->scheme != "http") {

@@ -151,8 +151,8 @@ const table<T>& timeouts_table() {
 using L = limits_settings;
 const table<L>& limits_table() {
     static const table<L> t{
-        value("max_request_body_bytes", &L::max_request_body_bytes, read_size,
-              check_positive_bytes, "largest request body accepted"),
+        value("max_request_body_bytes", &L::max_request_body_bytes, read_size, check_positive_bytes,
+              "largest request body accepted"),
         value("max_request_header_bytes", &L::max_request_header_bytes, read_size,
               check_positive_bytes, "largest request head"),
         value("max_sse_event_bytes", &L::max_sse_event_bytes, read_size, check_positive_bytes,
@@ -211,10 +211,10 @@ const table<B>& buckets_table() {
               "seconds between two consecutive output tokens"),
         value("time_per_output_token", &B::time_per_output_token, read_bounds, check_buckets,
               "seconds per output token after the first"),
-        value("output_tokens_per_second", &B::output_tokens_per_second, read_bounds,
-              check_buckets, "output tokens per second over the whole request"),
-        value("decode_tokens_per_second", &B::decode_tokens_per_second, read_bounds,
-              check_buckets, "output tokens per second after the first token"),
+        value("output_tokens_per_second", &B::output_tokens_per_second, read_bounds, check_buckets,
+              "output tokens per second over the whole request"),
+        value("decode_tokens_per_second", &B::decode_tokens_per_second, read_bounds, check_buckets,
+              "output tokens per second after the first token"),
         value("request_duration", &B::request_duration, read_bounds, check_buckets,
               "seconds from request start to the end of the response"),
     };
@@ -263,8 +263,8 @@ const table<N>& tenants_table() {
                               "the header carrying the tenant (source header)"),
         value<N, std::string>("api_key_secret_env", &N::api_key_secret_env, read_string, nullptr,
                               "environment variable holding the HMAC secret"),
-        value<N, std::string>("api_key_secret_file", &N::api_key_secret_file, read_string,
-                              nullptr, "file holding the HMAC secret"),
+        value<N, std::string>("api_key_secret_file", &N::api_key_secret_file, read_string, nullptr,
+                              "file holding the HMAC secret"),
         value<N, std::map<std::string, std::string>>("api_key_names", &N::api_key_names,
                                                      read_string_map, nullptr,
                                                      "a tenant name for a hashed key"),
@@ -372,9 +372,8 @@ const table<RT>& route_table() {
               "exact request path, or a prefix when it ends with *"),
         value<RT, std::string>("api", &RT::api, read_word, nullptr,
                                "the api label value of the path, or none"),
-        value<RT, std::optional<bool>>("usage_injection", &RT::usage_injection,
-                                       read_optional_bool, nullptr,
-                                       "overrides the top-level usage_injection"),
+        value<RT, std::optional<bool>>("usage_injection", &RT::usage_injection, read_optional_bool,
+                                       nullptr, "overrides the top-level usage_injection"),
         value<RT, bool>("continuous_usage_stats", &RT::continuous_usage_stats, read_bool, nullptr,
                         "with usage injection, also ask for usage in every chunk"),
     };
@@ -385,15 +384,21 @@ using S = settings;
 
 // Naming the reference tokenizer makes a missing file an error rather than a warning.
 field<S> reference_tokenizer_row() {
-    field<S> f{"reference_tokenizer", value_shape::scalar,
-               "the tokenizer every model's output is also counted with, or none", {}, {}, {}};
+    field<S> f{"reference_tokenizer",
+               value_shape::scalar,
+               "the tokenizer every model's output is also counted with, or none",
+               {},
+               {},
+               {}};
     f.read = [](walker& w, node_ref n, key_ref k, S& s) {
         if (const auto text = w.scalar(n, k, "a tokenizer name or a path to tokenizer.json")) {
             s.reference_tokenizer = std::string(detail::trim(*text));
             s.reference_explicit = true;
         }
     };
-    f.check = [](checker& c, key_ref k, const S& s) { check_reference(c, k, s.reference_tokenizer); };
+    f.check = [](checker& c, key_ref k, const S& s) {
+        check_reference(c, k, s.reference_tokenizer);
+    };
     return f;
 }
 
@@ -412,8 +417,7 @@ const table<S>& root() {
                        "forward the client's Host header unchanged"),
         section("timeouts", &S::timeouts, timeouts_table, "timeouts; each greater than 0"),
         section("limits", &S::limits, limits_table, "size limits"),
-        section("upstream_pool", &S::upstream_pool, upstream_pool_table,
-                "upstream connections"),
+        section("upstream_pool", &S::upstream_pool, upstream_pool_table, "upstream connections"),
         section("readiness", &S::readiness, readiness_table, "the /readyz probe"),
         section("metrics", &S::metrics, metrics_table, "labels and histograms"),
         section("log", &S::log, log_table, "logging"),

@@ -136,8 +136,9 @@ void read_section(walker& w, node_ref node, key_ref key, const table<S>& t, S& s
     for (const field<S>& f : t) {
         names.push_back(f.key);
     }
-    w.read_mapping(node, key, names,
-                   [&](std::size_t i, node_ref value, key_ref child) { t[i].read(w, value, child, s); });
+    w.read_mapping(node, key, names, [&](std::size_t i, node_ref value, key_ref child) {
+        t[i].read(w, value, child, s);
+    });
 }
 
 // Runs every range check of `t` on `s`, in table order.

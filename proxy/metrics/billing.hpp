@@ -8,7 +8,6 @@
 #include <map>
 #include <string>
 #include <string_view>
-
 #include <vector>
 
 #include "metrics/registry.hpp"

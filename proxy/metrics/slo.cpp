@@ -107,16 +107,16 @@ std::vector<slo_target_off_buckets> slo_targets_off_buckets(const histogram_buck
                                                             const slo_options& slo) {
     std::vector<slo_target_off_buckets> out;
     const histogram_buckets defaults = default_buckets();
-    const auto must_be_boundary = [&](const std::optional<std::string>& model,
-                                      std::string_view target, milliseconds value,
-                                      const std::vector<double>& bounds,
-                                      const std::vector<double>& default_bounds,
-                                      std::string_view list) {
-        const double v = seconds_of(value);
-        if (bounds != default_bounds && std::find(bounds.begin(), bounds.end(), v) == bounds.end()) {
-            out.push_back({model, target, list, v});
-        }
-    };
+    const auto must_be_boundary =
+        [&](const std::optional<std::string>& model, std::string_view target, milliseconds value,
+            const std::vector<double>& bounds, const std::vector<double>& default_bounds,
+            std::string_view list) {
+            const double v = seconds_of(value);
+            if (bounds != default_bounds &&
+                std::find(bounds.begin(), bounds.end(), v) == bounds.end()) {
+                out.push_back({model, target, list, v});
+            }
+        };
     for (const auto& [model, target] : slo_entries(slo)) {
         if (target->ttft) {
             must_be_boundary(model, "ttft", *target->ttft, configured.time_to_first_token,

@@ -29,9 +29,9 @@ struct tenant_headers {
 // Where tenants come from (app translates the tenants: section into it).
 struct tenant_options {
     tenant_source source = tenant_source::none;
-    std::string header = "x-tenant-id";              // source header
-    std::string api_key_secret_env;                  // source api_key: env var with the secret
-    std::string api_key_secret_file;                 // source api_key: file with the secret
+    std::string header = "x-tenant-id";                // source header
+    std::string api_key_secret_env;                    // source api_key: env var with the secret
+    std::string api_key_secret_file;                   // source api_key: file with the secret
     std::map<std::string, std::string> api_key_names;  // "key:<hash>" -> tenant name
 };
 

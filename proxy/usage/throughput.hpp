@@ -22,8 +22,8 @@ struct admission {
 
 // Provisioned rates and enforcement (app translates the tenants: section into it).
 struct throughput_options {
-    std::map<std::string, double> rates;  // tenant -> input + output tokens per second; 0: none
-    bool enforce = false;                 // refuse a new request while its bucket is in debt
+    std::map<std::string, double> rates;     // tenant -> input + output tokens per second; 0: none
+    bool enforce = false;                    // refuse a new request while its bucket is in debt
     std::chrono::milliseconds burst{1'000};  // bucket size = rate x burst
 };
 

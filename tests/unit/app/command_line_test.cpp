@@ -46,6 +46,11 @@ TEST(CommandLine, ActionsAndTheirArguments) {
     EXPECT_EQ(check.value->what, command_line::action::check_config);
     EXPECT_EQ(check.value->check_config_path, "/etc/t.yaml");
     EXPECT_EQ(parse({"--config", "/c.yaml"}).value->config_path, "/c.yaml");
+    // Given twice, the last value counts (a wrapper may append to a fixed command line).
+    EXPECT_EQ(parse({"--listen", "127.0.0.1:1", "--listen=127.0.0.1:2"}).value->listen,
+              "127.0.0.1:2");
+    EXPECT_TRUE(parse({"--access-log", "--access-log"}).value->access_log);
+    EXPECT_FALSE(parse({"--access-log=yes"}).value) << "a switch takes no value";
 }
 
 TEST(CommandLine, UnknownFlagsMissingValuesAndStrayWords) {

@@ -107,8 +107,8 @@ slo:
     b: {ttft: 1s}
 )");
     const auto errors = module_errors(r.value);
-    EXPECT_TRUE(
-        has_error(errors, "slo.models.a.ttft", "not a boundary of metrics.buckets.time_to_first_token"))
+    EXPECT_TRUE(has_error(errors, "slo.models.a.ttft",
+                          "not a boundary of metrics.buckets.time_to_first_token"))
         << all_errors(errors);
     EXPECT_FALSE(has_error(errors, "slo.models.b.ttft", "")) << all_errors(errors);
     ASSERT_EQ(errors.size(), 1u) << all_errors(errors);

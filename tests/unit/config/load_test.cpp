@@ -5,9 +5,9 @@
 #include <chrono>
 #include <fstream>
 #include <set>
-#include <utility>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "config/config.hpp"

@@ -95,7 +95,7 @@ TEST(Validate, ThreadsAtMost256) {
 TEST(Validate, EveryTimeoutMustBePositive) {
     settings s;
     s.timeouts = {milliseconds{0}, milliseconds{0}, milliseconds{0},
-                 milliseconds{0}, milliseconds{0}, milliseconds{-1}};
+                  milliseconds{0}, milliseconds{0}, milliseconds{-1}};
     s.upstream_pool.idle_keepalive = milliseconds{0};
     s.upstream_pool.acquire_timeout = milliseconds{0};
     s.readiness.probe_interval = milliseconds{0};

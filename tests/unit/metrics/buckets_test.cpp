@@ -36,8 +36,8 @@ TEST(Buckets, DefaultsAreFineEnoughForTenPercentMedians) {
     EXPECT_EQ(b.time_per_output_token, b.inter_token_latency);
     // Powers of two are exact boundaries (they are a native histogram's boundaries too).
     for (const double exact : {0.25, 0.5, 1.0, 2.0}) {
-        EXPECT_TRUE(std::find(b.time_to_first_token.begin(), b.time_to_first_token.end(),
-                              exact) != b.time_to_first_token.end())
+        EXPECT_TRUE(std::find(b.time_to_first_token.begin(), b.time_to_first_token.end(), exact) !=
+                    b.time_to_first_token.end())
             << exact;
     }
     const std::vector<double> rates{1,   2,   5,   10,  20,  30,   40,   50,  75,

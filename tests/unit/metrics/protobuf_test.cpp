@@ -1,8 +1,8 @@
 // Native histograms and the protobuf exposition: bucket indexes at their edges, and the bytes
 // decoded by protoc against proxy/metrics/metrics.proto (the schema Prometheus reads).
 #include <gtest/gtest.h>
-
 #include <prometheus/metric_family.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -14,12 +14,10 @@
 #include <string>
 #include <vector>
 
-#include <unistd.h>
-
-#include "metrics/slo.hpp"
 #include "meter/stream_meter.hpp"
 #include "metrics/native_histogram.hpp"
 #include "metrics/registry.hpp"
+#include "metrics/slo.hpp"
 
 namespace tokenmeter::metrics {
 namespace {

@@ -6,8 +6,8 @@
 #include <chrono>
 #include <string>
 
-#include "metrics/slo.hpp"
 #include "meter/stream_meter.hpp"
+#include "metrics/slo.hpp"
 
 namespace tokenmeter::metrics {
 namespace {

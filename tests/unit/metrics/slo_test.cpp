@@ -1,10 +1,11 @@
 // The SLO counter (good/bad per target), its gauges, and the TTFT histogram's prompt_class label.
+#include "metrics/slo.hpp"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <string>
 
-#include "metrics/slo.hpp"
 #include "meter/stream_meter.hpp"
 #include "metrics/registry.hpp"
 

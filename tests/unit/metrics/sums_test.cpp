@@ -3,7 +3,6 @@
 // family equals a total known independently of the registry. Also: every family served is
 // documented, and a feature that is off serves nothing.
 #include <gtest/gtest.h>
-
 #include <prometheus/metric_family.h>
 
 #include <chrono>
