@@ -40,19 +40,11 @@ TEST(ModuleOptions, ExampleBucketsAreTheDefaults) {
 }
 
 TEST(ModuleOptions, PresetsResolveAndExplicitTargetsWin) {
-    const auto r = config::load_yaml(R"(
-slo:
-  objective: 99.5%
-  default:
-    preset: server
-  models:
-    llama:
-      ttft: 1s          # written before the preset on purpose: explicit targets still win
-      preset: interactive
-    qwen:
-      tpot: 50ms
-      objective: 99.9
-)");
+    // The same entries as tests/unit/config's Slo.LoadsPresetsOverridesAndObjectives, in flow
+    // style; the explicit ttft is written before the preset, and still wins.
+    const auto r = config::load_yaml(
+        "slo: {objective: 99.5%, default: {preset: server}, models: {"
+        "llama: {ttft: 1s, preset: interactive}, qwen: {tpot: 50ms, objective: 99.9}}}\n");
     ASSERT_TRUE(r.ok()) << all_errors(r.errors);
     const metrics::slo_options slo = slo_options(r.value);
     EXPECT_DOUBLE_EQ(slo.objective, 0.995);
