@@ -11,6 +11,7 @@
 
 #include "app/drain.hpp"
 #include "app/http_settings.hpp"
+#include "app/module_options.hpp"
 #include "app/reload_signal.hpp"
 #include "app/spool_health.hpp"
 #include "app/start_up.hpp"
@@ -41,23 +42,24 @@ int run(const config::settings& settings, const reloader& reload) try {
     // A client that hangs up mid-write costs an EPIPE on its own socket, never the process.
     std::signal(SIGPIPE, SIG_IGN);
     const std::int64_t fd_budget = open_files_budget();
-    protocol::set_max_json_depth(settings.limit.max_json_depth);
+    protocol::set_max_json_depth(settings.limits.max_json_depth);
     const std::uint32_t threads = settings.threads != 0
                                       ? settings.threads
                                       : std::max(1u, std::thread::hardware_concurrency());
     core::steady_clock_source clock;
 
     auto tokenizers = load_tokenizers_or_explain(settings);
-    metrics::registry registry(settings.metric, settings.slo);
+    metrics::registry registry(registry_options(settings), slo_options(settings));
     metrics::register_tokenizer_info(*registry.prometheus_registry(), tokenizers->entries());
     metrics::process_metrics process_metrics(*registry.prometheus_registry());
     metrics::edge_metrics edge_metrics(*registry.prometheus_registry());
 
-    usage::tenant_resolver tenants(settings.tenant, tenant_secret_or_throw(settings.tenant));
-    usage::provisioned_throughput throughput(settings.tenant);
+    usage::tenant_resolver tenants(tenant_options(settings),
+                                   tenant_secret_or_throw(tenant_options(settings)));
+    usage::provisioned_throughput throughput(throughput_options(settings));
     usage::id_generator ids;
-    metrics::billing_metrics billing_metrics(registry, settings.tenant);
-    usage_parts usage = open_usage(settings.usage_records);
+    metrics::billing_metrics billing_metrics(registry, billing_options(settings));
+    usage_parts usage = open_usage(settings.usage);
 
     observe::metering_observer observer(
         {&registry, tokenizers.get(), &tenants, &throughput, &ids, &billing_metrics,
@@ -67,7 +69,7 @@ int run(const config::settings& settings, const reloader& reload) try {
     http::proxy_context context{session_settings, observer, clock};
     context.edge.attach(&edge_metrics);
     worker_pool workers(threads, pool_settings_from(settings), context,
-                        settings.limit.max_client_connections);
+                        settings.limits.max_client_connections);
 
     http::asio::io_context main_ioc{1};
     std::atomic<bool> upstream_ready{false};
@@ -75,7 +77,7 @@ int run(const config::settings& settings, const reloader& reload) try {
     http::admin_state admin_state{registry, context.draining, upstream_ready};
     admin_state.before_scrape = [&process_metrics] { process_metrics.update(); };
     admin_state.requests_in_flight = &context.requests_in_flight;
-    if (settings.usage_records.readyz_fail_on_spool_error) {
+    if (settings.usage.readyz_fail_on_spool_error) {
         admin_state.spool_failing = &spool_failing;
     }
     // Before the descriptors run out, stop taking connections (they wait in the backlog) rather
@@ -89,7 +91,7 @@ int run(const config::settings& settings, const reloader& reload) try {
                                admin_state, context.edge);
     http::readiness_probe probe(main_ioc, settings.upstream.host,
                                 std::to_string(settings.upstream.port),
-                                settings.ready.probe_interval, settings.timeout.upstream_connect,
+                                settings.readiness.probe_interval, settings.timeouts.upstream_connect,
                                 upstream_ready);
     std::optional<spool_health> health;
     if (usage.spool) {
@@ -99,7 +101,7 @@ int run(const config::settings& settings, const reloader& reload) try {
     // SIGHUP: reload what can change in place; streams are not touched.
     reload_signal hangups(main_ioc, settings, reload, {&tenants, &registry, &edge_metrics});
     drain_controller drain(
-        main_ioc, settings.timeout.drain, context.draining, context.requests_in_flight,
+        main_ioc, settings.timeouts.drain, context.draining, context.requests_in_flight,
         {[&] {
              proxy_listener.stop();
              workers.close_idle();

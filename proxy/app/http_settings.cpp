@@ -12,20 +12,20 @@ http::session_settings session_settings_from(const config::settings& settings) {
                     settings.upstream.base_path};
     out.preserve_host = settings.preserve_host;
     out.routes = make_route_table(settings);
-    out.request_header = settings.timeout.request_header;
-    out.client_idle = settings.timeout.client_idle;
-    out.client_write = settings.timeout.client_write;
-    out.upstream_idle = settings.timeout.upstream_idle;
-    out.max_request_header_bytes = settings.limit.max_request_header_bytes;
-    out.max_request_body_bytes = settings.limit.max_request_body_bytes;
+    out.request_header = settings.timeouts.request_header;
+    out.client_idle = settings.timeouts.client_idle;
+    out.client_write = settings.timeouts.client_write;
+    out.upstream_idle = settings.timeouts.upstream_idle;
+    out.max_request_header_bytes = settings.limits.max_request_header_bytes;
+    out.max_request_body_bytes = settings.limits.max_request_body_bytes;
     return out;
 }
 
 http::upstream_pool_settings pool_settings_from(const config::settings& settings) {
     return {settings.upstream.host,          std::to_string(settings.upstream.port),
-            settings.pool.max_connections,   settings.pool.max_idle_connections,
-            settings.timeout.upstream_connect, settings.pool.idle_keepalive,
-            settings.pool.acquire_timeout};
+            settings.upstream_pool.max_connections,   settings.upstream_pool.max_idle_connections,
+            settings.timeouts.upstream_connect, settings.upstream_pool.idle_keepalive,
+            settings.upstream_pool.acquire_timeout};
 }
 
 }  // namespace tokenmeter::app

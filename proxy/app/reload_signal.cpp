@@ -5,6 +5,7 @@
 #include <csignal>
 #include <string>
 
+#include "app/module_options.hpp"
 #include "config/reload.hpp"
 #include "metrics/process.hpp"
 #include "metrics/registry.hpp"
@@ -70,14 +71,15 @@ void reload_signal::on_signal() {
     }
     const config::reload_diff diff = config::diff_for_reload(running_, loaded.value);
     running_ = config::apply_reloadable(running_, loaded.value);
-    if (running_.log.level != spdlog::level::to_string_view(spdlog::get_level())) {
-        spdlog::set_level(spdlog::level::from_str(running_.log.level));
+    const std::string level(config::to_string(running_.log.level));
+    if (level != spdlog::level::to_string_view(spdlog::get_level())) {
+        spdlog::set_level(spdlog::level::from_str(level));
     }
     if (targets_.tenants != nullptr) {
-        targets_.tenants->set_names(running_.tenant.api_key_names);
+        targets_.tenants->set_names(running_.tenants.api_key_names);
     }
     if (targets_.registry != nullptr) {
-        targets_.registry->set_slo(running_.slo);
+        targets_.registry->set_slo(slo_options(running_));
     }
     if (targets_.counters != nullptr) {
         targets_.counters->config_reload(true);

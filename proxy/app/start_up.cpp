@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "app/module_options.hpp"
 #include "app/tokenizers.hpp"
 #include "http/headers.hpp"
 #include "http/listener.hpp"
@@ -49,11 +50,11 @@ int start_up_error::report() const noexcept {
     return 1;
 }
 
-void configure_logging(const config::logging& log) {
+void configure_logging(const config::log_settings& log) {
     auto logger = spdlog::stderr_color_mt("tokenmeter");
     spdlog::set_default_logger(logger);
-    spdlog::set_level(spdlog::level::from_str(log.level));
-    if (log.format == "json") {
+    spdlog::set_level(spdlog::level::from_str(std::string(config::to_string(log.level))));
+    if (log.format == config::log_format::json) {
         spdlog::set_pattern(R"({"time":"%Y-%m-%dT%H:%M:%S.%fZ","level":"%l","msg":"%v"})",
                             spdlog::pattern_time_type::utc);
     } else {
@@ -101,9 +102,9 @@ std::shared_ptr<const tokenizer::catalog> load_tokenizers_or_explain(const confi
     return std::move(loaded.value);
 }
 
-std::string tenant_secret_or_throw(const config::tenants& settings) {
+std::string tenant_secret_or_throw(const usage::tenant_options& options) {
     std::string error;
-    std::string secret = usage::load_tenant_secret(settings, error);
+    std::string secret = usage::load_tenant_secret(options, error);
     if (!error.empty()) {
         throw start_up_error(error);
     }
@@ -112,17 +113,13 @@ std::string tenant_secret_or_throw(const config::tenants& settings) {
 
 observe::metering_options metering_options_from(const config::settings& settings) {
     observe::metering_options options;
-    options.exchange_limits.max_sse_event_bytes = settings.limit.max_sse_event_bytes;
+    options.exchange_limits.max_sse_event_bytes = settings.limits.max_sse_event_bytes;
     options.exchange_limits.max_buffered_response_bytes =
-        settings.limit.max_buffered_response_bytes;
-    if (settings.tokens.count_input_tokens == "always") {
-        options.input_counting = meter::input_counting::always;
-    } else if (settings.tokens.count_input_tokens == "never") {
-        options.input_counting = meter::input_counting::never;
-    }
+        settings.limits.max_buffered_response_bytes;
+    options.input_counting = input_counting(settings);
     options.access_log = settings.log.access_log;
-    options.hold_until_durable = settings.usage_records.hold_until_durable;
-    options.checkpoint_interval = settings.usage_records.checkpoint_interval;
+    options.hold_until_durable = settings.usage.hold_until_durable;
+    options.checkpoint_interval = settings.usage.checkpoint_interval;
     return options;
 }
 

@@ -13,6 +13,7 @@
 #include "http/beast.hpp"
 #include "observe/metering_observer.hpp"
 #include "tokenizer/catalog.hpp"
+#include "usage/tenant.hpp"
 
 namespace tokenmeter::app {
 
@@ -27,7 +28,7 @@ class start_up_error : public std::runtime_error {
     std::vector<std::string> lines_;
 };
 
-void configure_logging(const config::logging& log);
+void configure_logging(const config::log_settings& log);
 // Raises the open-files limit and returns how many client connections it leaves room for.
 std::int64_t open_files_budget();
 // Throws std::runtime_error naming `what` and the address when it does not resolve.
@@ -37,7 +38,7 @@ http::tcp::endpoint resolve_listen(http::asio::io_context& ioc, const config::en
 // each error by its key.
 std::shared_ptr<const tokenizer::catalog> load_tokenizers_or_explain(const config::settings& settings);
 // The HMAC secret for tenants.source api_key ("" for other sources); throws start_up_error.
-std::string tenant_secret_or_throw(const config::tenants& settings);
+std::string tenant_secret_or_throw(const usage::tenant_options& options);
 observe::metering_options metering_options_from(const config::settings& settings);
 // "tokenmeter listening: proxy=… admin=… upstream=…" on stdout (scripts wait for it), and the log.
 void announce(const config::settings& settings, const http::tcp::endpoint& proxy,

@@ -15,6 +15,12 @@ namespace tokenmeter::app {
 
 namespace {
 
+// "" (the file type's default), "match" or "text", already checked.
+config::special_tokens_mode mode_of(const std::string& special) {
+    return config::mode_from_word<config::special_tokens_mode>(special).value_or(
+        config::special_tokens_mode::file_default);
+}
+
 constexpr const char* tokenize_usage =
     R"(usage: tokenmeter tokenize --tokenizer SPEC [--ids] [--tokenizer-dir DIR] [--verbose]
                           [--special-tokens match|text]
@@ -77,7 +83,7 @@ int tokenize_command(int argc, char** argv) {
     const double load_start = seconds_now();
     const tokenizer::load_result loaded =
         tokenizer::load(spec, tokenizer::load_options{tokenizer_search_dirs(dir), true,
-                                                      special_tokens_mode(special)});
+                                                      special_tokens_mode(mode_of(special))});
     const double load_seconds = seconds_now() - load_start;
     if (!loaded.value) {
         return fail(loaded.error);

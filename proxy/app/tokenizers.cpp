@@ -72,18 +72,20 @@ std::vector<std::string> tokenizer_search_dirs(const std::string& configured_dir
     return dirs;
 }
 
-tokenizer::special_tokens special_tokens_mode(const std::string& setting) {
-    if (setting == "match") {
-        return tokenizer::special_tokens::match;
-    }
-    if (setting == "text") {
-        return tokenizer::special_tokens::text;
+tokenizer::special_tokens special_tokens_mode(config::special_tokens_mode setting) {
+    switch (setting) {
+        case config::special_tokens_mode::match:
+            return tokenizer::special_tokens::match;
+        case config::special_tokens_mode::text:
+            return tokenizer::special_tokens::text;
+        case config::special_tokens_mode::file_default:
+            break;
     }
     return tokenizer::special_tokens::file_default;
 }
 
 tokenizer::catalog::load_result load_tokenizers(const config::settings& settings) {
-    const config::tokenization& t = settings.tokens;
+    const config::settings& t = settings;
     tokenizer::catalog_options options;
     options.reference = t.reference_tokenizer;
     options.reference_required = t.reference_explicit;

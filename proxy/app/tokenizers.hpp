@@ -17,8 +17,8 @@ namespace tokenmeter::app {
 // tokenizers. o200k_base and cl100k_base are also built in, used when no file is found.
 std::vector<std::string> tokenizer_search_dirs(const std::string& configured_dir);
 
-// The config's special_tokens setting ("match", "text", or "" for the file type's default).
-tokenizer::special_tokens special_tokens_mode(const std::string& setting);
+// The config's special_tokens setting as the tokenizer module names it.
+tokenizer::special_tokens special_tokens_mode(config::special_tokens_mode setting);
 
 tokenizer::catalog::load_result load_tokenizers(const config::settings& settings);
 

@@ -18,7 +18,7 @@ void usage_parts::stop() {
     }
 }
 
-usage_parts open_usage(const config::usage& settings) {
+usage_parts open_usage(const config::usage_settings& settings) {
     usage_parts parts;
     if (settings.spool_dir.empty()) {
         return parts;

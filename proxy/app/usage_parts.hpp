@@ -24,6 +24,6 @@ struct usage_parts {
 
 // Opens the spool, turns every stream a killed process left open into a record, and starts the
 // shipper. Throws std::runtime_error with a message for the operator when the spool cannot open.
-usage_parts open_usage(const config::usage& settings);
+usage_parts open_usage(const config::usage_settings& settings);
 
 }  // namespace tokenmeter::app

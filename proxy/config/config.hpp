@@ -1,5 +1,6 @@
-// config: the proxy's settings as plain structs, loaded from YAML and validated.
-// Loading is the one place exceptions are used; validation collects every error with its key.
+// config: the proxy's settings as plain structs, loaded from YAML and validated. Every member is
+// named as its YAML key (config/README.md); config/schema.cpp maps one to the other. Loading is
+// the one place exceptions are used; validation collects every error with its key.
 #pragma once
 
 #include <chrono>
@@ -10,95 +11,86 @@
 #include <string_view>
 #include <vector>
 
+#include "config/modes.hpp"
+#include "config/parse.hpp"
+
 namespace tokenmeter::config {
 
 using std::chrono::milliseconds;
 
-struct endpoint {
-    std::string host;  // IPv4/IPv6 literal or name; "[::1]" brackets stripped
-    std::uint16_t port = 0;
-    bool operator==(const endpoint&) const = default;
-};
-
-struct upstream_target {
-    std::string scheme = "http";  // "https" parses (port 443) but validate() rejects it for now
-    std::string host;
-    std::uint16_t port = 80;
-    std::string
-        base_path;  // "" or e.g. "/prefix" (no trailing slash) prepended to every request path
-    bool operator==(const upstream_target&) const = default;
-};
-
-struct timeouts {
+struct timeouts_settings {
     milliseconds request_header{30'000};  // time to receive a request's head (and body)
     milliseconds client_idle{60'000};     // keep-alive idle between requests on a client connection
     milliseconds upstream_connect{5'000};  // TCP connect to the upstream
-    milliseconds upstream_idle{
-        300'000};  // max gap between two upstream reads (not a whole-stream deadline)
+    // max gap between two upstream reads (not a whole-stream deadline)
+    milliseconds upstream_idle{300'000};
     milliseconds client_write{60'000};  // max time one write to a (slow) client may take
     milliseconds drain{30'000};         // on SIGTERM: how long in-flight streams may finish
-    bool operator==(const timeouts&) const = default;
+    bool operator==(const timeouts_settings&) const = default;
 };
 
-struct limits {
+struct limits_settings {
     std::uint64_t max_request_body_bytes = 32ull * 1024 * 1024;
     std::uint64_t max_request_header_bytes = 64 * 1024;
-    std::uint64_t max_sse_event_bytes =
-        4ull * 1024 * 1024;  // larger events are forwarded, not metered
-    std::uint64_t max_buffered_response_bytes =
-        16ull * 1024 * 1024;                   // non-streamed JSON bodies kept for metering
+    // larger events are forwarded, not metered
+    std::uint64_t max_sse_event_bytes = 4ull * 1024 * 1024;
+    // non-streamed JSON bodies kept for metering
+    std::uint64_t max_buffered_response_bytes = 16ull * 1024 * 1024;
     std::uint32_t max_json_depth = 256;        // deeper request/response JSON is not parsed
     std::uint32_t max_client_connections = 0;  // 0: no limit beyond open-file descriptors
-    bool operator==(const limits&) const = default;
+    bool operator==(const limits_settings&) const = default;
 };
 
-struct upstream_pool {
+struct upstream_pool_settings {
     std::uint32_t max_connections = 512;      // total, across worker threads
     std::uint32_t max_idle_connections = 64;  // kept alive for reuse, across worker threads
     milliseconds idle_keepalive{60'000};      // drop idle upstream connections after this long
     milliseconds acquire_timeout{5'000};      // wait for a free slot before answering 503
-    bool operator==(const upstream_pool&) const = default;
+    bool operator==(const upstream_pool_settings&) const = default;
 };
 
-struct readiness {
-    milliseconds probe_interval{
-        5'000};  // how often /readyz checks that the upstream accepts connections
-    bool operator==(const readiness&) const = default;
+struct readiness_settings {
+    // how often /readyz checks that the upstream accepts connections
+    milliseconds probe_interval{5'000};
+    bool operator==(const readiness_settings&) const = default;
 };
 
+// Bucket boundaries in seconds (or tokens per second). Unset: metrics/'s default list.
 struct histogram_buckets {
-    std::vector<double> time_to_first_token;
-    std::vector<double> inter_token_latency;
-    std::vector<double> time_per_output_token;
-    std::vector<double> output_tokens_per_second;
-    std::vector<double> decode_tokens_per_second;
-    std::vector<double> request_duration;
+    std::optional<std::vector<double>> time_to_first_token;
+    std::optional<std::vector<double>> inter_token_latency;
+    std::optional<std::vector<double>> time_per_output_token;
+    std::optional<std::vector<double>> output_tokens_per_second;
+    std::optional<std::vector<double>> decode_tokens_per_second;
+    std::optional<std::vector<double>> request_duration;
     bool operator==(const histogram_buckets&) const = default;
 };
 
-// OpenTelemetry GenAI semantic-convention boundaries, extended as the README documents.
-histogram_buckets default_buckets();
-
-struct metrics {
+// metrics.models: how the `model` label is bounded.
+struct model_label_settings {
     std::vector<std::string>
-        model_allowlist;            // when non-empty: only these names, everything else "other"
+        allowlist;                  // when non-empty: only these names, everything else "other"
     std::uint32_t max_models = 32;  // without allowlist: first N distinct names, then "other"
-    // Filled here, not left empty, so that a default-constructed settings is usable as it is.
-    histogram_buckets buckets = default_buckets();
+    bool operator==(const model_label_settings&) const = default;
+};
+
+struct metrics_settings {
+    model_label_settings models;
+    histogram_buckets buckets;
     // Upper bounds (input tokens, inclusive) of the TTFT histogram's prompt_class label; one more
     // class holds longer prompts, and "unknown" those whose size nobody reported.
     std::vector<std::uint64_t> prompt_classes = {512, 2048, 8192, 32768};
     // Latency and rate histograms also as Prometheus native histograms, served in the protobuf
     // exposition to a scraper that asks for it (classic buckets stay, in both formats).
     bool native_histograms = false;
-    bool operator==(const metrics&) const = default;
+    bool operator==(const metrics_settings&) const = default;
 };
 
-struct logging {
-    std::string level = "info";   // trace|debug|info|warn|error|off
-    std::string format = "text";  // text|json
-    bool access_log = false;      // one line per request
-    bool operator==(const logging&) const = default;
+struct log_settings {
+    log_level level = log_level::info;
+    log_format format = log_format::text;
+    bool access_log = false;  // one line per request
+    bool operator==(const log_settings&) const = default;
 };
 
 // Who a request belongs to, per-tenant metric labels and provisioned throughput (issue 5).
@@ -107,8 +99,8 @@ struct tenant_limit {
     bool operator==(const tenant_limit&) const = default;
 };
 
-struct tenants {
-    std::string source = "none";         // none | header | api_key
+struct tenants_settings {
+    tenant_source source = tenant_source::none;
     std::string header = "x-tenant-id";  // source: header; set by a trusted auth layer in front
     std::string api_key_secret_env;      // source: api_key; env var holding the HMAC secret
     std::string api_key_secret_file;     // source: api_key; file holding the HMAC secret
@@ -118,7 +110,7 @@ struct tenants {
     std::map<std::string, tenant_limit> limits;  // tenant name -> limits
     bool enforce_provisioned = false;  // 429 a new request while its tenant's bucket is in debt
     milliseconds provisioned_burst{1'000};  // bucket size = rate x burst
-    bool operator==(const tenants&) const = default;
+    bool operator==(const tenants_settings&) const = default;
 };
 
 struct usage_sink {
@@ -132,7 +124,7 @@ struct usage_sink {
 };
 
 // Billing records: the durable spool and its shipper (issue 5). Off while spool_dir is empty.
-struct usage {
+struct usage_settings {
     std::string spool_dir;
     milliseconds fsync_interval{10};
     std::uint64_t segment_bytes = 64ull * 1024 * 1024;
@@ -141,13 +133,14 @@ struct usage {
     bool readyz_fail_on_spool_error = false;
     std::uint64_t max_pending_bytes = 64ull * 1024 * 1024;  // memory kept while the disk fails
     usage_sink sink;
-    bool operator==(const usage&) const = default;
+    bool operator==(const usage_settings&) const = default;
 };
+
 // A path whose API is named in the config rather than recognized by its well-known path, e.g. an
 // OpenAI-compatible server mounted under /llm/ or Ollama behind /ollama/.
 struct route {
     std::string path;  // exact request path, or a prefix when it ends with '*'
-    std::string api;   // an `api` label value: openai_chat, ollama_chat, ..., or none
+    std::string api;   // an `api` label value: openai_chat, ollama_chat, ..., or none (app checks)
     std::optional<bool> usage_injection;  // overrides the top-level usage_injection
     // With usage injection: also ask for usage in every chunk (vLLM and SGLang's
     // stream_options.continuous_usage_stats), removed again from what the client receives.
@@ -155,52 +148,27 @@ struct route {
     bool operator==(const route&) const = default;
 };
 
-// Re-tokenization (tokenizer/): which tokenizers count the text a response carries.
+// Re-tokenization (tokenizer/): the model's own tokenizer and how it treats special tokens.
 struct model_settings {
-    std::string tokenizer;  // the model's own tokenizer: "o200k_base", "cl100k_base" or a path
-    // Added/special tokens in text: "match" (as one token each), "text" (ordinary text), or ""
-    // for the reference library's behaviour for the file type (tokenizer.json: match; tiktoken:
-    // text).
-    std::string special_tokens;
+    std::string tokenizer;  // "o200k_base", "cl100k_base" or a path
+    special_tokens_mode special_tokens = special_tokens_mode::file_default;
     bool operator==(const model_settings&) const = default;
 };
 
-struct tokenization {
-    // Normalizes counts across models. "none" turns normalized counts off.
-    std::string reference_tokenizer = "o200k_base";
-    // Set when the config names reference_tokenizer: then a missing file is an error, while the
-    // default only warns (normalized counts off) so that a bare binary still starts.
-    bool reference_explicit = false;
-    std::string reference_special_tokens;  // as model_settings::special_tokens
-    // Where named encodings (o200k_base, cl100k_base) are looked up; "" means
-    // $TOKENMETER_TOKENIZER_DIR, else /usr/local/share/tokenmeter/tokenizers.
-    std::string tokenizer_dir;
-    // when_unreported: tokenize the prompt only when the server reports no input count;
-    // always: also for normalized input counts on every request; never.
-    std::string count_input_tokens = "when_unreported";
-    std::map<std::string, model_settings> models;  // by the request's "model" field
-    bool operator==(const tokenization&) const = default;
-};
-
-// The directory named encodings are looked up in: tokenizer_dir, else the environment, else the
-// installed default.
-std::string effective_tokenizer_dir(const tokenization& t);
-
-// One model's latency service-level objective. A target left unset is not counted.
+// One model's latency service-level objective, as written: a preset and explicit targets (which
+// win over the preset's). metrics/slo resolves the preset. A target left unset is not counted.
 struct slo_target {
-    std::string preset;                // "server", "interactive", or "" when none was named
+    slo_preset preset = slo_preset::none;
     std::optional<milliseconds> ttft;  // a request is good when its TTFT is at most this
     std::optional<milliseconds> tpot;  // ... and when its TPOT is at most this
     std::optional<double> objective;   // fraction of good requests (0.99); unset: slo.objective
     bool operator==(const slo_target&) const = default;
 };
 
-// MLPerf Inference LLM scenarios: the preset's targets; nullopt for an unknown name.
-std::optional<slo_target> slo_preset(std::string_view name);
-
 struct slo_settings {
-    double objective = 0.99;                   // for entries that do not name their own
-    std::optional<slo_target> default_target;  // for every model without its own entry
+    double objective = 0.99;  // for entries that do not name their own
+    // YAML `default` (a C++ keyword): for every model without its own entry.
+    std::optional<slo_target> default_target;
     std::map<std::string, slo_target> models;  // keyed by the model name clients send
     bool operator==(const slo_settings&) const = default;
 };
@@ -211,15 +179,25 @@ struct settings {
     upstream_target upstream{"http", "127.0.0.1", 8000, ""};
     std::uint32_t threads = 0;   // 0: one per core
     bool preserve_host = false;  // false: Host sent upstream is the upstream's host:port
-    timeouts timeout;
-    limits limit;
-    upstream_pool pool;
-    readiness ready;
-    metrics metric;
-    logging log;
-    tenants tenant;
-    usage usage_records;
-    tokenization tokens;
+    timeouts_settings timeouts;
+    limits_settings limits;
+    upstream_pool_settings upstream_pool;
+    readiness_settings readiness;
+    metrics_settings metrics;
+    log_settings log;
+    tenants_settings tenants;
+    usage_settings usage;
+    // Re-tokenization (top-level keys). Normalizes counts across models; "none" turns it off.
+    std::string reference_tokenizer = "o200k_base";
+    // Set when the config names reference_tokenizer: then a missing file is an error, while the
+    // default only warns (normalized counts off) so that a bare binary still starts. Not a key.
+    bool reference_explicit = false;
+    special_tokens_mode reference_special_tokens = special_tokens_mode::file_default;
+    // Where named encodings (o200k_base, cl100k_base) are looked up; "" means
+    // $TOKENMETER_TOKENIZER_DIR, else /usr/local/share/tokenmeter/tokenizers.
+    std::string tokenizer_dir;
+    count_input_tokens_mode count_input_tokens = count_input_tokens_mode::when_unreported;
+    std::map<std::string, model_settings> models;  // by the request's "model" field
     slo_settings slo;
     // Add stream_options.include_usage to streamed OpenAI chat/completions requests that did not
     // ask for usage, and remove the extra usage chunk from what the client receives.
@@ -252,25 +230,13 @@ struct load_result {
 load_result load_yaml(const std::string& yaml_text);
 // Reads and parses a file; an unreadable file is one error with key "".
 load_result load_file(const std::string& path);
-// Semantic checks shared by the file loader and command-line overrides.
-std::vector<config_error> validate(const settings& s);
 
-// The bucket lists the registry uses: a list left at its default gains every SLO target as a
-// boundary (TTFT targets in time_to_first_token, TPOT targets in time_per_output_token and
-// inter_token_latency), so good/bad counts and histogram quantiles agree at the target.
-histogram_buckets buckets_with_slo_targets(const metrics& m, const slo_settings& slo);
-// The objective that applies to one entry (its own, else slo.objective).
-double slo_objective(const slo_settings& slo, const slo_target& target);
+// Words given for a mode that name none of its values, by dotted key: the mode keeps its
+// default and validate() reports the word where that key's check runs.
+using unknown_words = std::map<std::string, std::string>;
 
-// "host:port", "[v6]:port". Returns nullopt on malformed input.
-std::optional<endpoint> parse_endpoint(const std::string& text);
-// The inverse of parse_endpoint: IPv6 hosts get their brackets back.
-std::string to_string(const endpoint& e);
-// "http://host:port[/base]". Returns nullopt on malformed input.
-std::optional<upstream_target> parse_upstream(const std::string& text);
-// "250ms", "30s", "5m", "1h", or a bare number of seconds (may be fractional).
-std::optional<milliseconds> parse_duration(const std::string& text);
-// A byte count: "65536", "64KiB", "32MiB", "1GiB". Binary units only: "MB" is refused as ambiguous.
-std::optional<std::uint64_t> parse_size(const std::string& text);
+// Range checks of every key and the cross-field rules, shared by the file loader and
+// command-line overrides.
+std::vector<config_error> validate(const settings& s, const unknown_words& words = {});
 
 }  // namespace tokenmeter::config

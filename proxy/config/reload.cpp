@@ -1,5 +1,7 @@
 #include "config/reload.hpp"
 
+#include <tuple>
+
 namespace tokenmeter::config {
 
 reload_diff diff_for_reload(const settings& running, const settings& next) {
@@ -10,7 +12,8 @@ reload_diff diff_for_reload(const settings& running, const settings& next) {
         }
     };
     check(running.log.level != next.log.level, "log.level", true);
-    check(running.tenant.api_key_names != next.tenant.api_key_names, "tenants.api_key_names", true);
+    check(running.tenants.api_key_names != next.tenants.api_key_names, "tenants.api_key_names",
+          true);
     check(running.slo != next.slo, "slo", true);
 
     check(running.listen != next.listen, "listen", false);
@@ -18,18 +21,23 @@ reload_diff diff_for_reload(const settings& running, const settings& next) {
     check(running.upstream != next.upstream, "upstream", false);
     check(running.threads != next.threads, "threads", false);
     check(running.preserve_host != next.preserve_host, "preserve_host", false);
-    check(running.timeout != next.timeout, "timeouts", false);
-    check(running.limit != next.limit, "limits", false);
-    check(running.pool != next.pool, "upstream_pool", false);
-    check(running.ready != next.ready, "readiness", false);
-    check(running.metric != next.metric, "metrics", false);
+    check(running.timeouts != next.timeouts, "timeouts", false);
+    check(running.limits != next.limits, "limits", false);
+    check(running.upstream_pool != next.upstream_pool, "upstream_pool", false);
+    check(running.readiness != next.readiness, "readiness", false);
+    check(running.metrics != next.metrics, "metrics", false);
     check(running.log.format != next.log.format, "log.format", false);
     check(running.log.access_log != next.log.access_log, "log.access_log", false);
-    tenants running_tenants = running.tenant;
-    running_tenants.api_key_names = next.tenant.api_key_names;
-    check(running_tenants != next.tenant, "tenants", false);
-    check(running.usage_records != next.usage_records, "usage", false);
-    check(running.tokens != next.tokens, "reference_tokenizer/tokenizer_dir/models", false);
+    tenants_settings running_tenants = running.tenants;
+    running_tenants.api_key_names = next.tenants.api_key_names;
+    check(running_tenants != next.tenants, "tenants", false);
+    check(running.usage != next.usage, "usage", false);
+    const auto tokenization = [](const settings& s) {
+        return std::tie(s.reference_tokenizer, s.reference_explicit, s.reference_special_tokens,
+                        s.tokenizer_dir, s.count_input_tokens, s.models);
+    };
+    check(tokenization(running) != tokenization(next), "reference_tokenizer/tokenizer_dir/models",
+          false);
     check(running.usage_injection != next.usage_injection, "usage_injection", false);
     check(running.routes != next.routes, "routes", false);
     return diff;
@@ -38,7 +46,7 @@ reload_diff diff_for_reload(const settings& running, const settings& next) {
 settings apply_reloadable(const settings& running, const settings& next) {
     settings out = running;
     out.log.level = next.log.level;
-    out.tenant.api_key_names = next.tenant.api_key_names;
+    out.tenants.api_key_names = next.tenants.api_key_names;
     out.slo = next.slo;
     return out;
 }

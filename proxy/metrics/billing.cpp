@@ -7,9 +7,8 @@
 
 namespace tokenmeter::metrics {
 
-billing_metrics::billing_metrics(registry& base, const config::tenants& settings)
-    : tenants_(settings.metrics_allowlist, settings.max_tenants),
-      tenants_on_(settings.source != "none" || !settings.limits.empty()) {
+billing_metrics::billing_metrics(registry& base, const billing_options& options)
+    : tenants_(options.tenant_allowlist, options.max_tenants), tenants_on_(options.tenants_on) {
     using prometheus::BuildCounter;
     using prometheus::BuildGauge;
     auto& reg = *base.prometheus_registry();
@@ -46,10 +45,9 @@ billing_metrics::billing_metrics(registry& base, const config::tenants& settings
                             .Name("tokenmeter_tenant_provisioned_tokens_per_second")
                             .Help("Provisioned input + output tokens per second, from config")
                             .Register(reg);
-    for (const auto& [name, limit] : settings.limits) {
-        if (limit.provisioned_tokens_per_second > 0) {
-            provisioned.Add({{"tenant", tenant_label(name)}})
-                .Set(limit.provisioned_tokens_per_second);
+    for (const auto& [name, rate] : options.provisioned_rates) {
+        if (rate > 0) {
+            provisioned.Add({{"tenant", tenant_label(name)}}).Set(rate);
         }
     }
     spool_records_ = &BuildGauge()

@@ -5,10 +5,11 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
-#include "config/config.hpp"
 #include "metrics/registry.hpp"
 
 namespace tokenmeter::metrics {
@@ -23,9 +24,17 @@ struct tenant_usage {
     std::uint64_t cached_input_tokens = 0;
 };
 
+// How tenant labels are bounded, and whether tenant series exist at all.
+struct billing_options {
+    std::vector<std::string> tenant_allowlist;  // when non-empty: only these, others "other"
+    std::uint32_t max_tenants = 100;            // without allowlist: first N, then "other"
+    bool tenants_on = false;  // a tenant source or provisioned limits are configured
+    std::map<std::string, double> provisioned_rates;  // tenant -> tokens per second (gauge)
+};
+
 class billing_metrics {
   public:
-    billing_metrics(registry& base, const config::tenants& settings);
+    billing_metrics(registry& base, const billing_options& options);
 
     std::string tenant_label(std::string_view tenant);
     void record(const tenant_usage& usage);

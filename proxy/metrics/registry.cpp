@@ -76,14 +76,14 @@ std::string model_labels::label_for(std::string_view model) {
     return name;
 }
 
-registry::registry(const config::metrics& settings, const config::slo_settings& slo)
-    : buckets_(config::buckets_with_slo_targets(settings, slo)),
-      models_(settings.model_allowlist, settings.max_models),
-      natives_(settings.native_histograms ? std::make_unique<native_histograms>() : nullptr),
+registry::registry(const registry_options& options, const slo_options& slo)
+    : buckets_(buckets_with_slo_targets(options.buckets, slo)),
+      models_(options.model_allowlist, options.max_models),
+      natives_(options.native_histograms ? std::make_unique<native_histograms>() : nullptr),
       registry_(std::make_shared<prometheus::Registry>()),
-      slo_(std::make_shared<const config::slo_settings>(slo)),
-      prompt_bounds_(settings.prompt_classes),
-      prompt_labels_(prompt_class_labels(settings.prompt_classes)) {
+      slo_(std::make_shared<const slo_options>(slo)),
+      prompt_bounds_(options.prompt_classes),
+      prompt_labels_(prompt_class_labels(options.prompt_classes)) {
     using prometheus::BuildCounter;
     using prometheus::BuildGauge;
     using prometheus::BuildHistogram;
@@ -248,8 +248,8 @@ registry::registry(const config::metrics& settings, const config::slo_settings& 
     }
 }
 
-void registry::set_slo(const config::slo_settings& slo) {
-    auto next = std::make_shared<const config::slo_settings>(slo);
+void registry::set_slo(const slo_options& slo) {
+    auto next = std::make_shared<const slo_options>(slo);
     for (const auto& [name, target] : next->models) {
         slo_for(*next, models_.label_for(name));
     }
@@ -384,10 +384,9 @@ const std::string& registry::prompt_class(std::optional<std::uint64_t> input_tok
 
 // The entry for a (bounded) model label: its own, else slo.default, else none. The gauges are
 // set here, on first use, so a model covered by the default shows its targets once it is seen.
-const config::slo_target* registry::slo_for(const config::slo_settings& slo,
-                                            const std::string& model_label) {
+const slo_target* registry::slo_for(const slo_options& slo, const std::string& model_label) {
     const auto it = slo.models.find(model_label);
-    const config::slo_target* target = nullptr;
+    const slo_target* target = nullptr;
     if (it != slo.models.end()) {
         target = &it->second;
     } else if (slo.default_target && model_label != "other" && model_label != "unknown") {
@@ -396,7 +395,7 @@ const config::slo_target* registry::slo_for(const config::slo_settings& slo,
     if (target == nullptr) {
         return nullptr;
     }
-    const double objective = config::slo_objective(slo, *target);
+    const double objective = slo_objective(slo, *target);
     if (target->ttft) {
         slo_objective_->Add({{"model", model_label}, {"slo", "ttft"}}).Set(objective);
         slo_target_->Add({{"model", model_label}, {"slo", "ttft"}}).Set(seconds_of(*target->ttft));
@@ -418,7 +417,7 @@ void registry::count_slo(const std::string& model_label, const meter::request_su
     if (settings->models.empty() && !settings->default_target) {
         return;
     }
-    const config::slo_target* target = slo_for(*settings, model_label);
+    const slo_target* target = slo_for(*settings, model_label);
     if (target == nullptr) {
         return;
     }

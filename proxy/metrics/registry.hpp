@@ -13,8 +13,8 @@
 #include <unordered_set>
 #include <vector>
 
-#include "config/config.hpp"
 #include "meter/stream_meter.hpp"
+#include "metrics/slo.hpp"
 
 namespace prometheus {
 class Registry;
@@ -43,11 +43,21 @@ class model_labels {
 
 class native_histograms;
 
+// What the registry exports and how its labels are bounded (app translates config into it).
+struct registry_options {
+    std::vector<std::string> model_allowlist;  // when non-empty: only these, others "other"
+    std::uint32_t max_models = 32;             // without allowlist: first N names, then "other"
+    histogram_buckets buckets = default_buckets();
+    // Upper bounds (input tokens, inclusive) of the TTFT histogram's prompt_class label.
+    std::vector<std::uint64_t> prompt_classes = {512, 2048, 8192, 32768};
+    bool native_histograms = false;  // also native histograms, in the protobuf exposition
+};
+
 class registry {
   public:
     // slo: the per-model latency objectives counted in tokenmeter_slo_requests_total; their
-    // targets are added to the default bucket lists (config::buckets_with_slo_targets).
-    explicit registry(const config::metrics& settings, const config::slo_settings& slo = {});
+    // targets are added to the default bucket lists (buckets_with_slo_targets).
+    explicit registry(const registry_options& options, const slo_options& slo = {});
     ~registry();
     registry(const registry&) = delete;
     registry& operator=(const registry&) = delete;
@@ -58,7 +68,7 @@ class registry {
                             int code, double duration_seconds);
 
     // Replaces the SLO targets (SIGHUP). Bucket boundaries stay as they were at start.
-    void set_slo(const config::slo_settings& slo);
+    void set_slo(const slo_options& slo);
 
     void stream_opened();
     void stream_closed();
@@ -88,8 +98,7 @@ class registry {
     [[nodiscard]] const std::string& prompt_class(std::optional<std::uint64_t> input_tokens) const;
 
   private:
-    const config::slo_target* slo_for(const config::slo_settings& slo,
-                                      const std::string& model_label);
+    const slo_target* slo_for(const slo_options& slo, const std::string& model_label);
     void count_slo(const std::string& model_label, const meter::request_summary& s);
     std::string bounded_model(protocol::api_kind api, std::string_view model);
     void record_details(const std::string& model, const meter::request_summary& s);
@@ -106,7 +115,7 @@ class registry {
     void observe_inter_token_latency(const std::map<std::string, std::string>& labels,
                                      const meter::histogram_batch& batch);
 
-    config::histogram_buckets buckets_;
+    histogram_buckets buckets_;
     model_labels models_;
     std::unique_ptr<native_histograms> natives_;
     std::vector<double> itl_batch_bounds_;
@@ -134,7 +143,7 @@ class registry {
     prometheus::Family<prometheus::Counter>* upstream_errors_;
     prometheus::Gauge* streams_active_;
 
-    std::atomic<std::shared_ptr<const config::slo_settings>> slo_;
+    std::atomic<std::shared_ptr<const slo_options>> slo_;
     std::vector<std::uint64_t> prompt_bounds_;
     std::vector<std::string> prompt_labels_;  // one per bound, then the open class, then unknown
     prometheus::Family<prometheus::Counter>* slo_requests_;

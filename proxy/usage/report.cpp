@@ -7,7 +7,6 @@
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
-#include "config/config.hpp"
 #include "usage/spool.hpp"
 
 namespace tokenmeter::usage {
@@ -194,7 +193,7 @@ usage_report build_report(const std::vector<usage_record>& records, const report
     return report;
 }
 
-int run_usage_command(const std::vector<std::string>& args) {
+int run_usage_command(const std::vector<std::string>& args, const spool_dir_lookup& spool_dir_of) {
     std::string spool;
     std::string config_file;
     report_filter filter;
@@ -248,14 +247,11 @@ int run_usage_command(const std::vector<std::string>& args) {
         }
     }
     if (spool.empty() && !config_file.empty()) {
-        auto loaded = config::load_file(config_file);
-        if (!loaded.ok()) {
-            for (const auto& e : loaded.errors) {
-                std::fprintf(stderr, "%s: %s\n", config_file.c_str(), config::to_string(e).c_str());
-            }
+        auto dir = spool_dir_of(config_file);
+        if (!dir) {
             return 1;
         }
-        spool = loaded.value.usage_records.spool_dir;
+        spool = std::move(*dir);
     }
     if (spool.empty()) {
         std::fprintf(stderr, "tokenmeter usage: give --spool DIR or --config FILE (see --help)\n");

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -43,7 +44,11 @@ struct report_filter {
 // a real outcome wins over crash_recovered (the same request recovered after a lost close).
 usage_report build_report(const std::vector<usage_record>& records, const report_filter& filter);
 
+// The spool directory a config file names, for --config; nullopt (after printing why) when the
+// file cannot be loaded. app/ supplies it, so usage/ does not read configuration itself.
+using spool_dir_lookup = std::function<std::optional<std::string>(const std::string& config_file)>;
+
 // The subcommand; args are the arguments after "usage". Returns the exit status.
-int run_usage_command(const std::vector<std::string>& args);
+int run_usage_command(const std::vector<std::string>& args, const spool_dir_lookup& spool_dir_of);
 
 }  // namespace tokenmeter::usage

@@ -54,10 +54,8 @@ bool iequals_prefix(std::string_view s, std::string_view prefix) {
 
 }  // namespace
 
-tenant_resolver::tenant_resolver(const config::tenants& settings, std::string secret)
-    : source_(settings.source == "header"    ? tenant_source::header
-              : settings.source == "api_key" ? tenant_source::api_key
-                                             : tenant_source::none),
+tenant_resolver::tenant_resolver(const tenant_options& settings, std::string secret)
+    : source_(settings.source),
       header_(settings.header),
       secret_(std::move(secret)),
       names_(std::make_shared<const name_table>(settings.api_key_names.begin(),
@@ -117,8 +115,8 @@ std::string tenant_resolver::resolve(const tenant_headers& headers) const {
     return std::string(anonymous_tenant);
 }
 
-std::string load_tenant_secret(const config::tenants& settings, std::string& error) {
-    if (settings.source != "api_key") {
+std::string load_tenant_secret(const tenant_options& settings, std::string& error) {
+    if (settings.source != tenant_source::api_key) {
         return {};
     }
     std::string secret;

@@ -5,12 +5,11 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
 #include <string_view>
-
-#include "config/config.hpp"
 
 namespace tokenmeter::usage {
 
@@ -27,10 +26,19 @@ struct tenant_headers {
     std::string_view x_api_key;      // Anthropic style
 };
 
+// Where tenants come from (app translates the tenants: section into it).
+struct tenant_options {
+    tenant_source source = tenant_source::none;
+    std::string header = "x-tenant-id";                // source header
+    std::string api_key_secret_env;                    // source api_key: env var with the secret
+    std::string api_key_secret_file;                   // source api_key: file with the secret
+    std::map<std::string, std::string> api_key_names;  // "key:<hash>" -> tenant name
+};
+
 class tenant_resolver {
   public:
     // secret: the HMAC key for source api_key (may be empty otherwise).
-    tenant_resolver(const config::tenants& settings, std::string secret);
+    tenant_resolver(const tenant_options& options, std::string secret);
 
     [[nodiscard]] std::string resolve(const tenant_headers& headers) const;
     [[nodiscard]] tenant_source source() const noexcept { return source_; }
@@ -52,6 +60,6 @@ class tenant_resolver {
 
 // The secret for source api_key from the environment variable or file the config names.
 // Returns "" and sets `error` when it cannot be read or is empty. Never logs the secret.
-std::string load_tenant_secret(const config::tenants& settings, std::string& error);
+std::string load_tenant_secret(const tenant_options& options, std::string& error);
 
 }  // namespace tokenmeter::usage

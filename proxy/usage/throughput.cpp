@@ -5,12 +5,12 @@
 
 namespace tokenmeter::usage {
 
-provisioned_throughput::provisioned_throughput(const config::tenants& settings)
-    : enforce_(settings.enforce_provisioned),
-      burst_seconds_(std::chrono::duration<double>(settings.provisioned_burst).count()) {
-    for (const auto& [name, limit] : settings.limits) {
-        if (limit.provisioned_tokens_per_second > 0) {
-            rates_[name] = limit.provisioned_tokens_per_second;
+provisioned_throughput::provisioned_throughput(const throughput_options& options)
+    : enforce_(options.enforce),
+      burst_seconds_(std::chrono::duration<double>(options.burst).count()) {
+    for (const auto& [name, rate] : options.rates) {
+        if (rate > 0) {
+            rates_[name] = rate;
         }
     }
 }

@@ -5,12 +5,12 @@
 // One lock, taken twice per request (admit, charge), never per token. Time comes in as data.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <mutex>
 #include <string>
 #include <unordered_map>
 
-#include "config/config.hpp"
 #include "core/time.hpp"
 
 namespace tokenmeter::usage {
@@ -20,9 +20,16 @@ struct admission {
     double retry_after_seconds = 0;  // until the bucket is back at zero
 };
 
+// Provisioned rates and enforcement (app translates the tenants: section into it).
+struct throughput_options {
+    std::map<std::string, double> rates;     // tenant -> input + output tokens per second; 0: none
+    bool enforce = false;                    // refuse a new request while its bucket is in debt
+    std::chrono::milliseconds burst{1'000};  // bucket size = rate x burst
+};
+
 class provisioned_throughput {
   public:
-    explicit provisioned_throughput(const config::tenants& settings);
+    explicit provisioned_throughput(const throughput_options& options);
 
     // Whether a new request of `tenant` may start now. Always admitted when enforcement is off
     // or the tenant has no provisioned rate.

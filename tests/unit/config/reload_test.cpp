@@ -16,9 +16,10 @@ TEST(Reload, NothingChangedIsEmpty) {
 TEST(Reload, LogLevelTenantNamesAndSloApplyInPlace) {
     const settings running = default_settings();
     settings next = running;
-    next.log.level = "debug";
-    next.tenant.api_key_names["key:00"] = "acme";
-    next.slo.default_target = slo_target{"", milliseconds{500}, std::nullopt, std::nullopt};
+    next.log.level = log_level::debug;
+    next.tenants.api_key_names["key:00"] = "acme";
+    next.slo.default_target =
+        slo_target{slo_preset::none, milliseconds{500}, std::nullopt, std::nullopt};
     const auto diff = diff_for_reload(running, next);
     EXPECT_EQ(diff.applied,
               (std::vector<std::string>{"log.level", "tenants.api_key_names", "slo"}));
@@ -32,16 +33,16 @@ TEST(Reload, EverythingElseWaitsForARestart) {
     settings next = running;
     next.listen.port = 1;
     next.upstream.port = 2;
-    next.limit.max_json_depth = 64;
-    next.tenant.header = "x-other";
-    next.log.level = "warn";
+    next.limits.max_json_depth = 64;
+    next.tenants.header = "x-other";
+    next.log.level = log_level::warn;
     const auto diff = diff_for_reload(running, next);
     EXPECT_EQ(diff.applied, (std::vector<std::string>{"log.level"}));
     EXPECT_EQ(diff.needs_restart,
               (std::vector<std::string>{"listen", "upstream", "limits", "tenants"}));
     const settings after = apply_reloadable(running, next);
     EXPECT_EQ(after.listen, running.listen) << "kept as running";
-    EXPECT_EQ(after.log.level, "warn");
+    EXPECT_EQ(after.log.level, log_level::warn);
 }
 
 }  // namespace

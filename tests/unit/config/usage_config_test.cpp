@@ -49,8 +49,8 @@ usage:
     source: edge-1
 )");
     ASSERT_TRUE(r.ok()) << to_string(r.errors.front());
-    const auto& t = r.value.tenant;
-    EXPECT_EQ(t.source, "api_key");
+    const auto& t = r.value.tenants;
+    EXPECT_EQ(t.source, tenant_source::api_key);
     EXPECT_EQ(t.header, "x-team");
     EXPECT_EQ(t.api_key_secret_env, "SECRET_VAR");
     EXPECT_EQ(t.api_key_names.at("key:00112233445566778899aabbccddeeff"), "team-a");
@@ -59,7 +59,7 @@ usage:
     EXPECT_DOUBLE_EQ(t.limits.at("team-a").provisioned_tokens_per_second, 2500.5);
     EXPECT_TRUE(t.enforce_provisioned);
     EXPECT_EQ(t.provisioned_burst, milliseconds(3000));
-    const auto& u = r.value.usage_records;
+    const auto& u = r.value.usage;
     EXPECT_EQ(u.spool_dir, "/var/lib/tokenmeter");
     EXPECT_EQ(u.fsync_interval, milliseconds(5));
     EXPECT_EQ(u.segment_bytes, 1u << 20);

@@ -94,11 +94,11 @@ TEST(Validate, ThreadsAtMost256) {
 
 TEST(Validate, EveryTimeoutMustBePositive) {
     settings s;
-    s.timeout = {milliseconds{0}, milliseconds{0}, milliseconds{0},
-                 milliseconds{0}, milliseconds{0}, milliseconds{-1}};
-    s.pool.idle_keepalive = milliseconds{0};
-    s.pool.acquire_timeout = milliseconds{0};
-    s.ready.probe_interval = milliseconds{0};
+    s.timeouts = {milliseconds{0}, milliseconds{0}, milliseconds{0},
+                  milliseconds{0}, milliseconds{0}, milliseconds{-1}};
+    s.upstream_pool.idle_keepalive = milliseconds{0};
+    s.upstream_pool.acquire_timeout = milliseconds{0};
+    s.readiness.probe_interval = milliseconds{0};
     EXPECT_EQ(keys_of(validate(s)),
               (keys{"timeouts.request_header", "timeouts.client_idle", "timeouts.upstream_connect",
                     "timeouts.upstream_idle", "timeouts.client_write", "timeouts.drain",
@@ -108,7 +108,7 @@ TEST(Validate, EveryTimeoutMustBePositive) {
 
 TEST(Validate, LimitsMustBePositive) {
     settings s;
-    s.limit = {0, 0, 0, 0};
+    s.limits = {0, 0, 0, 0};
     EXPECT_EQ(keys_of(validate(s)),
               (keys{"limits.max_request_body_bytes", "limits.max_request_header_bytes",
                     "limits.max_sse_event_bytes", "limits.max_buffered_response_bytes"}));
@@ -116,13 +116,13 @@ TEST(Validate, LimitsMustBePositive) {
 
 TEST(Validate, PoolSizes) {
     settings s;
-    s.pool.max_connections = 0;
-    s.pool.max_idle_connections = 0;
+    s.upstream_pool.max_connections = 0;
+    s.upstream_pool.max_idle_connections = 0;
     EXPECT_EQ(keys_of(validate(s)), keys{"upstream_pool.max_connections"});
-    s.pool.max_connections = 8;
-    s.pool.max_idle_connections = 8;
+    s.upstream_pool.max_connections = 8;
+    s.upstream_pool.max_idle_connections = 8;
     EXPECT_TRUE(validate(s).empty());
-    s.pool.max_idle_connections = 9;
+    s.upstream_pool.max_idle_connections = 9;
     const auto errors = validate(s);
     ASSERT_EQ(keys_of(errors), keys{"upstream_pool.max_idle_connections"});
     EXPECT_EQ(errors[0].message, "must not exceed upstream_pool.max_connections (8), got 9");
@@ -130,8 +130,8 @@ TEST(Validate, PoolSizes) {
 
 TEST(Validate, Models) {
     settings s;
-    s.metric.max_models = 0;
-    s.metric.model_allowlist = {"a", "", "b", "a"};
+    s.metrics.models.max_models = 0;
+    s.metrics.models.allowlist = {"a", "", "b", "a"};
     EXPECT_EQ(keys_of(validate(s)),
               (keys{"metrics.models.max_models", "metrics.models.allowlist[1]",
                     "metrics.models.allowlist[3]"}));
@@ -141,12 +141,12 @@ TEST(Validate, BucketRules) {
     const double inf = std::numeric_limits<double>::infinity();
     const double nan = std::numeric_limits<double>::quiet_NaN();
     settings s;
-    s.metric.buckets.time_to_first_token = {};
-    s.metric.buckets.inter_token_latency = {0, 1};
-    s.metric.buckets.time_per_output_token = {-1, 1};
-    s.metric.buckets.output_tokens_per_second = {1, 1};
-    s.metric.buckets.decode_tokens_per_second = {1, inf};
-    s.metric.buckets.request_duration = {1, nan, 2, 1.5};
+    s.metrics.buckets.time_to_first_token = std::vector<double>{};  // set, but empty
+    s.metrics.buckets.inter_token_latency = {0, 1};
+    s.metrics.buckets.time_per_output_token = {-1, 1};
+    s.metrics.buckets.output_tokens_per_second = {1, 1};
+    s.metrics.buckets.decode_tokens_per_second = {1, inf};
+    s.metrics.buckets.request_duration = {1, nan, 2, 1.5};
     EXPECT_EQ(keys_of(validate(s)), (keys{
                                         "metrics.buckets.time_to_first_token",
                                         "metrics.buckets.inter_token_latency[0]",
@@ -160,22 +160,26 @@ TEST(Validate, BucketRules) {
 
 TEST(Validate, LogSets) {
     settings s;
-    for (const char* level : {"trace", "debug", "info", "warn", "error", "off"}) {
-        s.log.level = level;
-        EXPECT_TRUE(validate(s).empty()) << level;
+    for (const char* word : {"trace", "debug", "info", "warn", "error", "off"}) {
+        const auto level = mode_from_word<log_level>(word);
+        ASSERT_TRUE(level) << word;
+        s.log.level = *level;
+        EXPECT_TRUE(validate(s).empty()) << word;
     }
-    s.log.level = "warning";
-    s.log.format = "logfmt";
-    EXPECT_EQ(keys_of(validate(s)), (keys{"log.level", "log.format"}));
+    // Words that name no level or format (from --log-level) are reported at their key.
+    const auto errors = validate(s, {{"log.level", "warning"}, {"log.format", "logfmt"}});
+    EXPECT_EQ(keys_of(errors), (keys{"log.level", "log.format"}));
+    EXPECT_EQ(errors[0].message,
+              "must be one of trace, debug, info, warn, error, off, got \"warning\"");
 }
 
 TEST(Validate, CollectsEveryError) {
     settings s;
     s.threads = 1000;
-    s.timeout.drain = milliseconds{0};
-    s.pool.max_connections = 0;
-    s.log.format = "xml";
-    EXPECT_EQ(validate(s).size(), 5u);  // max_idle (64) now also exceeds max_connections (0)
+    s.timeouts.drain = milliseconds{0};
+    s.upstream_pool.max_connections = 0;
+    // max_idle (64) now also exceeds max_connections (0)
+    EXPECT_EQ(validate(s, {{"log.format", "xml"}}).size(), 5u);
 }
 
 }  // namespace

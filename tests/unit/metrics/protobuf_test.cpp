@@ -1,8 +1,8 @@
 // Native histograms and the protobuf exposition: bucket indexes at their edges, and the bytes
 // decoded by protoc against proxy/metrics/metrics.proto (the schema Prometheus reads).
 #include <gtest/gtest.h>
-
 #include <prometheus/metric_family.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -14,12 +14,10 @@
 #include <string>
 #include <vector>
 
-#include <unistd.h>
-
-#include "config/config.hpp"
 #include "meter/stream_meter.hpp"
 #include "metrics/native_histogram.hpp"
 #include "metrics/registry.hpp"
+#include "metrics/slo.hpp"
 
 namespace tokenmeter::metrics {
 namespace {
@@ -113,7 +111,7 @@ meter::request_summary with_ttft(const registry& r, std::chrono::milliseconds tt
 }
 
 TEST(ProtobufExposition, DecodesAgainstTheSchemaWithNativeBuckets) {
-    config::metrics settings;
+    registry_options settings;
     settings.native_histograms = true;
     registry r(settings);
     ASSERT_TRUE(r.native_histograms_enabled());
@@ -177,11 +175,11 @@ TEST(ProtobufExposition, DecodesAgainstTheSchemaWithNativeBuckets) {
 // The same gaps observed one by one into a native histogram and batched per request through the
 // registry give the same buckets: the batch bounds hold every native boundary.
 TEST(ProtobufExposition, BatchedInterTokenLatencyIsExact) {
-    config::metrics settings;
+    registry_options settings;
     settings.native_histograms = true;
     registry r(settings);
     const auto& bounds = r.inter_token_latency_bounds();
-    for (const double b : config::default_buckets().inter_token_latency) {
+    for (const double b : default_buckets().inter_token_latency) {
         EXPECT_TRUE(std::binary_search(bounds.begin(), bounds.end(), b)) << b;
     }
     for (int i = -17 * 16; i <= 8 * 16; i += 7) {
@@ -208,7 +206,7 @@ TEST(ProtobufExposition, BatchedInterTokenLatencyIsExact) {
 }
 
 TEST(ProtobufExposition, OffWithoutTheOption) {
-    registry r(config::metrics{});
+    registry r(registry_options{});
     EXPECT_FALSE(r.native_histograms_enabled());
     EXPECT_TRUE(r.expose_protobuf().empty());
 }

@@ -6,17 +6,17 @@
 #include <chrono>
 #include <string>
 
-#include "config/config.hpp"
 #include "meter/stream_meter.hpp"
+#include "metrics/slo.hpp"
 
 namespace tokenmeter::metrics {
 namespace {
 
 using namespace std::chrono_literals;
 
-config::metrics settings_with(std::vector<std::string> allowlist, std::uint32_t max_models) {
-    config::metrics m;
-    m.buckets = config::default_buckets();
+registry_options settings_with(std::vector<std::string> allowlist, std::uint32_t max_models) {
+    registry_options m;
+    m.buckets = default_buckets();
     m.model_allowlist = std::move(allowlist);
     m.max_models = max_models;
     return m;

@@ -1,10 +1,11 @@
 // The SLO counter (good/bad per target), its gauges, and the TTFT histogram's prompt_class label.
+#include "metrics/slo.hpp"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <string>
 
-#include "config/config.hpp"
 #include "meter/stream_meter.hpp"
 #include "metrics/registry.hpp"
 
@@ -40,16 +41,16 @@ meter::request_summary streamed(const registry& r, const std::string& model,
     return m.finish(meter::end_reason::upstream_complete, at);
 }
 
-config::slo_settings two_models() {
-    config::slo_settings slo;
-    slo.models["fast"] = *config::slo_preset("interactive");  // 500 ms, 30 ms
-    slo.models["slow"] = *config::slo_preset("server");       // 2 s, 100 ms
+slo_options two_models() {
+    slo_options slo;
+    slo.models["fast"] = *slo_preset("interactive");  // 500 ms, 30 ms
+    slo.models["slow"] = *slo_preset("server");       // 2 s, 100 ms
     slo.models["slow"].objective = 0.999;
     return slo;
 }
 
 TEST(Slo, CountsGoodAndBadAgainstEachTarget) {
-    registry r(config::metrics{}, two_models());
+    registry r(registry_options{}, two_models());
     r.record(streamed(r, "fast", 400ms, 20ms, 5, 10));   // ttft good, tpot good
     r.record(streamed(r, "fast", 600ms, 40ms, 5, 10));   // ttft bad, tpot bad
     r.record(streamed(r, "fast", 500ms, 30ms, 5, 10));   // exactly at the target: good
@@ -84,7 +85,7 @@ TEST(Slo, CountsGoodAndBadAgainstEachTarget) {
 }
 
 TEST(Slo, TargetsAreBucketBoundaries) {
-    registry r(config::metrics{}, two_models());
+    registry r(registry_options{}, two_models());
     r.record(streamed(r, "slow", 1900ms, 50ms, 3, 10));
     const std::string text = r.expose();
     EXPECT_TRUE(contains(
@@ -102,13 +103,13 @@ TEST(Slo, TargetsAreBucketBoundaries) {
 }
 
 TEST(Slo, ModelsWithoutAnEntryAreNotCountedUnlessADefaultExists) {
-    registry none(config::metrics{}, two_models());
+    registry none(registry_options{}, two_models());
     none.record(streamed(none, "other-model", 100ms, 10ms, 3, 10));
     EXPECT_FALSE(contains(none.expose(), R"(tokenmeter_slo_requests_total{model="other-model")"));
 
-    config::slo_settings slo;
-    slo.default_target = *config::slo_preset("server");
-    registry with_default(config::metrics{}, slo);
+    slo_options slo;
+    slo.default_target = *slo_preset("server");
+    registry with_default(registry_options{}, slo);
     with_default.record(streamed(with_default, "m", 100ms, 10ms, 3, 10));
     const std::string text = with_default.expose();
     EXPECT_TRUE(
@@ -118,7 +119,7 @@ TEST(Slo, ModelsWithoutAnEntryAreNotCountedUnlessADefaultExists) {
 }
 
 TEST(Slo, ClientWhoGaveUpAfterTheTargetIsBad) {
-    registry r(config::metrics{}, two_models());
+    registry r(registry_options{}, two_models());
     meter::stream_meter m(protocol::api_kind::openai_chat_completions, "fast", true,
                           core::time_point{}, &r.inter_token_latency_bounds());
     m.on_response_head(200, core::time_point{} + 1ms);
@@ -136,10 +137,10 @@ TEST(Slo, ClientWhoGaveUpAfterTheTargetIsBad) {
 }
 
 TEST(Slo, ModelsInTheSloTakeLabelSlotsFirst) {
-    config::metrics m;
+    registry_options m;
     m.max_models = 1;
-    config::slo_settings slo;
-    slo.models["llama"] = *config::slo_preset("server");
+    slo_options slo;
+    slo.models["llama"] = *slo_preset("server");
     registry r(m, slo);
     r.record(streamed(r, "first-seen", 100ms, 10ms, 3, 10));
     r.record(streamed(r, "llama", 100ms, 10ms, 3, 10));
@@ -151,7 +152,7 @@ TEST(Slo, ModelsInTheSloTakeLabelSlotsFirst) {
 }
 
 TEST(PromptClass, BoundsAreInclusiveAndUnknownWithoutACount) {
-    registry r(config::metrics{}, {});
+    registry r(registry_options{}, {});
     EXPECT_EQ(r.prompt_class(0), "0-512");
     EXPECT_EQ(r.prompt_class(512), "0-512");
     EXPECT_EQ(r.prompt_class(513), "512-2k");
@@ -161,7 +162,7 @@ TEST(PromptClass, BoundsAreInclusiveAndUnknownWithoutACount) {
     EXPECT_EQ(r.prompt_class(32769), "32k+");
     EXPECT_EQ(r.prompt_class(std::nullopt), "unknown");
 
-    config::metrics custom;
+    registry_options custom;
     custom.prompt_classes = {1000, 4096};
     registry c(custom, {});
     EXPECT_EQ(c.prompt_class(999), "0-1000");
@@ -170,7 +171,7 @@ TEST(PromptClass, BoundsAreInclusiveAndUnknownWithoutACount) {
 }
 
 TEST(PromptClass, LabelsTheTtftHistogram) {
-    registry r(config::metrics{}, {});
+    registry r(registry_options{}, {});
     r.record(streamed(r, "m", 100ms, 10ms, 3, 3000));
     r.record(streamed(r, "m", 100ms, 10ms, 3, std::nullopt));
     auto tokenized = streamed(r, "m", 100ms, 10ms, 3, std::nullopt);

@@ -3,7 +3,6 @@
 // family equals a total known independently of the registry. Also: every family served is
 // documented, and a feature that is off serves nothing.
 #include <gtest/gtest.h>
-
 #include <prometheus/metric_family.h>
 
 #include <chrono>
@@ -13,7 +12,6 @@
 #include <sstream>
 #include <string>
 
-#include "config/config.hpp"
 #include "meter/stream_meter.hpp"
 #include "metrics/billing.hpp"
 #include "metrics/process.hpp"
@@ -97,13 +95,13 @@ std::string read_file(const std::string& path) {
 }
 
 TEST(Sums, EveryFamilySumsToAKnownTotal) {
-    config::metrics settings;
-    config::slo_settings slo;
-    slo.models["llama"] = *config::slo_preset("interactive");  // 500 ms TTFT, 30 ms TPOT
+    registry_options settings;
+    slo_options slo;
+    slo.models["llama"] = *slo_preset("interactive");  // 500 ms TTFT, 30 ms TPOT
     registry r(settings, slo);
-    config::tenants tenant_settings;
-    tenant_settings.source = "header";
-    tenant_settings.limits["team-a"].provisioned_tokens_per_second = 100;
+    billing_options tenant_settings;  // tenants from a header, one provisioned
+    tenant_settings.tenants_on = true;
+    tenant_settings.provisioned_rates["team-a"] = 100;
     billing_metrics billing(r, tenant_settings);
 
     using protocol::api_kind;
@@ -261,8 +259,8 @@ TEST(Sums, EveryFamilySumsToAKnownTotal) {
 }
 
 TEST(Sums, FeaturesThatAreOffServeNothing) {
-    registry r(config::metrics{});
-    billing_metrics billing(r, config::tenants{});  // no tenant source, no limits, no spool
+    registry r(registry_options{});
+    billing_metrics billing(r, billing_options{});  // no tenant source, no limits, no spool
     billing.record(tenant_request("anonymous", 3));
     const std::string text = r.expose();
     for (const char* name : {"tokenmeter_tenant_", "tokenmeter_usage_", "tokenmeter_slo_",
@@ -273,13 +271,13 @@ TEST(Sums, FeaturesThatAreOffServeNothing) {
 }
 
 TEST(Sums, EveryServedFamilyAndLabelIsDocumented) {
-    config::metrics settings;
-    config::slo_settings slo;
-    slo.models["llama"] = *config::slo_preset("server");
+    registry_options settings;
+    slo_options slo;
+    slo.models["llama"] = *slo_preset("server");
     registry r(settings, slo);
-    config::tenants tenant_settings;
-    tenant_settings.source = "header";
-    tenant_settings.limits["t"].provisioned_tokens_per_second = 5;
+    billing_options tenant_settings;  // tenants from a header, one provisioned
+    tenant_settings.tenants_on = true;
+    tenant_settings.provisioned_rates["t"] = 5;
     billing_metrics billing(r, tenant_settings);
     auto s = streamed(r, protocol::api_kind::openai_chat_completions, "llama", 100ms, 20ms, 3,
                       protocol::token_usage{7, 3, 1, 2});

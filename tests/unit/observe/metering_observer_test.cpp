@@ -8,7 +8,6 @@
 #include <string>
 #include <vector>
 
-#include "config/config.hpp"
 #include "metrics/billing.hpp"
 #include "metrics/registry.hpp"
 #include "usage/record.hpp"
@@ -56,14 +55,18 @@ bool contains(const std::string& text, const std::string& needle) {
 
 struct fixture {
     explicit fixture(bool with_records, double tokens_per_second = 0) {
-        tenants_settings.source = "header";
+        usage::tenant_options tenant_settings;
+        tenant_settings.source = usage::tenant_source::header;
+        usage::throughput_options limits;
+        metrics::billing_options billing_settings;
+        billing_settings.tenants_on = true;
         if (tokens_per_second > 0) {
-            tenants_settings.enforce_provisioned = true;
-            tenants_settings.limits["acme"].provisioned_tokens_per_second = tokens_per_second;
+            limits.enforce = true;
+            limits.rates["acme"] = tokens_per_second;
         }
-        tenants = std::make_unique<usage::tenant_resolver>(tenants_settings, "");
-        throughput = std::make_unique<usage::provisioned_throughput>(tenants_settings);
-        billing = std::make_unique<metrics::billing_metrics>(registry, tenants_settings);
+        tenants = std::make_unique<usage::tenant_resolver>(tenant_settings, "");
+        throughput = std::make_unique<usage::provisioned_throughput>(limits);
+        billing = std::make_unique<metrics::billing_metrics>(registry, billing_settings);
         metering_parts parts{&registry, nullptr, tenants.get(), throughput.get(), &ids,
                              billing.get(), with_records ? &sink : nullptr,
                              [] { return std::int64_t{1'700'000'000'000}; }};
@@ -90,8 +93,7 @@ struct fixture {
     }
 
     core::manual_clock clock{core::time_point{} + 1000s};
-    metrics::registry registry{config::metrics{}};
-    config::tenants tenants_settings;
+    metrics::registry registry{metrics::registry_options{}};
     std::unique_ptr<usage::tenant_resolver> tenants;
     std::unique_ptr<usage::provisioned_throughput> throughput;
     std::unique_ptr<metrics::billing_metrics> billing;

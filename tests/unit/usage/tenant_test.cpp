@@ -7,19 +7,19 @@
 namespace tokenmeter::usage {
 namespace {
 
-config::tenants settings(std::string source) {
-    config::tenants t;
-    t.source = std::move(source);
+tenant_options settings(tenant_source source) {
+    tenant_options t;
+    t.source = source;
     return t;
 }
 
 TEST(Tenant, NoSourceIsAnonymous) {
-    tenant_resolver r(settings("none"), "");
+    tenant_resolver r(settings(tenant_source::none), "");
     EXPECT_EQ(r.resolve({"team-a", "Bearer sk-1", ""}), "anonymous");
 }
 
 TEST(Tenant, HeaderFromTrustedLayer) {
-    tenant_resolver r(settings("header"), "");
+    tenant_resolver r(settings(tenant_source::header), "");
     EXPECT_EQ(r.resolve({"team-a", "", ""}), "team-a");
     EXPECT_EQ(r.resolve({"  team-b \r", "", ""}), "team-b");
     EXPECT_EQ(r.resolve({"", "Bearer sk", ""}), "anonymous");
@@ -28,7 +28,7 @@ TEST(Tenant, HeaderFromTrustedLayer) {
 }
 
 TEST(Tenant, ApiKeyIsAKeyedHashNeverTheKey) {
-    tenant_resolver r(settings("api_key"), "secret");
+    tenant_resolver r(settings(tenant_source::api_key), "secret");
     // HMAC-SHA256("secret", "sk-test-123"), first 16 bytes (Python's hmac module agrees).
     const std::string expected = "key:fb730cd51be67ad76da3ba7ba0306aa0";
     EXPECT_EQ(r.key_tenant("sk-test-123"), expected);
@@ -40,12 +40,12 @@ TEST(Tenant, ApiKeyIsAKeyedHashNeverTheKey) {
     EXPECT_EQ(r.resolve({"victim", "", ""}), "anonymous");
     EXPECT_EQ(r.resolve({"", "Basic abc", ""}), "anonymous");
     // Another secret, another tenant id: the hash cannot be precomputed without the secret.
-    tenant_resolver other(settings("api_key"), "other");
+    tenant_resolver other(settings(tenant_source::api_key), "other");
     EXPECT_NE(other.key_tenant("sk-test-123"), expected);
 }
 
 TEST(Tenant, MappingTableNamesHashedKeys) {
-    auto s = settings("api_key");
+    auto s = settings(tenant_source::api_key);
     s.api_key_names["key:fb730cd51be67ad76da3ba7ba0306aa0"] = "team-x";
     tenant_resolver r(s, "secret");
     EXPECT_EQ(r.resolve({"", "Bearer sk-test-123", ""}), "team-x");
@@ -53,7 +53,7 @@ TEST(Tenant, MappingTableNamesHashedKeys) {
 }
 
 TEST(Tenant, SecretFromEnvironment) {
-    auto s = settings("api_key");
+    auto s = settings(tenant_source::api_key);
     s.api_key_secret_env = "TOKENMETER_UNIT_TEST_SECRET";
     ::unsetenv("TOKENMETER_UNIT_TEST_SECRET");
     std::string error;
@@ -70,10 +70,10 @@ core::time_point at(double seconds) {
 }
 
 TEST(ProvisionedThroughput, DebtBlocksNewRequestsUntilRefilled) {
-    config::tenants s;
-    s.enforce_provisioned = true;
-    s.provisioned_burst = std::chrono::milliseconds(2000);
-    s.limits["slow"].provisioned_tokens_per_second = 100;
+    throughput_options s;
+    s.enforce = true;
+    s.burst = std::chrono::milliseconds(2000);
+    s.rates["slow"] = 100;
     provisioned_throughput p(s);
     EXPECT_TRUE(p.admit("slow", at(0)).admitted);
     EXPECT_DOUBLE_EQ(p.level("slow", at(0)), 200);  // full bucket: rate x burst
@@ -91,8 +91,8 @@ TEST(ProvisionedThroughput, DebtBlocksNewRequestsUntilRefilled) {
 }
 
 TEST(ProvisionedThroughput, WithoutEnforcementEveryoneIsAdmitted) {
-    config::tenants s;
-    s.limits["slow"].provisioned_tokens_per_second = 1;
+    throughput_options s;
+    s.rates["slow"] = 1;
     provisioned_throughput p(s);
     p.charge("slow", 1000, at(0));
     EXPECT_TRUE(p.admit("slow", at(0)).admitted);

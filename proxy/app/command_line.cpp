@@ -1,0 +1,233 @@
+// app/command_line: flags → command_line → settings. Boost.Program_options does the parsing;
+// validation stays in config/ (main no longer re-checks --threads).
+#include "app/command_line.hpp"
+
+#include <boost/program_options.hpp>
+#include <cstdio>
+
+#include "app/module_options.hpp"
+#include "app/tokenizers.hpp"
+#include "usage/report.hpp"
+
+namespace tokenmeter::app {
+
+namespace po = boost::program_options;
+
+namespace {
+
+constexpr std::string_view help_text = R"(usage: tokenmeter [options]
+       tokenmeter --check-config FILE
+       tokenmeter usage [--spool DIR] [--from T] [--to T] [--tenant X] [--json]
+       tokenmeter tokenize --tokenizer SPEC [--ids] [--tokenizer-dir DIR]   (see tokenize --help)
+
+A reverse proxy that meters LLM inference traffic (TTFT, ITL, TPOT, tokens/s) and exports
+Prometheus metrics. Bytes are forwarded unchanged.
+
+options (flags override the config file; --flag VALUE or --flag=VALUE):
+  --config FILE        YAML config (see config/README.md)
+  --listen HOST:PORT   where clients connect          (default 127.0.0.1:8080)
+  --upstream URL       the model server, http://HOST:PORT[/base]   (default http://127.0.0.1:8000)
+  --admin HOST:PORT    /metrics, /healthz, /readyz    (default 127.0.0.1:9090)
+  --threads N          worker threads (0 = one per core)
+  --log-level LEVEL    trace|debug|info|warn|error|off
+  --access-log         log one line per request
+  --check-config FILE  validate FILE, print every error with its key, exit 0 if valid
+  --version            print the version
+  --help               this text
+)";
+
+// A flag given twice is no error and keeps its last value, as the hand-written parser did:
+// every flag collects its occurrences (switches with no value), and the last one counts.
+po::options_description flag_table() {
+    using many = std::vector<std::string>;
+    po::options_description flags;
+    flags.add_options()                                    //
+        ("help,h", po::value<many>()->zero_tokens(), "")   //
+        ("version", po::value<many>()->zero_tokens(), "")  //
+        ("check-config", po::value<many>(), "")            //
+        ("config", po::value<many>(), "")                  //
+        ("listen", po::value<many>(), "")                  //
+        ("upstream", po::value<many>(), "")                //
+        ("admin", po::value<many>(), "")                   //
+        ("threads", po::value<many>(), "")                 //
+        ("log-level", po::value<many>(), "")               //
+        ("access-log", po::value<many>()->zero_tokens(), "");
+    return flags;
+}
+
+std::optional<std::string> text_of(const po::variables_map& vm, const char* name) {
+    if (vm.count(name) == 0) {
+        return std::nullopt;
+    }
+    return vm[name].as<std::vector<std::string>>().back();
+}
+
+}  // namespace
+
+std::string_view usage_text() {
+    return help_text;
+}
+
+parsed_command_line parse_command_line(const std::vector<std::string>& args) {
+    po::variables_map vm;
+    try {
+        // No guessing of abbreviations (allow_guessing is left out), -h the only short form.
+        const auto style =
+            po::command_line_style::allow_long | po::command_line_style::long_allow_adjacent |
+            po::command_line_style::long_allow_next | po::command_line_style::allow_short |
+            po::command_line_style::allow_dash_for_short | po::command_line_style::short_allow_next;
+        // Words that are not flags are collected, to be refused by name below.
+        po::options_description all = flag_table();
+        all.add_options()("stray", po::value<std::vector<std::string>>(), "");
+        po::positional_options_description stray;
+        stray.add("stray", -1);
+        po::store(po::command_line_parser(args).options(all).positional(stray).style(style).run(),
+                  vm);
+    } catch (const po::unknown_option& e) {
+        return {std::nullopt, "unknown argument '" + e.get_option_name() + "'"};
+    } catch (const po::invalid_command_line_syntax& e) {
+        if (e.kind() == po::invalid_syntax::missing_parameter) {
+            return {std::nullopt, e.get_option_name() + " needs a value"};
+        }
+        return {std::nullopt, e.what()};
+    } catch (const po::error& e) {
+        return {std::nullopt, e.what()};
+    }
+    if (vm.count("stray") != 0) {
+        return {std::nullopt,
+                "unknown argument '" + vm["stray"].as<std::vector<std::string>>().front() + "'"};
+    }
+    command_line out;
+    if (vm.count("help") != 0) {
+        out.what = command_line::action::help;
+    } else if (vm.count("version") != 0) {
+        out.what = command_line::action::version;
+    } else if (vm.count("check-config") != 0) {
+        out.what = command_line::action::check_config;
+        out.check_config_path = *text_of(vm, "check-config");
+    }
+    out.config_path = text_of(vm, "config").value_or("");
+    out.listen = text_of(vm, "listen");
+    out.upstream = text_of(vm, "upstream");
+    out.admin = text_of(vm, "admin");
+    out.threads = text_of(vm, "threads");
+    out.log_level = text_of(vm, "log-level");
+    out.access_log = vm.count("access-log") != 0;
+    return {out, {}};
+}
+
+config::load_result build_settings(const command_line& flags) {
+    config::load_result loaded;
+    loaded.value = config::default_settings();
+    if (!flags.config_path.empty()) {
+        loaded = config::load_file(flags.config_path);
+        if (!loaded.ok()) {
+            auto modules = module_errors(loaded.value);
+            loaded.errors.insert(loaded.errors.end(), modules.begin(), modules.end());
+            return loaded;
+        }
+    }
+    config::settings& settings = loaded.value;
+    std::vector<config::config_error>& errors = loaded.errors;
+    config::unknown_words words;
+    if (flags.listen) {
+        if (auto e = config::parse_endpoint(*flags.listen)) {
+            settings.listen = *e;
+        } else {
+            errors.push_back({"--listen", "expected HOST:PORT, got '" + *flags.listen + "'"});
+        }
+    }
+    if (flags.admin) {
+        if (auto e = config::parse_endpoint(*flags.admin)) {
+            settings.admin = *e;
+        } else {
+            errors.push_back({"--admin", "expected HOST:PORT, got '" + *flags.admin + "'"});
+        }
+    }
+    if (flags.upstream) {
+        if (auto u = config::parse_upstream(*flags.upstream)) {
+            settings.upstream = *u;
+        } else {
+            errors.push_back(
+                {"--upstream", "expected http://HOST:PORT[/base], got '" + *flags.upstream + "'"});
+        }
+    }
+    if (flags.threads) {
+        // The range is config's rule ("threads: must be at most 256"), checked by validate below.
+        const auto n = config::detail::parse_count(*flags.threads);
+        if (n.value) {
+            settings.threads = *n.value;
+        } else {
+            errors.push_back({"--threads", "expected a whole number, got '" + *flags.threads +
+                                               "' (" + n.why + ")"});
+        }
+    }
+    if (flags.log_level) {
+        if (const auto level = config::mode_from_word<config::log_level>(*flags.log_level)) {
+            settings.log.level = *level;
+        } else {
+            words["log.level"] = *flags.log_level;
+        }
+    }
+    if (flags.access_log) {
+        settings.log.access_log = true;
+    }
+    auto semantic = config::validate(settings, words);
+    errors.insert(errors.end(), semantic.begin(), semantic.end());
+    auto modules = module_errors(settings);
+    errors.insert(errors.end(), modules.begin(), modules.end());
+    return loaded;
+}
+
+void print_errors(const std::vector<config::config_error>& errors, const std::string& source) {
+    for (const auto& error : errors) {
+        if (error.key.empty()) {
+            std::fprintf(stderr, "%s: %s\n", source.c_str(), error.message.c_str());
+        } else {
+            std::fprintf(stderr, "%s: %s: %s\n", source.c_str(), error.key.c_str(),
+                         error.message.c_str());
+        }
+    }
+}
+
+int check_config(const std::string& path) {
+    auto result = config::load_file(path);
+    const auto modules = module_errors(result.value);
+    result.errors.insert(result.errors.end(), modules.begin(), modules.end());
+    if (result.ok()) {
+        // The tokenizer files the config names must exist and load, or start-up would fail.
+        auto tokenizers = load_tokenizers(result.value);
+        for (const auto& e : tokenizers.errors) {
+            result.errors.push_back({e.key, e.message});
+        }
+        for (const auto& warning : tokenizers.warnings) {
+            std::fprintf(stderr, "%s: warning: %s\n", path.c_str(), warning.c_str());
+        }
+    }
+    if (!result.ok()) {
+        print_errors(result.errors, path);
+        std::fprintf(stderr, "%s: %zu error(s)\n", path.c_str(), result.errors.size());
+        return 1;
+    }
+    std::printf("%s: ok\n", path.c_str());
+    return 0;
+}
+
+std::optional<std::string> spool_dir_from_config(const std::string& path) {
+    auto loaded = config::load_file(path);
+    const auto modules = module_errors(loaded.value);
+    loaded.errors.insert(loaded.errors.end(), modules.begin(), modules.end());
+    if (!loaded.ok()) {
+        for (const auto& e : loaded.errors) {
+            std::fprintf(stderr, "%s: %s\n", path.c_str(), config::to_string(e).c_str());
+        }
+        return std::nullopt;
+    }
+    return loaded.value.usage.spool_dir;
+}
+
+int usage_command(const std::vector<std::string>& args) {
+    return usage::run_usage_command(args, spool_dir_from_config);
+}
+
+}  // namespace tokenmeter::app

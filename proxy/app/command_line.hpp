@@ -1,0 +1,56 @@
+// app/command_line: the proxy's own flags (Boost.Program_options) and the settings they give:
+// the config file with the flags on top, validated by config/ and by the modules. Subcommands
+// (`usage`, `tokenize`) are dispatched by main before this parser sees their arguments.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config/config.hpp"
+
+namespace tokenmeter::app {
+
+struct command_line {
+    enum class action { run, help, version, check_config };
+    action what = action::run;
+    std::string config_path;        // --config
+    std::string check_config_path;  // --check-config
+    // Overrides, as written; build_settings parses and validates them.
+    std::optional<std::string> listen;
+    std::optional<std::string> upstream;
+    std::optional<std::string> admin;
+    std::optional<std::string> threads;
+    std::optional<std::string> log_level;
+    bool access_log = false;
+};
+
+struct parsed_command_line {
+    std::optional<command_line> value;
+    std::string error;  // when value is empty: one line, e.g. "unknown argument '--x'"
+};
+
+// args: argv[1..]. Both "--flag value" and "--flag=value".
+parsed_command_line parse_command_line(const std::vector<std::string>& args);
+
+// The --help text.
+std::string_view usage_text();
+
+// The file (when given) with the flags on top, then every check: config::validate and
+// module_errors. Called again on SIGHUP with the same command line.
+config::load_result build_settings(const command_line& flags);
+
+// --check-config FILE: prints every error with its key (and tokenizer warnings); exit status.
+int check_config(const std::string& path);
+
+// Prints errors as "source: key: message", one per line, to stderr.
+void print_errors(const std::vector<config::config_error>& errors, const std::string& source);
+
+// For `tokenmeter usage --config FILE`: the file's usage.spool_dir, or nullopt after printing
+// the file's errors.
+std::optional<std::string> spool_dir_from_config(const std::string& path);
+// `tokenmeter usage ARGS`: the usage report (usage/report), with --config resolved here.
+int usage_command(const std::vector<std::string>& args);
+
+}  // namespace tokenmeter::app

@@ -1,0 +1,142 @@
+// app/module_options: one function per module option struct; each reads only plain settings.
+#include "app/module_options.hpp"
+
+#include "app/config_checks.hpp"
+
+namespace tokenmeter::app {
+
+namespace {
+
+metrics::slo_target slo_target_of(const config::slo_target& t) {
+    metrics::slo_target out;
+    if (const auto preset = metrics::slo_preset(config::to_string(t.preset))) {
+        out = *preset;
+    }
+    if (t.ttft) {
+        out.ttft = t.ttft;
+    }
+    if (t.tpot) {
+        out.tpot = t.tpot;
+    }
+    out.objective = t.objective;
+    return out;
+}
+
+// The configured lists, each left-out list at its default.
+metrics::histogram_buckets buckets_of(const config::histogram_buckets& configured) {
+    metrics::histogram_buckets b = metrics::default_buckets();
+    const auto take = [](const std::optional<std::vector<double>>& from, std::vector<double>& to) {
+        if (from) {
+            to = *from;
+        }
+    };
+    take(configured.time_to_first_token, b.time_to_first_token);
+    take(configured.inter_token_latency, b.inter_token_latency);
+    take(configured.time_per_output_token, b.time_per_output_token);
+    take(configured.output_tokens_per_second, b.output_tokens_per_second);
+    take(configured.decode_tokens_per_second, b.decode_tokens_per_second);
+    take(configured.request_duration, b.request_duration);
+    return b;
+}
+
+}  // namespace
+
+metrics::registry_options registry_options(const config::settings& s) {
+    metrics::registry_options o;
+    o.model_allowlist = s.metrics.models.allowlist;
+    o.max_models = s.metrics.models.max_models;
+    o.buckets = buckets_of(s.metrics.buckets);
+    o.prompt_classes = s.metrics.prompt_classes;
+    o.native_histograms = s.metrics.native_histograms;
+    return o;
+}
+
+metrics::slo_options slo_options(const config::settings& s) {
+    metrics::slo_options o;
+    o.objective = s.slo.objective;
+    if (s.slo.default_target) {
+        o.default_target = slo_target_of(*s.slo.default_target);
+    }
+    for (const auto& [name, target] : s.slo.models) {
+        o.models.emplace(name, slo_target_of(target));
+    }
+    return o;
+}
+
+metrics::billing_options billing_options(const config::settings& s) {
+    const config::tenants_settings& t = s.tenants;
+    metrics::billing_options o;
+    o.tenant_allowlist = t.metrics_allowlist;
+    o.max_tenants = t.max_tenants;
+    o.tenants_on = t.source != config::tenant_source::none || !t.limits.empty();
+    for (const auto& [name, limit] : t.limits) {
+        o.provisioned_rates[name] = limit.provisioned_tokens_per_second;
+    }
+    return o;
+}
+
+usage::tenant_options tenant_options(const config::settings& s) {
+    const config::tenants_settings& t = s.tenants;
+    usage::tenant_options o;
+    switch (t.source) {
+        case config::tenant_source::header:
+            o.source = usage::tenant_source::header;
+            break;
+        case config::tenant_source::api_key:
+            o.source = usage::tenant_source::api_key;
+            break;
+        case config::tenant_source::none:
+            o.source = usage::tenant_source::none;
+            break;
+    }
+    o.header = t.header;
+    o.api_key_secret_env = t.api_key_secret_env;
+    o.api_key_secret_file = t.api_key_secret_file;
+    o.api_key_names = t.api_key_names;
+    return o;
+}
+
+usage::throughput_options throughput_options(const config::settings& s) {
+    usage::throughput_options o;
+    for (const auto& [name, limit] : s.tenants.limits) {
+        o.rates[name] = limit.provisioned_tokens_per_second;
+    }
+    o.enforce = s.tenants.enforce_provisioned;
+    o.burst = s.tenants.provisioned_burst;
+    return o;
+}
+
+meter::input_counting input_counting(const config::settings& s) {
+    switch (s.count_input_tokens) {
+        case config::count_input_tokens_mode::always:
+            return meter::input_counting::always;
+        case config::count_input_tokens_mode::never:
+            return meter::input_counting::never;
+        case config::count_input_tokens_mode::when_unreported:
+            break;
+    }
+    return meter::input_counting::when_unreported;
+}
+
+std::vector<config::config_error> metrics_config_errors(const config::settings& s) {
+    std::vector<config::config_error> errors;
+    for (const auto& miss :
+         metrics::slo_targets_off_buckets(buckets_of(s.metrics.buckets), slo_options(s))) {
+        const std::string entry = miss.model ? "slo.models." + *miss.model : "slo.default";
+        errors.push_back(
+            {entry + "." + std::string(miss.target),
+             "the target " + config::detail::format_number(miss.seconds) +
+                 " s is not a boundary of metrics.buckets." + std::string(miss.list) +
+                 "; add it, so that quantiles and the SLO counts agree at the target"});
+    }
+    return errors;
+}
+
+std::vector<config::config_error> module_errors(const config::settings& s) {
+    std::vector<config::config_error> errors = module_config_errors(s);
+    std::vector<config::config_error> more = metrics_config_errors(s);
+    errors.insert(errors.end(), more.begin(), more.end());
+    return errors;
+}
+
+}  // namespace tokenmeter::app

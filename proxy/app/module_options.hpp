@@ -1,0 +1,35 @@
+// app/module_options: config translated into each module's own options, so that no module below
+// app/ includes config/ (the pattern of tokenizer/catalog and app/tokenizers). Also the config
+// errors only a module can find, reported with the config's dotted keys.
+#pragma once
+
+#include <vector>
+
+#include "config/config.hpp"
+#include "meter/exchange.hpp"
+#include "metrics/billing.hpp"
+#include "metrics/registry.hpp"
+#include "metrics/slo.hpp"
+#include "usage/tenant.hpp"
+#include "usage/throughput.hpp"
+
+namespace tokenmeter::app {
+
+// metrics: and its default bucket lists for the lists left out.
+metrics::registry_options registry_options(const config::settings& s);
+// slo:, each entry's preset resolved, explicit targets winning over the preset's.
+metrics::slo_options slo_options(const config::settings& s);
+metrics::billing_options billing_options(const config::settings& s);
+usage::tenant_options tenant_options(const config::settings& s);
+usage::throughput_options throughput_options(const config::settings& s);
+meter::input_counting input_counting(const config::settings& s);
+
+// SLO targets that are not boundaries of a bucket list set in the config. Run with
+// module_config_errors wherever a config is accepted: start-up, --check-config and reload.
+std::vector<config::config_error> metrics_config_errors(const config::settings& s);
+
+// config::validate's errors would be incomplete without these: every check that needs a module
+// (app/config_checks, then metrics_config_errors), in that order.
+std::vector<config::config_error> module_errors(const config::settings& s);
+
+}  // namespace tokenmeter::app

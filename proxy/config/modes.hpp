@@ -1,0 +1,121 @@
+// config/modes: the settings that pick one of a fixed set of behaviours, as enums, with their
+// YAML spellings in one place. The loader reads a spelling, validate() names the set in errors,
+// and code that acts on a mode compares enums, never strings.
+#pragma once
+
+#include <array>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace tokenmeter::config {
+
+enum class log_level { trace, debug, info, warn, error, off };
+enum class log_format { text, json };
+// Who a request belongs to: nobody, a header a trusted layer sets, or a hash of the API key.
+enum class tenant_source { none, header, api_key };
+// When the prompt's texts are tokenized.
+enum class count_input_tokens_mode { when_unreported, always, never };
+// Added/special tokens in text: the reference library's default for the file type (written as
+// leaving the key out), one token each, or ordinary text.
+enum class special_tokens_mode { file_default, match, text };
+// MLPerf Inference's LLM scenarios (metrics/slo knows their targets); none when not named.
+enum class slo_preset { none, server, interactive };
+
+template <typename Mode>
+struct spelling {
+    Mode value;
+    std::string_view word;
+};
+
+// One specialisation per mode: its spellings, in the order error messages list them.
+template <typename Mode>
+struct mode_words;
+
+template <>
+struct mode_words<log_level> {
+    static constexpr std::array<spelling<log_level>, 6> all{{{log_level::trace, "trace"},
+                                                             {log_level::debug, "debug"},
+                                                             {log_level::info, "info"},
+                                                             {log_level::warn, "warn"},
+                                                             {log_level::error, "error"},
+                                                             {log_level::off, "off"}}};
+};
+
+template <>
+struct mode_words<log_format> {
+    static constexpr std::array<spelling<log_format>, 2> all{
+        {{log_format::text, "text"}, {log_format::json, "json"}}};
+};
+
+template <>
+struct mode_words<tenant_source> {
+    static constexpr std::array<spelling<tenant_source>, 3> all{
+        {{tenant_source::none, "none"},
+         {tenant_source::header, "header"},
+         {tenant_source::api_key, "api_key"}}};
+};
+
+template <>
+struct mode_words<count_input_tokens_mode> {
+    static constexpr std::array<spelling<count_input_tokens_mode>, 3> all{
+        {{count_input_tokens_mode::when_unreported, "when_unreported"},
+         {count_input_tokens_mode::always, "always"},
+         {count_input_tokens_mode::never, "never"}}};
+};
+
+template <>
+struct mode_words<special_tokens_mode> {
+    static constexpr std::array<spelling<special_tokens_mode>, 3> all{
+        {{special_tokens_mode::file_default, ""},
+         {special_tokens_mode::match, "match"},
+         {special_tokens_mode::text, "text"}}};
+};
+
+template <>
+struct mode_words<slo_preset> {
+    static constexpr std::array<spelling<slo_preset>, 3> all{
+        {{slo_preset::none, ""},
+         {slo_preset::server, "server"},
+         {slo_preset::interactive, "interactive"}}};
+};
+
+template <typename T>
+concept mode = requires {
+    mode_words<T>::all;
+};
+
+// The mode a spelling names, exactly as written (the loader lowercases first); nullopt if none.
+template <mode Mode>
+std::optional<Mode> mode_from_word(std::string_view word) {
+    for (const auto& s : mode_words<Mode>::all) {
+        if (s.word == word) {
+            return s.value;
+        }
+    }
+    return std::nullopt;
+}
+
+template <mode Mode>
+std::string_view to_string(Mode m) {
+    for (const auto& s : mode_words<Mode>::all) {
+        if (s.value == m) {
+            return s.word;
+        }
+    }
+    return {};
+}
+
+// "a, b, c": the non-empty spellings, for "must be one of ..." messages.
+template <mode Mode>
+std::string word_list() {
+    std::string list;
+    for (const auto& s : mode_words<Mode>::all) {
+        if (!s.word.empty()) {
+            list += (list.empty() ? "" : ", ") + std::string(s.word);
+        }
+    }
+    return list;
+}
+
+}  // namespace tokenmeter::config

@@ -1,0 +1,100 @@
+// config/rules: validate(): every key's range check from the schema tables, then the rules that
+// relate several keys (listen vs admin, pool sizes, tenant secrets, the usage sink, SLO models).
+// Rules that need another module's knowledge live in app/ (config_checks, module_options).
+#include <algorithm>
+#include <string>
+
+#include "config/config.hpp"
+#include "config/walk.hpp"
+
+namespace tokenmeter::config {
+namespace {
+
+// Binding to a wildcard takes the port on every address, so it collides with any host.
+bool is_wildcard(const std::string& host) {
+    return host == "0.0.0.0" || host == "::";
+}
+
+void check_listeners(schema::checker& c, const settings& s) {
+    if (s.listen.port != 0 && s.listen.port == s.admin.port &&
+        (s.listen.host == s.admin.host || is_wildcard(s.listen.host) ||
+         is_wildcard(s.admin.host))) {
+        c.error("admin",
+                "must not use the same address and port as listen (" + to_string(s.listen) + ")");
+    }
+}
+
+void check_pool(schema::checker& c, const upstream_pool_settings& p) {
+    if (p.max_idle_connections > p.max_connections) {
+        c.error("upstream_pool.max_idle_connections",
+                "must not exceed upstream_pool.max_connections (" +
+                    std::to_string(p.max_connections) + "), got " +
+                    std::to_string(p.max_idle_connections));
+    }
+}
+
+void check_tenants(schema::checker& c, const tenants_settings& t) {
+    if (t.source == tenant_source::header && t.header.empty()) {
+        c.error("tenants.header", "must name the header that carries the tenant");
+    }
+    if (t.source == tenant_source::api_key && t.api_key_secret_env.empty() &&
+        t.api_key_secret_file.empty()) {
+        c.error("tenants.api_key_secret_env",
+                "source api_key needs a secret: set api_key_secret_env or api_key_secret_file");
+    }
+    if (!t.api_key_secret_env.empty() && !t.api_key_secret_file.empty()) {
+        c.error("tenants.api_key_secret_file",
+                "set either api_key_secret_env or api_key_secret_file, not both");
+    }
+}
+
+void check_sink(schema::checker& c, const usage_settings& u) {
+    if (!u.sink.url.empty()) {
+        if (u.spool_dir.empty()) {
+            c.error("usage.sink.url",
+                    "shipping needs usage.spool_dir (records ship from the spool)");
+        }
+        const auto target = parse_upstream(u.sink.url);
+        if (!target || target->scheme != "http") {
+            c.error("usage.sink.url",
+                    "expected http://host:port/path, got " + detail::quote(u.sink.url));
+        }
+    }
+    if (u.sink.backoff_max < u.sink.backoff_initial) {
+        c.error("usage.sink.backoff_max", "must not be shorter than usage.sink.backoff_initial");
+    }
+}
+
+// Each SLO model must get its own label value, or its requests would count as "other".
+void check_slo_models(schema::checker& c, const settings& s) {
+    const auto& allow = s.metrics.models.allowlist;
+    for (const auto& [name, target] : s.slo.models) {
+        if (name.empty()) {
+            c.error("slo.models", "a model name must not be empty");
+        } else if (!allow.empty() && std::find(allow.begin(), allow.end(), name) == allow.end()) {
+            c.error("slo.models." + name,
+                    "is not in metrics.models.allowlist, so its requests would be labelled "
+                    "\"other\"; add it there");
+        }
+    }
+    if (allow.empty() && s.slo.models.size() > s.metrics.models.max_models) {
+        c.error("slo.models", "has " + std::to_string(s.slo.models.size()) +
+                                  " models, more than metrics.models.max_models (" +
+                                  std::to_string(s.metrics.models.max_models) + ")");
+    }
+}
+
+}  // namespace
+
+std::vector<config_error> validate(const settings& s, const unknown_words& words) {
+    schema::checker c(words);
+    schema::check_section(c, "", schema::root(), s);
+    check_listeners(c, s);
+    check_pool(c, s.upstream_pool);
+    check_tenants(c, s.tenants);
+    check_sink(c, s.usage);
+    check_slo_models(c, s);
+    return c.take();
+}
+
+}  // namespace tokenmeter::config

@@ -1,0 +1,458 @@
+// config/schema: one table per section of the YAML file. Each row is a key, the member it fills,
+// how it is read, its range check and a one-line doc; loading, validate() and the documented-keys
+// test all walk these tables, so a key is written once. Rules across keys are in rules.cpp.
+#include "config/schema.hpp"
+
+#include <cmath>
+#include <set>
+#include <string>
+
+#include "config/walk.hpp"
+
+namespace tokenmeter::config::schema {
+namespace {
+
+void check_host(checker& c, key_ref key, const endpoint& e) {
+    if (e.host.empty()) {
+        c.error(key, "the host must not be empty (0.0.0.0 listens on every interface)");
+    }
+}
+
+void check_upstream(checker& c, key_ref key, const upstream_target& u) {
+    if (u.scheme != "http") {
+        c.error(key, "only http:// upstreams are supported in this version");
+    }
+    if (u.host.empty()) {
+        c.error(key, "the host must not be empty");
+    }
+    if (u.port == 0) {
+        c.error(key, "the port must be between 1 and 65535");
+    }
+    if (!u.base_path.empty() && (u.base_path.front() != '/' || u.base_path.back() == '/')) {
+        c.error(key, "the base path must start with '/' and not end with one, got " +
+                         detail::quote(u.base_path));
+    }
+}
+
+void check_threads(checker& c, key_ref key, const std::uint32_t& n) {
+    if (n > 256) {
+        c.error(key, "must be at most 256 (0 means one per core), got " + std::to_string(n));
+    }
+}
+
+void check_json_depth(checker& c, key_ref key, const std::uint32_t& n) {
+    if (n < 8 || n > 100'000) {
+        c.error(key, "must be from 8 to 100000, got " + std::to_string(n));
+    }
+}
+
+void check_model_labels(checker& c, key_ref key, const model_label_settings& m) {
+    check_at_least_one(c, join_key(key, "max_models"), m.max_models);
+    std::set<std::string_view> seen;
+    for (std::size_t i = 0; i < m.allowlist.size(); ++i) {
+        const std::string item = index_key(join_key(key, "allowlist"), i);
+        const std::string& name = m.allowlist[i];
+        if (name.empty()) {
+            c.error(item, "a model name must not be empty");
+        } else if (!seen.insert(name).second) {
+            c.error(item, "duplicate model name " + detail::quote(name));
+        }
+    }
+}
+
+void check_prompt_classes(checker& c, key_ref key, const std::vector<std::uint64_t>& bounds) {
+    // Each class is one more TTFT histogram per model and API: keep the label bounded.
+    constexpr std::size_t max_classes = 15;
+    if (bounds.empty()) {
+        c.error(key, "must list at least one boundary (input tokens)");
+    } else if (bounds.size() > max_classes) {
+        c.error(key, "at most " + std::to_string(max_classes) + " boundaries, got " +
+                         std::to_string(bounds.size()));
+    }
+    for (std::size_t i = 0; i < bounds.size(); ++i) {
+        const std::string item = index_key(key, i);
+        if (bounds[i] == 0) {
+            c.error(item, "must be greater than 0");
+        } else if (i > 0 && bounds[i] <= bounds[i - 1]) {
+            c.error(item, "must be greater than the boundary before it (" +
+                              std::to_string(bounds[i - 1]) + "), got " +
+                              std::to_string(bounds[i]));
+        }
+    }
+}
+
+void check_rate(checker& c, key_ref key, const double& rate) {
+    if (!std::isfinite(rate) || rate < 0) {
+        c.error(key, "must be a finite number >= 0, got " + detail::format_number(rate));
+    }
+}
+
+void check_segment_bytes(checker& c, key_ref key, const std::uint64_t& bytes) {
+    if (bytes < 4096) {
+        c.error(key, "must be at least 4KiB");
+    }
+}
+
+void check_batch_size(checker& c, key_ref key, const std::uint32_t& n) {
+    if (n < 1 || n > 10'000) {
+        c.error(key, "must be between 1 and 10000");
+    }
+}
+
+void check_reference(checker& c, key_ref key, const std::string& spec) {
+    if (spec.empty()) {
+        c.error(key, "must name a tokenizer (o200k_base, cl100k_base, a path) or be \"none\"");
+    }
+}
+
+void check_model_tokenizer(checker& c, key_ref key, const std::string& spec) {
+    if (spec.empty()) {
+        c.error(key, "must name a tokenizer (o200k_base, cl100k_base or a path to tokenizer.json)");
+    }
+}
+
+std::string special_tokens_complaint(const std::string& word) {
+    return "must be match or text (leave it out for the file type's default), got '" + word + "'";
+}
+
+void check_route_path(checker& c, key_ref key, const std::string& path) {
+    if (path.empty() || path.front() != '/') {
+        c.error(key, "must start with '/', got " + detail::quote(path));
+    } else if (path.find('*') != std::string::npos && path.find('*') + 1 != path.size()) {
+        c.error(key, "'*' may only end a path prefix, got " + detail::quote(path));
+    }
+}
+
+void check_slo_entry(checker& c, key_ref key, const slo_target& t) {
+    if (t.preset == slo_preset::none && !t.ttft && !t.tpot) {
+        c.error(key, "set a preset (server, interactive) or a target (ttft, tpot)");
+    }
+}
+
+using T = timeouts_settings;
+const table<T>& timeouts_table() {
+    static const table<T> t{
+        value("request_header", &T::request_header, read_duration, check_positive,
+              "time for a client to send a request's head and body"),
+        value("client_idle", &T::client_idle, read_duration, check_positive,
+              "how long an idle keep-alive client connection stays open"),
+        value("upstream_connect", &T::upstream_connect, read_duration, check_positive,
+              "TCP connect to the upstream"),
+        value("upstream_idle", &T::upstream_idle, read_duration, check_positive,
+              "longest silence between two reads from the upstream"),
+        value("client_write", &T::client_write, read_duration, check_positive,
+              "longest time one write to a slow client may take"),
+        value("drain", &T::drain, read_duration, check_positive,
+              "on SIGTERM, how long in-flight streams may run to completion"),
+    };
+    return t;
+}
+
+using L = limits_settings;
+const table<L>& limits_table() {
+    static const table<L> t{
+        value("max_request_body_bytes", &L::max_request_body_bytes, read_size, check_positive_bytes,
+              "largest request body accepted"),
+        value("max_request_header_bytes", &L::max_request_header_bytes, read_size,
+              check_positive_bytes, "largest request head"),
+        value("max_sse_event_bytes", &L::max_sse_event_bytes, read_size, check_positive_bytes,
+              "largest server-sent event that is metered"),
+        value("max_buffered_response_bytes", &L::max_buffered_response_bytes, read_size,
+              check_positive_bytes, "largest plain JSON response kept to read its usage"),
+        value("max_json_depth", &L::max_json_depth, read_count, check_json_depth,
+              "deepest JSON nesting the proxy looks into"),
+        value<L, std::uint32_t>("max_client_connections", &L::max_client_connections, read_count,
+                                nullptr, "open client connections at most; 0: no fixed limit"),
+    };
+    return t;
+}
+
+using P = upstream_pool_settings;
+const table<P>& upstream_pool_table() {
+    static const table<P> t{
+        value("max_connections", &P::max_connections, read_count, check_at_least_one,
+              "concurrent upstream connections, across worker threads"),
+        value<P, std::uint32_t>("max_idle_connections", &P::max_idle_connections, read_count,
+                                nullptr, "idle upstream connections kept for reuse"),
+        value("idle_keepalive", &P::idle_keepalive, read_duration, check_positive,
+              "an idle upstream connection is closed after this long"),
+        value("acquire_timeout", &P::acquire_timeout, read_duration, check_positive,
+              "how long a request waits for a free connection before 503"),
+    };
+    return t;
+}
+
+using R = readiness_settings;
+const table<R>& readiness_table() {
+    static const table<R> t{
+        value("probe_interval", &R::probe_interval, read_duration, check_positive,
+              "how often /readyz checks that the upstream accepts connections"),
+    };
+    return t;
+}
+
+using ML = model_label_settings;
+const table<ML>& model_labels_table() {
+    static const table<ML> t{
+        value<ML, std::vector<std::string>>("allowlist", &ML::allowlist, read_model_names, nullptr,
+                                            "only these model names become label values"),
+        value<ML, std::uint32_t>("max_models", &ML::max_models, read_count, nullptr,
+                                 "without an allowlist: the first N model names, then other"),
+    };
+    return t;
+}
+
+using B = histogram_buckets;
+const table<B>& buckets_table() {
+    static const table<B> t{
+        value("time_to_first_token", &B::time_to_first_token, read_bounds, check_buckets,
+              "seconds from request start to the first output token"),
+        value("inter_token_latency", &B::inter_token_latency, read_bounds, check_buckets,
+              "seconds between two consecutive output tokens"),
+        value("time_per_output_token", &B::time_per_output_token, read_bounds, check_buckets,
+              "seconds per output token after the first"),
+        value("output_tokens_per_second", &B::output_tokens_per_second, read_bounds, check_buckets,
+              "output tokens per second over the whole request"),
+        value("decode_tokens_per_second", &B::decode_tokens_per_second, read_bounds, check_buckets,
+              "output tokens per second after the first token"),
+        value("request_duration", &B::request_duration, read_bounds, check_buckets,
+              "seconds from request start to the end of the response"),
+    };
+    return t;
+}
+
+using M = metrics_settings;
+const table<M>& metrics_table() {
+    static const table<M> t{
+        section("models", &M::models, model_labels_table, "how the model label is bounded",
+                check_model_labels),
+        section("buckets", &M::buckets, buckets_table, "histogram bucket boundaries"),
+        value("prompt_classes", &M::prompt_classes, read_token_counts, check_prompt_classes,
+              "upper bounds (input tokens) of the TTFT histogram's prompt_class label"),
+        value<M, bool>("native_histograms", &M::native_histograms, read_bool, nullptr,
+                       "also keep Prometheus native histograms"),
+    };
+    return t;
+}
+
+using G = log_settings;
+const table<G>& log_table() {
+    static const table<G> t{
+        choice("level", &G::level, "minimum level written"),
+        choice("format", &G::format, "text for people, json for one object per line"),
+        value<G, bool>("access_log", &G::access_log, read_bool, nullptr,
+                       "one log line per proxied request"),
+    };
+    return t;
+}
+
+using TL = tenant_limit;
+const table<TL>& tenant_limit_table() {
+    static const table<TL> t{
+        value("provisioned_tokens_per_second", &TL::provisioned_tokens_per_second, read_rate,
+              check_rate, "provisioned input + output tokens per second"),
+    };
+    return t;
+}
+
+using N = tenants_settings;
+const table<N>& tenants_table() {
+    static const table<N> t{
+        choice("source", &N::source, "where a request's tenant comes from"),
+        value<N, std::string>("header", &N::header, read_string, nullptr,
+                              "the header carrying the tenant (source header)"),
+        value<N, std::string>("api_key_secret_env", &N::api_key_secret_env, read_string, nullptr,
+                              "environment variable holding the HMAC secret"),
+        value<N, std::string>("api_key_secret_file", &N::api_key_secret_file, read_string, nullptr,
+                              "file holding the HMAC secret"),
+        value<N, std::map<std::string, std::string>>("api_key_names", &N::api_key_names,
+                                                     read_string_map, nullptr,
+                                                     "a tenant name for a hashed key"),
+        value<N, std::vector<std::string>>("metrics_allowlist", &N::metrics_allowlist, read_names,
+                                           nullptr, "only these tenants become label values"),
+        value("max_tenants", &N::max_tenants, read_count, check_at_least_one,
+              "without an allowlist: the first N tenants, then other"),
+        named("limits", &N::limits, tenant_limit_table,
+              {"<tenant>", "expected a mapping of tenant names to limits, got ",
+               "keys must be plain tenant names, got ", "", true, true},
+              "per-tenant limits"),
+        value<N, bool>("enforce_provisioned", &N::enforce_provisioned, read_bool, nullptr,
+                       "429 a new request while its tenant's bucket is in debt"),
+        value("provisioned_burst", &N::provisioned_burst, read_duration, check_positive,
+              "bucket size = provisioned rate x this"),
+    };
+    return t;
+}
+
+using K = usage_sink;
+const table<K>& sink_table() {
+    static const table<K> t{
+        value<K, std::string>("url", &K::url, read_string, nullptr,
+                              "where records are POSTed as CloudEvents"),
+        value("batch_size", &K::batch_size, read_count, check_batch_size, "records per POST"),
+        value("backoff_initial", &K::backoff_initial, read_duration, check_positive,
+              "first retry delay after a failed POST"),
+        value<K, milliseconds>("backoff_max", &K::backoff_max, read_duration, nullptr,
+                               "longest retry delay"),
+        value("request_timeout", &K::request_timeout, read_duration, check_positive,
+              "connect, write and read timeout of one POST"),
+        value<K, std::string>("source", &K::source, read_string, nullptr,
+                              "CloudEvents source attribute"),
+    };
+    return t;
+}
+
+using U = usage_settings;
+const table<U>& usage_table() {
+    static const table<U> t{
+        value<U, std::string>("spool_dir", &U::spool_dir, read_string, nullptr,
+                              "spool directory; empty: no records"),
+        value("fsync_interval", &U::fsync_interval, read_duration, check_positive,
+              "group commit interval"),
+        value("segment_bytes", &U::segment_bytes, read_size, check_segment_bytes,
+              "a segment is rotated before it grows past this"),
+        value("checkpoint_interval", &U::checkpoint_interval, read_duration, check_positive,
+              "how often a streaming request's running counts are written"),
+        value<U, bool>("hold_until_durable", &U::hold_until_durable, read_bool, nullptr,
+                       "release response head and end only once their entries are on disk"),
+        value<U, bool>("readyz_fail_on_spool_error", &U::readyz_fail_on_spool_error, read_bool,
+                       nullptr, "/readyz answers 503 while spool writes fail"),
+        value("max_pending_bytes", &U::max_pending_bytes, read_size, check_positive_bytes,
+              "entries kept in memory while the disk fails"),
+        section("sink", &U::sink, sink_table, "shipping records as CloudEvents"),
+    };
+    return t;
+}
+
+using MS = model_settings;
+const table<MS>& model_table() {
+    static const table<MS> t{
+        value("tokenizer", &MS::tokenizer, read_text, check_model_tokenizer,
+              "the model's own tokenizer"),
+        choice("special_tokens", &MS::special_tokens, "added and special tokens: match or text",
+               special_tokens_complaint),
+    };
+    return t;
+}
+
+using E = slo_target;
+const table<E>& slo_entry_table() {
+    static const table<E> t{
+        choice("preset", &E::preset, "MLPerf Inference LLM scenario: server or interactive",
+               nullptr, true),
+        value("ttft", &E::ttft, read_optional_duration, check_positive_optional,
+              "good when the time to first token is at most this"),
+        value("tpot", &E::tpot, read_optional_duration, check_positive_optional,
+              "good when the time per output token is at most this"),
+        value("objective", &E::objective, read_optional_objective, check_optional_objective,
+              "this entry's share of good requests"),
+    };
+    return t;
+}
+
+using O = slo_settings;
+const table<O>& slo_table() {
+    static const table<O> t{
+        value("objective", &O::objective, read_objective, check_objective,
+              "share of requests that must be good"),
+        optional_section("default", &O::default_target, slo_entry_table,
+                         "the entry for every model without its own", check_slo_entry),
+        named("models", &O::models, slo_entry_table,
+              {"<name>", "expected a mapping of model name to its SLO, got ",
+               "keys must be model names, got ", "duplicate model", false, true},
+              "per-model entries", check_slo_entry),
+    };
+    return t;
+}
+
+using RT = route;
+const table<RT>& route_table() {
+    static const table<RT> t{
+        value("path", &RT::path, read_text, check_route_path,
+              "exact request path, or a prefix when it ends with *"),
+        value<RT, std::string>("api", &RT::api, read_word, nullptr,
+                               "the api label value of the path, or none"),
+        value<RT, std::optional<bool>>("usage_injection", &RT::usage_injection, read_optional_bool,
+                                       nullptr, "overrides the top-level usage_injection"),
+        value<RT, bool>("continuous_usage_stats", &RT::continuous_usage_stats, read_bool, nullptr,
+                        "with usage injection, also ask for usage in every chunk"),
+    };
+    return t;
+}
+
+using S = settings;
+
+// Naming the reference tokenizer makes a missing file an error rather than a warning.
+field<S> reference_tokenizer_row() {
+    field<S> f{"reference_tokenizer",
+               value_shape::scalar,
+               "the tokenizer every model's output is also counted with, or none",
+               {},
+               {},
+               {}};
+    f.read = [](walker& w, node_ref n, key_ref k, S& s) {
+        if (const auto text = w.scalar(n, k, "a tokenizer name or a path to tokenizer.json")) {
+            s.reference_tokenizer = std::string(detail::trim(*text));
+            s.reference_explicit = true;
+        }
+    };
+    f.check = [](checker& c, key_ref k, const S& s) {
+        check_reference(c, k, s.reference_tokenizer);
+    };
+    return f;
+}
+
+}  // namespace
+
+const table<S>& root() {
+    static const table<S> t{
+        value("listen", &S::listen, read_endpoint, check_host, "where clients connect"),
+        value("admin", &S::admin, read_endpoint, check_host,
+              "serves /metrics, /healthz and /readyz"),
+        value("upstream", &S::upstream, read_upstream, check_upstream,
+              "the model server requests are forwarded to"),
+        value("threads", &S::threads, read_count, check_threads,
+              "worker threads; 0: one per CPU core"),
+        value<S, bool>("preserve_host", &S::preserve_host, read_bool, nullptr,
+                       "forward the client's Host header unchanged"),
+        section("timeouts", &S::timeouts, timeouts_table, "timeouts; each greater than 0"),
+        section("limits", &S::limits, limits_table, "size limits"),
+        section("upstream_pool", &S::upstream_pool, upstream_pool_table, "upstream connections"),
+        section("readiness", &S::readiness, readiness_table, "the /readyz probe"),
+        section("metrics", &S::metrics, metrics_table, "labels and histograms"),
+        section("log", &S::log, log_table, "logging"),
+        section("tenants", &S::tenants, tenants_table, "who a request belongs to"),
+        section("usage", &S::usage, usage_table, "usage records for billing"),
+        reference_tokenizer_row(),
+        value<S, std::string>("tokenizer_dir", &S::tokenizer_dir, read_text, nullptr,
+                              "the first directory of the tokenizer search path"),
+        choice("reference_special_tokens", &S::reference_special_tokens,
+               "added and special tokens in the reference count: match or text",
+               special_tokens_complaint),
+        choice("count_input_tokens", &S::count_input_tokens,
+               "when the prompt's texts are tokenized"),
+        named("models", &S::models, model_table,
+              {"<name>", "expected a mapping of model names to settings, got ",
+               "model names must be non-empty strings, got ", "duplicate model", false, false},
+              "per-model tokenizer settings, by the request's model field"),
+        section("slo", &S::slo, slo_table, "latency service-level objectives"),
+        value<S, bool>("usage_injection", &S::usage_injection, read_bool, nullptr,
+                       "ask OpenAI streams for usage and hide the extra chunk"),
+        section_list("routes", &S::routes, route_table,
+                     "expected a list of routes (path, api), got ",
+                     "the API of paths that are not the well-known ones"),
+    };
+    return t;
+}
+
+}  // namespace tokenmeter::config::schema
+
+namespace tokenmeter::config {
+
+std::vector<documented_key> documented_keys() {
+    std::vector<documented_key> out;
+    schema::list_section("", schema::root(), out);
+    return out;
+}
+
+}  // namespace tokenmeter::config
