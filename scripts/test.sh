@@ -29,9 +29,9 @@ step "building ($build_dir)"
 # clang-tidy (.clang-tidy), any finding an error, on the modules held to it so far. The whole of
 # proxy/ takes too long for every run (README, "Development"); http/, app/, config/, protocol/,
 # tokenizer/, metrics/ and main.cpp join the list as their findings are fixed.
-step "clang-tidy on proxy/{core,sse,ndjson,meter,usage} (scripts/tidy.sh)"
+step "clang-tidy on proxy/{core,sse,ndjson,meter,usage,observe} (scripts/tidy.sh)"
 "$root/scripts/tidy.sh" --build-dir "$build_dir" \
-    proxy/core proxy/sse proxy/ndjson proxy/meter proxy/usage
+    proxy/core proxy/sse proxy/ndjson proxy/meter proxy/usage proxy/observe
 
 # The SDK tests use pinned npm packages (package-lock.json); npm ci installs exactly those.
 if [[ -f "$root/tests/e2e/package-lock.json" ]]; then

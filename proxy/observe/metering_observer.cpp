@@ -214,7 +214,7 @@ class metering_exchange final : public exchange_observer {
         state_.open.id.clear();
     }
 
-    void record_tenant(const meter::request_summary& summary) {
+    void record_tenant(const meter::request_summary& summary) const {
         if (state_.tenant.empty() || summary.api == protocol::api_kind::none) {
             return;
         }

@@ -54,12 +54,12 @@ bool iequals_prefix(std::string_view s, std::string_view prefix) {
 
 }  // namespace
 
-tenant_resolver::tenant_resolver(const tenant_options& settings, std::string secret)
-    : source_(settings.source),
-      header_(settings.header),
+tenant_resolver::tenant_resolver(const tenant_options& options, std::string secret)
+    : source_(options.source),
+      header_(options.header),
       secret_(std::move(secret)),
-      names_(std::make_shared<const name_table>(settings.api_key_names.begin(),
-                                                settings.api_key_names.end())) {}
+      names_(std::make_shared<const name_table>(options.api_key_names.begin(),
+                                                options.api_key_names.end())) {}
 
 void tenant_resolver::set_names(const std::map<std::string, std::string>& names) {
     names_.store(std::make_shared<const name_table>(names.begin(), names.end()));
@@ -115,32 +115,32 @@ std::string tenant_resolver::resolve(const tenant_headers& headers) const {
     return std::string(anonymous_tenant);
 }
 
-std::string load_tenant_secret(const tenant_options& settings, std::string& error) {
-    if (settings.source != tenant_source::api_key) {
+std::string load_tenant_secret(const tenant_options& options, std::string& error) {
+    if (options.source != tenant_source::api_key) {
         return {};
     }
     std::string secret;
-    if (!settings.api_key_secret_env.empty()) {
+    if (!options.api_key_secret_env.empty()) {
         // getenv races only with setenv, which tokenmeter never calls.
         // NOLINTNEXTLINE(concurrency-mt-unsafe)
-        const char* value = std::getenv(settings.api_key_secret_env.c_str());
+        const char* value = std::getenv(options.api_key_secret_env.c_str());
         if (value == nullptr || *value == '\0') {
             error = "tenants.api_key_secret_env: environment variable " +
-                    settings.api_key_secret_env + " is not set or empty";
+                    options.api_key_secret_env + " is not set or empty";
             return {};
         }
         secret = value;
     } else {
-        std::ifstream in(settings.api_key_secret_file, std::ios::binary);
+        std::ifstream in(options.api_key_secret_file, std::ios::binary);
         if (!in) {
-            error = "tenants.api_key_secret_file: cannot read " + settings.api_key_secret_file;
+            error = "tenants.api_key_secret_file: cannot read " + options.api_key_secret_file;
             return {};
         }
         std::ostringstream text;
         text << in.rdbuf();
         secret = std::string(trim(text.str()));
         if (secret.empty()) {
-            error = "tenants.api_key_secret_file: " + settings.api_key_secret_file + " is empty";
+            error = "tenants.api_key_secret_file: " + options.api_key_secret_file + " is empty";
             return {};
         }
     }
