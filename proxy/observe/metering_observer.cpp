@@ -223,9 +223,11 @@ class metering_exchange final : public exchange_observer {
         auto input = used ? usage::best_input(summary).value.value_or(0) : 0;
         auto output = used ? usage::best_output(summary).value.value_or(0) : 0;
         if (parts_.billing != nullptr) {
+            // tenant_usage holds views: the label must outlive it.
+            const std::string model_label = parts_.registry->model_label(summary.model);
             metrics::tenant_usage u;
             u.tenant = state_.tenant;
-            u.model_label = parts_.registry->model_label(summary.model);
+            u.model_label = model_label;
             u.outcome = meter::to_string(summary.result);
             u.input_tokens = input;
             u.output_tokens = output;
