@@ -27,6 +27,7 @@
 #include "metrics/process.hpp"
 #include "metrics/registry.hpp"
 #include "metrics/tokenizer_info.hpp"
+#include "app/cpu_quota.hpp"
 #include "observe/metering_observer.hpp"
 #include "protocol/json_limits.hpp"
 #include "usage/record.hpp"
@@ -43,9 +44,11 @@ int run(const config::settings& settings, const reloader& reload) try {
     std::signal(SIGPIPE, SIG_IGN);
     const std::int64_t fd_budget = open_files_budget();
     protocol::set_max_json_depth(settings.limits.max_json_depth);
-    const std::uint32_t threads = settings.threads != 0
-                                      ? settings.threads
-                                      : std::max(1u, std::thread::hardware_concurrency());
+    const thread_choice threads_chosen =
+        settings.threads != 0
+            ? thread_choice{settings.threads, "threads setting"}
+            : default_threads(cgroup_cpu_quota(), std::thread::hardware_concurrency());
+    const std::uint32_t threads = threads_chosen.threads;
     core::steady_clock_source clock;
 
     auto tokenizers = load_tokenizers_or_explain(settings);
@@ -127,7 +130,7 @@ int run(const config::settings& settings, const reloader& reload) try {
     if (health) {
         health->start();
     }
-    announce(settings, proxy_listener.local_endpoint(), admin.local_endpoint(), threads);
+    announce(settings, proxy_listener.local_endpoint(), admin.local_endpoint(), threads_chosen);
 
     run_loop(main_ioc, context.edge);
     workers.stop();

@@ -124,7 +124,7 @@ observe::metering_options metering_options_from(const config::settings& settings
 }
 
 void announce(const config::settings& settings, const http::tcp::endpoint& proxy,
-              const http::tcp::endpoint& admin, std::uint32_t threads) {
+              const http::tcp::endpoint& admin, const thread_choice& threads) {
     const auto listen_text = describe(proxy);
     const auto admin_text = describe(admin);
     const std::string upstream_text =
@@ -137,8 +137,8 @@ void announce(const config::settings& settings, const http::tcp::endpoint& proxy
     std::fflush(stdout);
     spdlog::info(
         "proxy on {}, admin on {} (/metrics /healthz /readyz), upstream {}, {} worker "
-        "thread(s)",
-        listen_text, admin_text, upstream_text, threads);
+        "thread(s) ({})",
+        listen_text, admin_text, upstream_text, threads.threads, threads.reason);
 }
 
 }  // namespace tokenmeter::app

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "app/cpu_quota.hpp"
 #include "config/config.hpp"
 #include "http/beast.hpp"
 #include "observe/metering_observer.hpp"
@@ -42,6 +43,6 @@ std::string tenant_secret_or_throw(const usage::tenant_options& options);
 observe::metering_options metering_options_from(const config::settings& settings);
 // "tokenmeter listening: proxy=… admin=… upstream=…" on stdout (scripts wait for it), and the log.
 void announce(const config::settings& settings, const http::tcp::endpoint& proxy,
-              const http::tcp::endpoint& admin, std::uint32_t threads);
+              const http::tcp::endpoint& admin, const thread_choice& threads);
 
 }  // namespace tokenmeter::app

@@ -14,7 +14,9 @@ worker_pool::worker_pool(std::uint32_t threads, const upstream_pool_settings& po
     : context_(context), max_clients_(max_client_connections) {
     threads = std::max(1u, threads);
     upstream_pool_settings share = pool;
-    share.max_connections = std::max(1u, (pool.max_connections + threads - 1) / threads);
+    // 0 stays 0 (no cap): each worker then opens what its requests need.
+    share.max_connections =
+        pool.max_connections == 0 ? 0 : std::max(1u, (pool.max_connections + threads - 1) / threads);
     share.max_idle = std::max(1u, (pool.max_idle + threads - 1) / threads);
     for (std::uint32_t i = 0; i < threads; ++i) {
         ring_.push_back(&workers_.emplace_back(share));

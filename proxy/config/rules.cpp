@@ -25,7 +25,7 @@ void check_listeners(schema::checker& c, const settings& s) {
 }
 
 void check_pool(schema::checker& c, const upstream_pool_settings& p) {
-    if (p.max_idle_connections > p.max_connections) {
+    if (p.max_connections != 0 && p.max_idle_connections > p.max_connections) {
         c.error("upstream_pool.max_idle_connections",
                 "must not exceed upstream_pool.max_connections (" +
                     std::to_string(p.max_connections) + "), got " +

@@ -170,8 +170,9 @@ const table<L>& limits_table() {
 using P = upstream_pool_settings;
 const table<P>& upstream_pool_table() {
     static const table<P> t{
-        value("max_connections", &P::max_connections, read_count, check_at_least_one,
-              "concurrent upstream connections, across worker threads"),
+        value<P, std::uint32_t>("max_connections", &P::max_connections, read_count, nullptr,
+                                "concurrent upstream connections, across worker threads; 0: "
+                                "no cap"),
         value<P, std::uint32_t>("max_idle_connections", &P::max_idle_connections, read_count,
                                 nullptr, "idle upstream connections kept for reuse"),
         value("idle_keepalive", &P::idle_keepalive, read_duration, check_positive,

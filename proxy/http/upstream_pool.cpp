@@ -95,14 +95,14 @@ void upstream_pool::acquire(bool allow_reuse, acquire_handler handler) {
             return;
         }
     }
-    if (open_ >= settings_.max_connections && !idle_.empty()) {
+    if (at_cap() && !idle_.empty()) {
         // Make room by closing an idle connection rather than making the caller wait.
         error_code ignored;
         idle_.front()->stream.socket().close(ignored);
         idle_.erase(idle_.begin());
         --open_;
     }
-    if (open_ < settings_.max_connections) {
+    if (!at_cap()) {
         ++open_;
         connect(std::move(handler));
         return;
@@ -179,7 +179,7 @@ void upstream_pool::serve_waiters() {
             continue;
         }
         upstream_ptr connection = w->allow_reuse ? take_idle() : nullptr;
-        if (!connection && open_ >= settings_.max_connections) {
+        if (!connection && at_cap()) {
             return;
         }
         waiters_.pop_front();

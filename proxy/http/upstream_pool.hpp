@@ -27,7 +27,7 @@ using upstream_ptr = std::unique_ptr<upstream_connection>;
 struct upstream_pool_settings {
     std::string host;
     std::string port;
-    std::uint32_t max_connections = 64;
+    std::uint32_t max_connections = 64;  // 0: no cap (bounded by open files)
     std::uint32_t max_idle = 16;
     std::chrono::milliseconds connect_timeout{5000};
     std::chrono::milliseconds idle_keepalive{60000};
@@ -73,6 +73,9 @@ class upstream_pool {
         std::shared_ptr<steady_timer> timer;
     };
 
+    [[nodiscard]] bool at_cap() const noexcept {
+        return settings_.max_connections != 0 && open_ >= settings_.max_connections;
+    }
     void connect(acquire_handler handler);
     void serve_waiters();
     upstream_ptr take_idle();

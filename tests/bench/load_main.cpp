@@ -2,6 +2,7 @@
 // only to this machine. Argument handling and reports live here; the work is in the modules.
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -47,10 +48,14 @@ constexpr std::string_view usage_text = R"(usage:
   tokenmeter-load summary --metrics http://127.0.0.1:ADMIN/metrics [--json]
       [--wait-requests N] [--timeout-s S]   poll until tokenmeter_requests_total reaches N
 
-  tokenmeter-load bench --proxy http://127.0.0.1:P --direct http://127.0.0.1:S [--proxy-pid PID]
+  tokenmeter-load bench --direct http://127.0.0.1:S
+      --via NAME=http://127.0.0.1:P[,PID[+PID...]]   a proxy in front of S (repeatable; its
+                             CPU and memory are summed over the PIDs, e.g. nginx's master+worker)
+      [--baseline NAME]      adds each target's CPU, p99 and RSS ratios to this one
+      [--proxy http://127.0.0.1:P [--proxy-pid PID]]  the same as --via proxy=URL,PID
       [--concurrency 64] [--requests 1000] [--output-tokens 100] [--itl-ms 5] [--ttft-ms 10]
-      [--tokens-per-chunk N] [--rounds 3] [--hold-output-tokens 200] [--hold-itl-ms 20]
-      [--model bench-model] [--path P] [--json]
+      [--tokens-per-chunk N] [--rounds 3] [--hold-streams N] [--hold-output-tokens 200]
+      [--hold-itl-ms 20] [--model bench-model] [--path P] [--json]
 
 Only loopback targets are accepted: 127.0.0.0/8, [::1] and localhost.
 Exit status: 0 all requests succeeded, 1 some failed, 2 usage error.
@@ -60,6 +65,7 @@ Exit status: 0 all requests succeeded, 1 some failed, 2 usage error.
 struct parsed_args {
     std::map<std::string, std::string, std::less<>> values;
     std::vector<std::string> headers;  // --header may repeat
+    std::vector<std::string> vias;     // so may bench's --via
     std::string error;
 };
 
@@ -96,6 +102,8 @@ parsed_args parse_flags(std::span<char* const> args,
             }
             if (name == "header") {
                 parsed.headers.push_back(std::move(value));
+            } else if (name == "via") {
+                parsed.vias.push_back(std::move(value));
             } else {
                 parsed.values[std::string(name)] = std::move(value);
             }
@@ -443,9 +451,9 @@ int run_summary_command(std::span<char* const> args) {
 int run_bench_command(std::span<char* const> args) {
     parsed_args parsed =
         parse_flags(args,
-                    {"proxy", "direct", "proxy-pid", "concurrency", "requests", "output-tokens",
-                     "itl-ms", "ttft-ms", "tokens-per-chunk", "rounds", "hold-output-tokens",
-                     "hold-itl-ms", "model", "path"},
+                    {"proxy", "direct", "proxy-pid", "via", "baseline", "concurrency", "requests",
+                     "output-tokens", "itl-ms", "ttft-ms", "tokens-per-chunk", "rounds",
+                     "hold-streams", "hold-output-tokens", "hold-itl-ms", "model", "path"},
                     {"json"});
     if (!parsed.error.empty()) {
         return usage_error(parsed.error);
@@ -454,12 +462,35 @@ int run_bench_command(std::span<char* const> args) {
     bench_options options;
     std::optional<loopback_url> proxy = flags.url("proxy");
     std::optional<loopback_url> direct = flags.url("direct");
-    if ((!proxy || !direct) && flags.error().empty()) {
-        return usage_error("bench needs --proxy and --direct");
+    if ((!direct || (!proxy && parsed.vias.empty())) && flags.error().empty()) {
+        return usage_error("bench needs --direct and at least one --via (or --proxy)");
     }
-    if (std::optional<int> pid = flags.integer<int>("proxy-pid", 1, 1 << 30)) {
-        options.proxy_pid = static_cast<pid_t>(*pid);
+    if (proxy) {
+        bench_target legacy{"proxy", *proxy, {}};
+        if (std::optional<int> pid = flags.integer<int>("proxy-pid", 1, 1 << 30)) {
+            legacy.pids.push_back(static_cast<pid_t>(*pid));
+        }
+        options.targets.push_back(std::move(legacy));
     }
+    for (const std::string& via : parsed.vias) {
+        target_parse target = parse_bench_target(via);
+        if (!target.target) {
+            return usage_error("--via " + target.error);
+        }
+        for (const bench_target& existing : options.targets) {
+            if (existing.name == target.target->name) {
+                return usage_error("--via: the name '" + existing.name + "' is given twice");
+            }
+        }
+        options.targets.push_back(std::move(*target.target));
+    }
+    options.baseline = flags.text("baseline").value_or("");
+    if (!options.baseline.empty() &&
+        std::none_of(options.targets.begin(), options.targets.end(),
+                     [&](const bench_target& t) { return t.name == options.baseline; })) {
+        return usage_error("--baseline " + options.baseline + " is not one of the --via names");
+    }
+    options.hold_streams = flags.integer<std::size_t>("hold-streams", 1, 20'000).value_or(0);
     options.concurrency =
         flags.integer<std::size_t>("concurrency", 1, 10'000).value_or(options.concurrency);
     options.requests =
@@ -482,7 +513,6 @@ int run_bench_command(std::span<char* const> args) {
     if (!flags.error().empty()) {
         return usage_error(flags.error());
     }
-    options.proxy = *proxy;
     options.direct = *direct;
     return run_bench(options, std::cout, std::cerr);
 }

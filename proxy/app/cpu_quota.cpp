@@ -1,0 +1,164 @@
+// app/cpu_quota: reads the cgroup CPU quota (v2 and v1) to size the worker pool.
+#include "app/cpu_quota.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+namespace tokenmeter::app {
+namespace {
+
+std::string_view trim(std::string_view s) {
+    while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\n')) {
+        s.remove_prefix(1);
+    }
+    while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\n')) {
+        s.remove_suffix(1);
+    }
+    return s;
+}
+
+std::optional<std::int64_t> to_int(std::string_view s) {
+    s = trim(s);
+    std::int64_t v = 0;
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc{} || end != s.data() + s.size()) {
+        return std::nullopt;
+    }
+    return v;
+}
+
+std::optional<double> ratio(std::int64_t quota, std::int64_t period) {
+    if (quota <= 0 || period <= 0) {
+        return std::nullopt;
+    }
+    return static_cast<double>(quota) / static_cast<double>(period);
+}
+
+std::optional<std::string> slurp(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) {
+        return std::nullopt;
+    }
+    std::ostringstream out;
+    out << in.rdbuf();
+    return out.str();
+}
+
+void keep_smaller(std::optional<double>& best, std::optional<double> q) {
+    if (q && (!best || *q < *best)) {
+        best = q;
+    }
+}
+
+// "/a/b/c" → {"/a/b/c", "/a/b", "/a", ""}: from the process's own cgroup up to the root.
+std::vector<std::string> up_to_root(std::string path) {
+    std::vector<std::string> levels;
+    while (!path.empty() && path.back() == '/') {
+        path.pop_back();
+    }
+    for (;;) {
+        levels.push_back(path);
+        const auto slash = path.rfind('/');
+        if (path.empty() || slash == std::string::npos) {
+            break;
+        }
+        path.resize(slash);
+    }
+    return levels;
+}
+
+}  // namespace
+
+std::optional<double> parse_cpu_max(std::string_view text) {
+    text = trim(text);
+    const auto space = text.find(' ');
+    if (space == std::string_view::npos) {
+        return std::nullopt;
+    }
+    const std::string_view quota = text.substr(0, space);
+    if (quota == "max") {
+        return std::nullopt;
+    }
+    const auto q = to_int(quota);
+    const auto p = to_int(text.substr(space + 1));
+    if (!q || !p) {
+        return std::nullopt;
+    }
+    return ratio(*q, *p);
+}
+
+std::optional<double> parse_cfs_quota(std::string_view quota_us, std::string_view period_us) {
+    const auto q = to_int(quota_us);
+    const auto p = to_int(period_us);
+    if (!q || !p) {
+        return std::nullopt;
+    }
+    return ratio(*q, *p);
+}
+
+std::optional<double> cgroup_cpu_quota(const std::string& root) {
+    const std::string base = root.empty() || root.back() != '/' ? root + "/" : root;
+    const auto membership = slurp(base + "proc/self/cgroup");
+    std::optional<double> best;
+    if (!membership) {
+        return best;
+    }
+    std::istringstream lines(*membership);
+    std::string line;
+    while (std::getline(lines, line)) {
+        // "hierarchy-id:controllers:path"; v2 is "0::/path", v1 lists "cpu,cpuacct" or "cpu".
+        const auto first = line.find(':');
+        const auto second = first == std::string::npos ? first : line.find(':', first + 1);
+        if (second == std::string::npos) {
+            continue;
+        }
+        const std::string controllers = line.substr(first + 1, second - first - 1);
+        const std::string path = line.substr(second + 1);
+        if (line.compare(0, first, "0") == 0 && controllers.empty()) {
+            for (const std::string& level : up_to_root(path)) {
+                if (const auto text = slurp(base + "sys/fs/cgroup" + level + "/cpu.max")) {
+                    keep_smaller(best, parse_cpu_max(*text));
+                }
+            }
+            continue;
+        }
+        std::istringstream names(controllers);
+        std::string name;
+        bool cpu = false;
+        while (std::getline(names, name, ',')) {
+            cpu = cpu || name == "cpu";
+        }
+        if (!cpu) {
+            continue;
+        }
+        // The v1 mount is "cpu,cpuacct" on most distributions, "cpu" on some.
+        for (const char* mount : {"sys/fs/cgroup/cpu,cpuacct", "sys/fs/cgroup/cpu"}) {
+            for (const std::string& level : up_to_root(path)) {
+                const std::string dir = base + mount + level;
+                const auto quota = slurp(dir + "/cpu.cfs_quota_us");
+                const auto period = slurp(dir + "/cpu.cfs_period_us");
+                if (quota && period) {
+                    keep_smaller(best, parse_cfs_quota(*quota, *period));
+                }
+            }
+        }
+    }
+    return best;
+}
+
+thread_choice default_threads(std::optional<double> quota, unsigned hardware_threads) {
+    const std::uint32_t hardware = std::max(1u, hardware_threads);
+    if (!quota) {
+        return {hardware, std::to_string(hardware) + " hardware threads"};
+    }
+    const auto rounded = static_cast<std::uint32_t>(std::max(1.0, std::ceil(*quota - 1e-9)));
+    std::ostringstream reason;
+    reason << "cgroup CPU quota " << *quota << " of " << hardware << " hardware threads";
+    return {std::min(rounded, hardware), reason.str()};
+}
+
+}  // namespace tokenmeter::app
