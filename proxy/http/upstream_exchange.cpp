@@ -15,13 +15,38 @@ upstream_exchange<Stream>::upstream_exchange(client_connection<Stream>& owner,
                                              upstream_pool& pool)
     : owner_(owner),
       pool_(pool),
-      body_buffer_(std::make_unique<std::array<char, body_buffer_size>>()) {}
+      body_buffer_(new char[body_buffer_initial]),
+      body_capacity_(body_buffer_initial) {}
+
+template <class Stream>
+void upstream_exchange<Stream>::grow_body_buffer_after(std::size_t bytes_read) {
+    // Only between a completed write and the next read: nothing refers to the old bytes then.
+    // A read of at least the head's read size is a bulk transfer (a streamed chunk is a few
+    // hundred bytes), whichever of the two buffers limited it.
+    if (bytes_read >= head_read_size && body_capacity_ < body_buffer_max) {
+        body_capacity_ = std::min(body_capacity_ * 4, body_buffer_max);
+        body_buffer_.reset(new char[body_capacity_]);
+        // Beast reads at most the free capacity of the connection's buffer (64 KiB at most per
+        // read); left at the head's 8 KiB, a large body would cost a recv per 8 KiB.
+        upstream_->buffer.reserve(std::min(body_capacity_, upstream_read_max));
+    }
+}
+
+template <class Stream>
+void upstream_exchange<Stream>::reset_body_buffer() {
+    if (body_capacity_ != body_buffer_initial) {
+        body_capacity_ = body_buffer_initial;
+        body_buffer_.reset(new char[body_capacity_]);
+    }
+}
 
 template <class Stream>
 void upstream_exchange<Stream>::start(bhttp::request<bhttp::string_body> request,
                                       relay_options options) {
     request_ = std::move(request);
     options_ = options;
+    reset_body_buffer();
+    last_read_ = 0;
     retried_ = false;
     relayed_bytes_ = 0;
     usage_filter_.reset();

@@ -47,7 +47,7 @@ class upstream_exchange {
     void abort() noexcept;
     // A scratch buffer for the owner while no exchange runs (draining a closing connection).
     [[nodiscard]] asio::mutable_buffer scratch() noexcept {
-        return asio::buffer(body_buffer_->data(), body_buffer_->size());
+        return asio::buffer(body_buffer_.get(), body_capacity_);
     }
 
   private:
@@ -95,11 +95,21 @@ class upstream_exchange {
     std::optional<protocol::usage_filter> usage_filter_;
     std::uint64_t relayed_bytes_ = 0;
     std::string_view pending_last_;  // the held end of the response (see write_last_body)
+    std::size_t last_read_ = 0;      // bytes of the previous body read (buffer growth)
 
     static constexpr unsigned max_interim_responses = 16;
     static constexpr std::size_t head_read_size = 8 * 1024;
-    static constexpr std::size_t body_buffer_size = 16 * 1024;
-    std::unique_ptr<std::array<char, body_buffer_size>> body_buffer_;
+    // The relay buffer starts small (a streamed chunk is a few hundred bytes, and only the pages
+    // a read touches count in RSS) and grows while reads keep filling it: a large body then
+    // moves in few big reads and writes, with one syscall pair and two timer re-arms per read.
+    // It shrinks back when the next exchange starts.
+    static constexpr std::size_t body_buffer_initial = 16 * 1024;
+    static constexpr std::size_t body_buffer_max = 256 * 1024;
+    static constexpr std::size_t upstream_read_max = 64 * 1024;  // Beast's cap per read
+    void grow_body_buffer_after(std::size_t bytes_read);
+    void reset_body_buffer();
+    std::unique_ptr<char[]> body_buffer_;  // uninitialised: untouched pages cost no RSS
+    std::size_t body_capacity_ = 0;
 };
 
 }  // namespace tokenmeter::http

@@ -9,8 +9,9 @@ namespace tokenmeter::http {
 template <class Stream>
 void upstream_exchange<Stream>::do_read_body() {
     auto& body = parser_->get().body();
-    body.data = body_buffer_->data();
-    body.size = body_buffer_->size();
+    grow_body_buffer_after(last_read_);
+    body.data = body_buffer_.get();
+    body.size = body_capacity_;
     upstream_->stream.expires_after(owner_.context_.settings.upstream_idle);
     bhttp::async_read_some(upstream_->stream, upstream_->buffer, *parser_,
                            owner_.guarded([this](error_code ec, std::size_t) { on_read_body(ec); }));
@@ -27,8 +28,9 @@ void upstream_exchange<Stream>::on_read_body(error_code ec) {
         return;
     }
     auto& observed = *owner_.request_.observed;
-    std::size_t bytes = body_buffer_->size() - parser_->get().body().size;
-    std::string_view read(body_buffer_->data(), bytes);
+    std::size_t bytes = body_capacity_ - parser_->get().body().size;
+    last_read_ = bytes;
+    std::string_view read(body_buffer_.get(), bytes);
     if (ec) {
         // The client must not mistake a cut stream for a whole one: no final chunk, just close.
         // Bytes parsed in this same read are still shown to the observer.
