@@ -15,8 +15,7 @@ upstream_exchange<Stream>::upstream_exchange(client_connection<Stream>& owner,
                                              upstream_pool& pool)
     : owner_(owner),
       pool_(pool),
-      body_buffer_(new char[body_buffer_initial]),
-      body_capacity_(body_buffer_initial) {}
+      body_capacity_(0) {}
 
 template <class Stream>
 void upstream_exchange<Stream>::grow_body_buffer_after(std::size_t bytes_read) {
@@ -34,9 +33,10 @@ void upstream_exchange<Stream>::grow_body_buffer_after(std::size_t bytes_read) {
 
 template <class Stream>
 void upstream_exchange<Stream>::reset_body_buffer() {
-    if (body_capacity_ != body_buffer_initial) {
-        body_capacity_ = body_buffer_initial;
-        body_buffer_.reset(new char[body_capacity_]);
+    // Allocated again, small, when this exchange's body arrives.
+    if (body_capacity_ > body_buffer_initial) {
+        body_buffer_.reset();
+        body_capacity_ = 0;
     }
 }
 

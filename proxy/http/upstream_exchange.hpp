@@ -47,6 +47,7 @@ class upstream_exchange {
     void abort() noexcept;
     // A scratch buffer for the owner while no exchange runs (draining a closing connection).
     [[nodiscard]] asio::mutable_buffer scratch() noexcept {
+        ensure_body_buffer();
         return asio::buffer(body_buffer_.get(), body_capacity_);
     }
 
@@ -98,16 +99,23 @@ class upstream_exchange {
     std::size_t last_read_ = 0;      // bytes of the previous body read (buffer growth)
 
     static constexpr unsigned max_interim_responses = 16;
-    static constexpr std::size_t head_read_size = 8 * 1024;
+    // Response heads are rarely over 1 KiB; a bigger one grows the buffer as Beast needs.
+    static constexpr std::size_t head_read_size = 4 * 1024;
     // The relay buffer starts small (a streamed chunk is a few hundred bytes, and only the pages
     // a read touches count in RSS) and grows while reads keep filling it: a large body then
     // moves in few big reads and writes, with one syscall pair and two timer re-arms per read.
     // It shrinks back when the next exchange starts.
-    static constexpr std::size_t body_buffer_initial = 16 * 1024;
+    static constexpr std::size_t body_buffer_initial = 4 * 1024;
     static constexpr std::size_t body_buffer_max = 256 * 1024;
     static constexpr std::size_t upstream_read_max = 64 * 1024;  // Beast's cap per read
     void grow_body_buffer_after(std::size_t bytes_read);
     void reset_body_buffer();
+    void ensure_body_buffer() {
+        if (!body_buffer_) {
+            body_buffer_.reset(new char[body_buffer_initial]);
+            body_capacity_ = body_buffer_initial;
+        }
+    }
     std::unique_ptr<char[]> body_buffer_;  // uninitialised: untouched pages cost no RSS
     std::size_t body_capacity_ = 0;
 };

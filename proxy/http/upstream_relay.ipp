@@ -9,6 +9,7 @@ namespace tokenmeter::http {
 template <class Stream>
 void upstream_exchange<Stream>::do_read_body() {
     auto& body = parser_->get().body();
+    ensure_body_buffer();
     grow_body_buffer_after(last_read_);
     body.data = body_buffer_.get();
     body.size = body_capacity_;
