@@ -96,12 +96,14 @@ sim_bin=$(find_binary tokenmeter-sim tests/sim/tokenmeter-sim)
 proxy_bin=$(find_binary tokenmeter proxy/tokenmeter)
 load_bin=$(find_binary tokenmeter-load tests/bench/tokenmeter-load)
 
-# A loopback port nobody listens on (nginx and haproxy take a fixed port; a race with another
-# process taking it in between is possible but harmless: that server then fails to start).
+# A loopback port nobody uses (nginx and haproxy take a fixed port). Below the kernel's ephemeral
+# range, so no outgoing connection holds it; a race with another process taking it in between is
+# possible but harmless: that server then fails to start and the script says so.
 free_port() {
-  local port
+  local port low
+  low=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
   for _ in $(seq 1 50); do
-    port=$((20000 + RANDOM % 40000))
+    port=$((10000 + RANDOM % (low - 10000)))
     if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
       echo "$port"
       return 0
@@ -186,7 +188,7 @@ http {
   scgi_temp_path $work/nginx/scgi;
   upstream model { server 127.0.0.1:$sim_port; keepalive 1024; }
   server {
-    listen 127.0.0.1:$nginx_port;
+    listen 127.0.0.1:$nginx_port backlog=4096;
     keepalive_requests 100000;
     location / {
       proxy_pass http://model;
@@ -213,7 +215,7 @@ if wants haproxy; then
   cat >"$work/haproxy.cfg" <<EOF
 global
   nbthread 1
-  maxconn $((2 * hold_streams + 1000))
+  maxconn $((hold_streams + 500))
 defaults
   mode http
   option http-no-delay
@@ -223,6 +225,7 @@ defaults
   http-reuse always
 frontend bench
   bind 127.0.0.1:$haproxy_port
+  backlog 4096
   default_backend model
 backend model
   server sim 127.0.0.1:$sim_port

@@ -183,6 +183,11 @@ void client_connection<Stream>::handle_request() {
     lowest().expires_never();
     bhttp::request<bhttp::string_body> request = request_parser_->release();
     request_parser_.reset();
+    // A long prompt grew the read buffer; a stream can last minutes, so give that back now
+    // unless a pipelined request is already waiting in it.
+    if (client_buffer_.size() == 0 && client_buffer_.capacity() > idle_client_buffer_bytes) {
+        client_buffer_.shrink_to_fit();
+    }
     request_plan plan = plan_request(request, request_.forward_target, request_.header_fields,
                                      context_.settings);
     request_.api = plan.api;

@@ -106,6 +106,7 @@ class client_connection : public idle_closable,
     proxy_context& context_;
     session_registry& sessions_;
     Stream client_;
+    static constexpr std::size_t idle_client_buffer_bytes = 4 * 1024;
     beast::flat_buffer client_buffer_;
     phase phase_ = phase::reading_request;
     bool first_request_ = true;

@@ -20,9 +20,10 @@ upstream_exchange<Stream>::upstream_exchange(client_connection<Stream>& owner,
 template <class Stream>
 void upstream_exchange<Stream>::grow_body_buffer_after(std::size_t bytes_read) {
     // Only between a completed write and the next read: nothing refers to the old bytes then.
-    // A read of at least the head's read size is a bulk transfer (a streamed chunk is a few
-    // hundred bytes), whichever of the two buffers limited it.
-    if (bytes_read >= head_read_size && body_capacity_ < body_buffer_max) {
+    // A read as large as the smaller of the two buffers allowed is a bulk transfer (a streamed
+    // chunk is a few hundred bytes).
+    const std::size_t could_read = std::min(body_capacity_, upstream_->buffer.capacity());
+    if (bytes_read > 0 && bytes_read >= could_read && body_capacity_ < body_buffer_max) {
         body_capacity_ = std::min(body_capacity_ * 4, body_buffer_max);
         body_buffer_.reset(new char[body_capacity_]);
         // Beast reads at most the free capacity of the connection's buffer (64 KiB at most per
@@ -216,6 +217,9 @@ void upstream_exchange<Stream>::on_head(error_code ec) {
         return;
     }
 
+    // No retry can come now: the request body (a long prompt, perhaps) is not needed while
+    // the response streams.
+    std::string().swap(request_.body());
     auto& request = owner_.request_;
     const auto& head = parser_->get();
     interim_responses_ = 0;
