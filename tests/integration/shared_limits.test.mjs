@@ -1,0 +1,198 @@
+// tenants.shared_limits.redis: one tenant limit for several proxies, kept in a real redis-server
+// the test starts on a loopback port. Two proxies share one limit; Redis killed mid-run (streams
+// go on, allow/deny as configured, errors counted); Redis back (shared limiting resumes without
+// restarting a proxy); Redis slowed by a delaying relay (admission waits at most the timeout).
+import assert from 'node:assert/strict';
+import { after, test } from 'node:test';
+
+import { nowMs, request, sleep, startProxy, startSim, stopAll, waitFor, waitMetrics } from './lib/harness.mjs';
+import { startDelayRelay, startRedis } from './lib/redis.mjs';
+
+after(stopAll);
+
+const chat = (content = 'hello there') => ({
+  model: 'shared-model', stream: true, stream_options: { include_usage: true },
+  messages: [{ role: 'user', content }],
+});
+
+function sharedConfig(url, { rate = 1000, onError = 'allow', timeout = '200ms', burst = '1s' } = {}) {
+  return [
+    'tenants:',
+    '  source: header',
+    '  enforce_provisioned: true',
+    `  provisioned_burst: ${burst}`,
+    '  limits:',
+    `    team: { provisioned_tokens_per_second: ${rate} }`,
+    '  shared_limits:',
+    '    redis:',
+    `      url: ${url}`,
+    `      timeout: ${timeout}`,
+    `      on_error: ${onError}`,
+    '',
+  ].join('\n');
+}
+
+const send = (proxy, { tokens = 100, itl = 0, ttft = 0, tenant = 'team' } = {}) => request({
+  port: proxy.port, body: chat(),
+  headers: { 'x-tenant-id': tenant, 'x-sim-output-tokens': String(tokens),
+    'x-sim-ttft-ms': String(ttft), 'x-sim-itl-ms': String(itl) },
+});
+
+async function tenantTokens(proxy) {
+  const m = await proxy.metrics();
+  let sum = 0;
+  for (const s of m.select('tokenmeter_tenant_tokens_total')) {
+    if (s.labels.tenant === 'team' && (s.labels.type === 'input' || s.labels.type === 'output')) {
+      sum += s.value;
+    }
+  }
+  return sum;
+}
+
+test('two proxies share one tenant limit: aggregate admitted tokens/s within 10 % of it', { timeout: 90_000 }, async () => {
+  const redis = await startRedis();
+  const sim = await startSim();
+  const rate = 1000;
+  const config = sharedConfig(redis.url, { rate, burst: '500ms' });
+  const proxies = await Promise.all([
+    startProxy({ upstream: sim.port, config, name: 'proxy-a' }),
+    startProxy({ upstream: sim.port, config, name: 'proxy-b' }),
+  ]);
+  let running = true;
+  const counts = { admitted: 0, refused: 0, other: 0 };
+  // Four clients per proxy ask again 40 ms after each 429: far more than the limit admits.
+  const loops = [];
+  for (const proxy of proxies) {
+    for (let i = 0; i < 4; ++i) {
+      loops.push((async () => {
+        while (running) {
+          const res = await send(proxy);
+          if (res.status === 200 && res.complete) {
+            ++counts.admitted;
+          } else if (res.status === 429) {
+            ++counts.refused;
+            await sleep(40);
+          } else {
+            ++counts.other;
+            await sleep(20);
+          }
+        }
+      })());
+    }
+  }
+  // The first seconds spend the full bucket; measure after them.
+  await sleep(3000);
+  const t0 = nowMs();
+  const start = (await Promise.all(proxies.map(tenantTokens))).reduce((a, b) => a + b, 0);
+  await sleep(20_000);
+  const end = (await Promise.all(proxies.map(tenantTokens))).reduce((a, b) => a + b, 0);
+  const seconds = (nowMs() - t0) / 1000;
+  running = false;
+  await Promise.all(loops);
+  const perSecond = (end - start) / seconds;
+  console.log(`shared limit ${rate} tokens/s: admitted ${perSecond.toFixed(1)} tokens/s over ` +
+    `${seconds.toFixed(1)} s; ${JSON.stringify(counts)}`);
+  assert.equal(counts.other, 0, 'every answer is 200 or 429');
+  assert.ok(counts.refused > 0, 'the limit refused requests');
+  assert.ok(Math.abs(perSecond - rate) <= 0.1 * rate,
+    `aggregate ${perSecond.toFixed(1)} tokens/s is not within 10 % of ${rate}`);
+  // Each proxy had its share decided by the store: both were admitted, both were refused.
+  for (const proxy of proxies) {
+    const m = await proxy.metrics();
+    assert.equal(m.value('tokenmeter_tenant_shared_limit_store_in_use'), 1);
+    assert.ok(m.value('tokenmeter_tenant_shared_limit_decisions_total', { decision: 'admitted', store: 'shared' }) > 0);
+    assert.ok(m.value('tokenmeter_tenant_shared_limit_decisions_total', { decision: 'refused', store: 'shared' }) > 0);
+    assert.equal(m.value('tokenmeter_tenant_shared_limit_errors_total', { reason: 'connection' }), 0);
+  }
+  assert.match(redis.cli('HGET', 'tokenmeter:{team}:tokens', 'level'), /^-?\d+\.\d+$/);
+});
+
+test('Redis killed mid-run: streams finish, allow and deny apply, errors counted; Redis back: shared again', { timeout: 60_000 }, async () => {
+  const redis = await startRedis();
+  const sim = await startSim();
+  // A limit far above what the test uses: every refusal here comes from on_error: deny.
+  const allow = await startProxy({ upstream: sim.port, name: 'proxy-allow',
+    config: sharedConfig(redis.url, { rate: 100_000, onError: 'allow' }) });
+  const deny = await startProxy({ upstream: sim.port, name: 'proxy-deny',
+    config: sharedConfig(redis.url, { rate: 100_000, onError: 'deny' }) });
+  for (const proxy of [allow, deny]) {
+    assert.equal((await send(proxy, { tokens: 5 })).status, 200);
+  }
+  // Two-second streams, admitted while Redis is up; Redis dies under them.
+  const streams = [allow, deny].map((proxy) => send(proxy, { tokens: 100, itl: 20 }));
+  await sleep(500);
+  await redis.stop('SIGKILL');
+  for (const res of await Promise.all(streams)) {
+    assert.equal(res.status, 200);
+    assert.ok(res.complete, 'an admitted stream runs to its end');
+    assert.match(res.body.toString(), /data: \[DONE\]/);
+  }
+  // allow: the local bucket admits; deny: 429 with Retry-After and a JSON error.
+  assert.equal((await send(allow, { tokens: 5 })).status, 200);
+  const refused = await send(deny, { tokens: 5 });
+  assert.equal(refused.status, 429);
+  assert.ok(Number(refused.headers['retry-after']) >= 1);
+  assert.equal(JSON.parse(refused.body.toString()).error.code, 'provisioned_throughput_exceeded');
+  for (const proxy of [allow, deny]) {
+    const m = await proxy.metrics();
+    const errors = m.value('tokenmeter_tenant_shared_limit_errors_total', { reason: 'connection' }) +
+      m.value('tokenmeter_tenant_shared_limit_errors_total', { reason: 'timeout' });
+    assert.ok(errors >= 1, 'store errors are counted');
+    assert.equal(m.value('tokenmeter_tenant_shared_limit_store_in_use'), 0);
+  }
+  const local = await allow.metrics();
+  assert.ok(local.value('tokenmeter_tenant_shared_limit_decisions_total', { decision: 'admitted', store: 'local' }) >= 1);
+  // Tokens admitted locally are the divergence, waiting for the store.
+  assert.ok(local.value('tokenmeter_tenant_shared_limit_unsynced_tokens') > 0);
+
+  // The same port again, an empty Redis: the proxies reconnect on their own.
+  const again = await startRedis(redis.port);
+  await waitFor(async () => (await send(deny, { tokens: 5 })).status === 200,
+    { timeoutMs: 15_000, intervalMs: 100, what: 'the deny proxy admitting through Redis again' });
+  await waitFor(async () => {
+    await send(allow, { tokens: 5 });
+    const m = await allow.metrics();
+    return m.value('tokenmeter_tenant_shared_limit_store_in_use') === 1 &&
+      m.value('tokenmeter_tenant_shared_limit_unsynced_tokens') === 0;
+  }, { timeoutMs: 15_000, intervalMs: 100, what: 'the allow proxy back on the shared store, divergence sent' });
+  // The bucket lives in the new Redis again.
+  assert.match(again.cli('HGET', 'tokenmeter:{team}:tokens', 'level'), /^-?\d+\.\d+$/);
+});
+
+// Median time to first byte of `n` requests, one after another.
+async function medianTtft(proxy, n) {
+  const times = [];
+  for (let i = 0; i < n; ++i) {
+    const res = await send(proxy, { tokens: 3 });
+    assert.equal(res.status, 200);
+    times.push(res.firstDataAt - res.startedAt);
+  }
+  times.sort((a, b) => a - b);
+  return times[Math.floor(n / 2)];
+}
+
+test('a slow Redis: admission waits at most the timeout, then on_error decides', { timeout: 60_000 }, async () => {
+  const redis = await startRedis();
+  const sim = await startSim();
+  const timeoutMs = 100;
+  const relay = await startDelayRelay(redis.port, 400);
+  const direct = await startProxy({ upstream: sim.port, name: 'proxy-direct',
+    config: sharedConfig(redis.url, { rate: 100_000, timeout: `${timeoutMs}ms` }) });
+  const slow = await startProxy({ upstream: sim.port, name: 'proxy-slow',
+    config: sharedConfig(`redis://127.0.0.1:${relay.port}`, { rate: 100_000, timeout: `${timeoutMs}ms` }) });
+  // Let the slow proxy's connections through the relay come up.
+  await sleep(1500);
+  const base = await medianTtft(direct, 9);
+  const delayed = await medianTtft(slow, 9);
+  console.log(`TTFT median: direct ${base.toFixed(1)} ms, through a 400 ms relay ${delayed.toFixed(1)} ms ` +
+    `(timeout ${timeoutMs} ms)`);
+  // The bound, with room for a loaded machine: never the relay's 800 ms round trip.
+  assert.ok(delayed - base <= timeoutMs + 150,
+    `TTFT grew by ${(delayed - base).toFixed(1)} ms, more than the ${timeoutMs} ms timeout allows`);
+  const m = await waitMetrics(slow, (x) => x.value('tokenmeter_tenant_shared_limit_errors_total', { reason: 'timeout' }) >= 9);
+  assert.ok(m.value('tokenmeter_tenant_shared_limit_errors_total', { reason: 'timeout' }) >= 9);
+  assert.ok(m.value('tokenmeter_tenant_shared_limit_round_trip_seconds_count') >= 9);
+  const d = await direct.metrics();
+  assert.equal(d.value('tokenmeter_tenant_shared_limit_errors_total', { reason: 'timeout' }), 0);
+  await relay.stop();
+});
