@@ -88,5 +88,11 @@ test('Redis killed mid-run: streams finish, allow and deny apply, errors counted
   }, { timeoutMs: 15_000, intervalMs: 100, what: 'the allow proxy back on the shared store, divergence sent' });
   // The bucket lives in the new Redis again.
   assert.match(again.cli('HGET', 'tokenmeter:{team}:tokens', 'level'), /^-?\d+\.\d+$/);
+  // A new Redis has no script cache: EVALSHA was answered NOSCRIPT, EVAL loaded it, and from
+  // then on EVALSHA alone.
+  const stats = again.cli('INFO', 'commandstats');
+  const calls = (name) => Number((new RegExp(`cmdstat_${name}:calls=(\\d+)`).exec(stats) || [])[1] || 0);
+  assert.ok(calls('eval') >= 1, stats);
+  assert.ok(calls('evalsha') > calls('eval'), stats);
 });
 
