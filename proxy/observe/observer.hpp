@@ -79,7 +79,10 @@ class exchange_observer {
     // exactly once, on any thread (the session posts back to its own), within the store's
     // timeout.
     [[nodiscard]] virtual bool admission_pending() const noexcept { return false; }
-    virtual void await_admission(std::function<void()> done) { done(); }
+    virtual void await_admission(std::function<void()> done) {
+        auto now = std::move(done);
+        now();
+    }
     // The response head as the client will get it; has_body: a body follows. The returned wait
     // is the request's open entry: no byte may reach the client before it is durable.
     virtual durable_wait response_head(int status, std::string_view content_type, bool has_body,

@@ -1,5 +1,6 @@
 #include "observe/shared_limit.hpp"
 
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <string>
@@ -46,9 +47,10 @@ return {admitted, string.format('%.6f', level)}
 )lua";
 
 std::string number(double value) {
-    char buffer[64];
-    auto [end, ec] = std::to_chars(buffer, buffer + sizeof buffer, value, std::chars_format::fixed, 6);
-    return ec == std::errc{} ? std::string(buffer, end) : std::string("0");
+    std::array<char, 64> buffer{};
+    auto [end, ec] = std::to_chars(buffer.data(), buffer.data() + buffer.size(), value,
+                                   std::chars_format::fixed, 6);
+    return ec == std::errc{} ? std::string(buffer.data(), end) : std::string("0");
 }
 
 }  // namespace
