@@ -1,6 +1,6 @@
 // tenants.shared_limits.redis: one tenant limit for several proxies, kept in a real redis-server
 // the test starts on a loopback port. Two proxies share one limit (the aggregate admitted rate is
-// the limit, not twice it); a Redis slowed by a delaying relay makes admission wait at most the
+// the limit; the same load without the store gets about twice it); a Redis slowed by a delaying relay makes admission wait at most the
 // timeout. Failures of Redis: shared_limits_failover.test.mjs.
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
@@ -49,18 +49,12 @@ async function tenantTokens(proxy) {
   return sum;
 }
 
-test('two proxies share one tenant limit: aggregate admitted tokens/s within 10 % of it', { timeout: 90_000 }, async () => {
-  const redis = await startRedis();
-  const sim = await startSim();
-  const rate = 1000;
-  const config = sharedConfig(redis.url, { rate, burst: '500ms' });
-  const proxies = await Promise.all([
-    startProxy({ upstream: sim.port, config, name: 'proxy-a' }),
-    startProxy({ upstream: sim.port, config, name: 'proxy-b' }),
-  ]);
+// Drives both proxies far beyond the limit (four clients each, asking again 40 ms after a 429)
+// and returns the tenant's admitted input + output tokens per second over `seconds`, after
+// `warmUpSeconds` that spend the full buckets.
+async function aggregateRate(proxies, { warmUpSeconds, seconds }) {
   let running = true;
   const counts = { admitted: 0, refused: 0, other: 0 };
-  // Four clients per proxy ask again 40 ms after each 429: far more than the limit admits.
   const loops = [];
   for (const proxy of proxies) {
     for (let i = 0; i < 4; ++i) {
@@ -80,18 +74,30 @@ test('two proxies share one tenant limit: aggregate admitted tokens/s within 10 
       })());
     }
   }
-  // The first seconds spend the full bucket; measure after them.
-  await sleep(3000);
+  await sleep(warmUpSeconds * 1000);
+  const total = async () => (await Promise.all(proxies.map(tenantTokens))).reduce((a, b) => a + b, 0);
   const t0 = nowMs();
-  const start = (await Promise.all(proxies.map(tenantTokens))).reduce((a, b) => a + b, 0);
-  await sleep(20_000);
-  const end = (await Promise.all(proxies.map(tenantTokens))).reduce((a, b) => a + b, 0);
-  const seconds = (nowMs() - t0) / 1000;
+  const start = await total();
+  await sleep(seconds * 1000);
+  const end = await total();
+  const elapsed = (nowMs() - t0) / 1000;
   running = false;
   await Promise.all(loops);
-  const perSecond = (end - start) / seconds;
+  return { perSecond: (end - start) / elapsed, elapsed, counts };
+}
+
+test('two proxies share one tenant limit: aggregate admitted tokens/s within 10 % of it', { timeout: 90_000 }, async () => {
+  const redis = await startRedis();
+  const sim = await startSim();
+  const rate = 1000;
+  const config = sharedConfig(redis.url, { rate, burst: '500ms' });
+  const proxies = await Promise.all([
+    startProxy({ upstream: sim.port, config, name: 'proxy-a' }),
+    startProxy({ upstream: sim.port, config, name: 'proxy-b' }),
+  ]);
+  const { perSecond, elapsed, counts } = await aggregateRate(proxies, { warmUpSeconds: 3, seconds: 20 });
   console.log(`shared limit ${rate} tokens/s: admitted ${perSecond.toFixed(1)} tokens/s over ` +
-    `${seconds.toFixed(1)} s; ${JSON.stringify(counts)}`);
+    `${elapsed.toFixed(1)} s; ${JSON.stringify(counts)}`);
   assert.equal(counts.other, 0, 'every answer is 200 or 429');
   assert.ok(counts.refused > 0, 'the limit refused requests');
   assert.ok(Math.abs(perSecond - rate) <= 0.1 * rate,
@@ -105,6 +111,23 @@ test('two proxies share one tenant limit: aggregate admitted tokens/s within 10 
     assert.equal(m.value('tokenmeter_tenant_shared_limit_errors_total', { reason: 'connection' }), 0);
   }
   assert.match(redis.cli('HGET', 'tokenmeter:{team}:tokens', 'level'), /^-?\d+\.\d+$/);
+});
+
+// The same load without the shared store: each process limits on its own, so the tenant gets
+// about twice its limit. This is what the test above would see if the store were not shared.
+test('without the shared store the same two proxies admit about twice the limit', { timeout: 60_000 }, async () => {
+  const sim = await startSim();
+  const rate = 1000;
+  const config = sharedConfig('""', { rate, burst: '500ms' });
+  const proxies = await Promise.all([
+    startProxy({ upstream: sim.port, config, name: 'proxy-a-alone' }),
+    startProxy({ upstream: sim.port, config, name: 'proxy-b-alone' }),
+  ]);
+  const { perSecond, elapsed, counts } = await aggregateRate(proxies, { warmUpSeconds: 2, seconds: 8 });
+  console.log(`per-process limits of ${rate} tokens/s: admitted ${perSecond.toFixed(1)} tokens/s ` +
+    `over ${elapsed.toFixed(1)} s; ${JSON.stringify(counts)}`);
+  assert.ok(counts.refused > 0, 'each process refused requests');
+  assert.ok(perSecond > 1.5 * rate, `aggregate ${perSecond.toFixed(1)} tokens/s`);
 });
 
 // Median time to first byte of `n` requests, one after another.
