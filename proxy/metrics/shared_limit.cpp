@@ -18,8 +18,8 @@ shared_limit_metrics::shared_limit_metrics(prometheus::Registry& registry)
       // Loopback to a cross-zone Redis: 100 us to 100 ms, and the timeout's neighbourhood.
       round_trip_(prometheus::BuildHistogram()
                       .Name("tokenmeter_tenant_shared_limit_round_trip_seconds")
-                      .Help("Round trip of one call (admission or settlement) to the shared-limit store, "
-                            "answered or not")
+                      .Help("Round trip of one call (admission or settlement) to the "
+                            "shared-limit store, answered or not")
                       .Register(registry)
                       .Add({}, prometheus::Histogram::BucketBoundaries{
                                    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
