@@ -77,8 +77,9 @@ shared_limit_parts open_shared_limits(const config::settings& settings,
     spdlog::info("tenant limits shared through Redis at {}:{} (timeout {} ms, on_error {})",
                  endpoint.host, endpoint.port, r.timeout.count(), r.on_error);
     if (!settings.tenants.enforce_provisioned) {
-        spdlog::warn("tenants.shared_limits.redis is set but tenants.enforce_provisioned is false: "
-                     "nothing is limited");
+        spdlog::warn(
+            "tenants.shared_limits.redis is set but tenants.enforce_provisioned is false: "
+            "nothing is limited");
     }
     return parts;
 }

@@ -14,8 +14,9 @@ redis_endpoint parse_redis_url(const std::string& url, std::string& error) {
     error.clear();
     std::string_view rest(url);
     if (rest.starts_with("rediss://")) {
-        error = "rediss:// (TLS to Redis) is not supported yet: it comes with TLS support; use "
-                "redis:// on a trusted network";
+        error =
+            "rediss:// (TLS to Redis) is not supported yet: it comes with TLS support; use "
+            "redis:// on a trusted network";
         return out;
     }
     if (!rest.starts_with("redis://")) {
@@ -24,8 +25,9 @@ redis_endpoint parse_redis_url(const std::string& url, std::string& error) {
     }
     rest.remove_prefix(8);
     if (rest.find('@') != std::string_view::npos) {
-        error = "credentials do not belong in the URL: set username, and password_file or "
-                "password_env";
+        error =
+            "credentials do not belong in the URL: set username, and password_file or "
+            "password_env";
         return out;
     }
     if (auto slash = rest.find('/'); slash != std::string_view::npos) {

@@ -209,7 +209,8 @@ void client_connection<Stream>::handle_request() {
         // Not idle meanwhile: a drain must not close it.
         phase_ = phase::proxying;
         request_.observed->await_admission(
-            [executor = client_.get_executor(), resume = guarded([this] { on_admission(); })]() mutable {
+            [executor = client_.get_executor(),
+             resume = guarded([this] { on_admission(); })]() mutable {
                 asio::post(executor, std::move(resume));
             });
         return;

@@ -72,18 +72,17 @@ void redis_asio_adapter::arm_read() {
         return;
     }
     reading_ = true;
-    socket_.async_wait(descriptor::wait_read,
-                       [self = shared_from_this()](const error_code& ec) {
-                           self->reading_ = false;
-                           if (ec || self->context_ == nullptr || !self->want_read_) {
-                               return;
-                           }
-                           redisAsyncHandleRead(self->context_);
-                           // The read may have ended the connection (detach) or not.
-                           if (self->context_ != nullptr && self->want_read_) {
-                               self->arm_read();
-                           }
-                       });
+    socket_.async_wait(descriptor::wait_read, [self = shared_from_this()](const error_code& ec) {
+        self->reading_ = false;
+        if (ec || self->context_ == nullptr || !self->want_read_) {
+            return;
+        }
+        redisAsyncHandleRead(self->context_);
+        // The read may have ended the connection (detach) or not.
+        if (self->context_ != nullptr && self->want_read_) {
+            self->arm_read();
+        }
+    });
 }
 
 void redis_asio_adapter::arm_write() {
@@ -91,17 +90,16 @@ void redis_asio_adapter::arm_write() {
         return;
     }
     writing_ = true;
-    socket_.async_wait(descriptor::wait_write,
-                       [self = shared_from_this()](const error_code& ec) {
-                           self->writing_ = false;
-                           if (ec || self->context_ == nullptr || !self->want_write_) {
-                               return;
-                           }
-                           redisAsyncHandleWrite(self->context_);
-                           if (self->context_ != nullptr && self->want_write_) {
-                               self->arm_write();
-                           }
-                       });
+    socket_.async_wait(descriptor::wait_write, [self = shared_from_this()](const error_code& ec) {
+        self->writing_ = false;
+        if (ec || self->context_ == nullptr || !self->want_write_) {
+            return;
+        }
+        redisAsyncHandleWrite(self->context_);
+        if (self->context_ != nullptr && self->want_write_) {
+            self->arm_write();
+        }
+    });
 }
 
 }  // namespace tokenmeter::http

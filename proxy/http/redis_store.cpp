@@ -102,7 +102,8 @@ class redis_connection : public std::enable_shared_from_this<redis_connection> {
         redisAsyncSetConnectCallback(context, &redis_connection::on_connect);
         redisAsyncSetDisconnectCallback(context, &redis_connection::on_disconnect);
         // hiredis has no connect timeout of its own: give up on a silent address in time.
-        retry_.expires_after(std::max<clock_type::duration>(settings_.timeout, std::chrono::seconds(1)));
+        retry_.expires_after(
+            std::max<clock_type::duration>(settings_.timeout, std::chrono::seconds(1)));
         retry_.async_wait([self = shared_from_this(), context](const error_code& ec) {
             if (!ec && self->context_ == context && !self->ready_) {
                 self->context_ = nullptr;
@@ -201,7 +202,7 @@ class redis_connection : public std::enable_shared_from_this<redis_connection> {
         self->ready_ = false;
         if (!self->closing_) {
             self->log_down(context->errstr != nullptr && context->err != 0 ? context->errstr
-                                                                            : "connection closed");
+                                                                           : "connection closed");
             self->reconnect_later();
         }
     }
@@ -272,9 +273,10 @@ class redis_connection : public std::enable_shared_from_this<redis_connection> {
 
     void log_down(const char* why) {
         if (!down_logged_) {
-            spdlog::warn("shared limit: Redis at {}:{} unreachable ({}); the local bucket decides "
-                         "until it is back",
-                         settings_.host, settings_.port, why != nullptr ? why : "unknown");
+            spdlog::warn(
+                "shared limit: Redis at {}:{} unreachable ({}); the local bucket decides "
+                "until it is back",
+                settings_.host, settings_.port, why != nullptr ? why : "unknown");
             down_logged_ = true;
         }
     }

@@ -16,14 +16,15 @@ shared_limit_metrics::shared_limit_metrics(prometheus::Registry& registry)
                            "bucket that decided (shared, or local while the store failed)")
                      .Register(registry)),
       // Loopback to a cross-zone Redis: 100 us to 100 ms, and the timeout's neighbourhood.
-      round_trip_(prometheus::BuildHistogram()
-                      .Name("tokenmeter_tenant_shared_limit_round_trip_seconds")
-                      .Help("Round trip of one call (admission or settlement) to the "
-                            "shared-limit store, answered or not")
-                      .Register(registry)
-                      .Add({}, prometheus::Histogram::BucketBoundaries{
-                                   0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
-                                   0.05, 0.1, 0.25, 0.5, 1.0})),
+      round_trip_(
+          prometheus::BuildHistogram()
+              .Name("tokenmeter_tenant_shared_limit_round_trip_seconds")
+              .Help("Round trip of one call (admission or settlement) to the "
+                    "shared-limit store, answered or not")
+              .Register(registry)
+              .Add({}, prometheus::Histogram::BucketBoundaries{0.0001, 0.00025, 0.0005, 0.001,
+                                                               0.0025, 0.005, 0.01, 0.025, 0.05,
+                                                               0.1, 0.25, 0.5, 1.0})),
       in_use_(prometheus::BuildGauge()
                   .Name("tokenmeter_tenant_shared_limit_store_in_use")
                   .Help("1 while admissions are decided by the shared store, 0 while the local "

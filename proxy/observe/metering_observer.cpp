@@ -63,7 +63,8 @@ struct admission_slot {
 
 // The tokens admission charges before the output exists: the prompt, re-tokenized with the
 // model's tokenizer when one is loaded, else about four bytes per token of its text.
-std::uint64_t estimate_prompt(const tokenizer::encoder* native, const protocol::request_info& info) {
+std::uint64_t estimate_prompt(const tokenizer::encoder* native,
+                              const protocol::request_info& info) {
     if (native != nullptr && !info.prompt_text.empty()) {
         return native->count(info.prompt_text);
     }
@@ -110,16 +111,15 @@ class metering_exchange final : public exchange_observer {
             return;
         }
         auto* billing = parts_.billing;
-        parts_.shared->admit(
-            state_.tenant, state_.estimate, state_.received,
-            [slot = slot_, tenant = state_.tenant, billing,
-             done = std::move(done)](const shared_decision& decision) {
-                slot->admit = refusal_or_admission(decision.admission, tenant, decision.shared,
-                                                   billing);
-                slot->admitted = decision.admission.admitted;
-                slot->decided.store(true, std::memory_order_release);
-                done();
-            });
+        parts_.shared->admit(state_.tenant, state_.estimate, state_.received,
+                             [slot = slot_, tenant = state_.tenant, billing,
+                              done = std::move(done)](const shared_decision& decision) {
+                                 slot->admit = refusal_or_admission(decision.admission, tenant,
+                                                                    decision.shared, billing);
+                                 slot->admitted = decision.admission.admitted;
+                                 slot->decided.store(true, std::memory_order_release);
+                                 done();
+                             });
     }
 
     durable_wait response_head(int status, std::string_view content_type, bool has_body,
@@ -230,8 +230,9 @@ class metering_exchange final : public exchange_observer {
         if (parts_.throughput == nullptr || state_.tenant.empty() || state_.shared) {
             return;
         }
-        state_.admit = refusal_or_admission(parts_.throughput->admit(state_.tenant, state_.received),
-                                            state_.tenant, true, parts_.billing);
+        state_.admit =
+            refusal_or_admission(parts_.throughput->admit(state_.tenant, state_.received),
+                                 state_.tenant, true, parts_.billing);
     }
 
     // The session's view of a bucket's decision (a refusal counted per tenant).
@@ -242,7 +243,8 @@ class metering_exchange final : public exchange_observer {
         if (decision.admitted) {
             return result;
         }
-        auto seconds = std::max(1LL, static_cast<long long>(std::ceil(decision.retry_after_seconds)));
+        auto seconds =
+            std::max(1LL, static_cast<long long>(std::ceil(decision.retry_after_seconds)));
         result.admitted = false;
         result.retry_after = std::to_string(seconds);
         result.message = shared ? "tenant " + tenant +
@@ -304,10 +306,10 @@ class metering_exchange final : public exchange_observer {
             // Settled only once admitted (a refusal charged nothing); a request whose admission
             // never came back (the proxy shutting down) is left to the estimate.
             if (slot_->decided.load(std::memory_order_acquire) && slot_->admitted) {
-                parts_.shared->settle(state_.tenant,
-                                      static_cast<double>(input + output) -
-                                          static_cast<double>(state_.estimate),
-                                      summary.end);
+                parts_.shared->settle(
+                    state_.tenant,
+                    static_cast<double>(input + output) - static_cast<double>(state_.estimate),
+                    summary.end);
             }
         } else if (parts_.throughput != nullptr) {
             parts_.throughput->charge(state_.tenant, input + output, summary.end);

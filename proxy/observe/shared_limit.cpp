@@ -129,39 +129,39 @@ void shared_limiter::admit(const std::string& tenant, std::uint64_t estimate, co
     const double unsynced = take_unsynced(tenant);
     const auto cost = static_cast<double>(estimate);
     const double rate = local_.rates().at(tenant);
-    store_.call(make_call(tenant, cost + unsynced, true),
-                [this, tenant, cost, unsynced, rate, now,
-                 done = std::move(done)](const store_reply& reply) {
-                    shared_decision decision;
-                    if (reply.failure == store_failure::none) {
-                        note_success(reply);
-                        decision.admission.admitted = reply.admitted;
-                        if (!reply.admitted) {
-                            // Nothing was charged: the unsynced tokens go with the next call.
-                            add_unsynced(tenant, unsynced);
-                            decision.admission.retry_after_seconds = -reply.level / rate;
-                        } else {
-                            local_.adjust(tenant, cost, now);
-                        }
-                    } else {
-                        note_failure(reply);
-                        decision.shared = false;
-                        if (options_.on_error == on_store_error::deny) {
-                            decision.admission = {false, 1.0};
-                            add_unsynced(tenant, unsynced);
-                        } else {
-                            decision.admission = local_.admit(tenant, now);
-                            if (decision.admission.admitted) {
-                                local_.adjust(tenant, cost, now);
-                            }
-                            add_unsynced(tenant, unsynced + (decision.admission.admitted ? cost : 0));
-                        }
-                    }
-                    if (metrics_ != nullptr) {
-                        metrics_->decision(decision.admission.admitted, decision.shared);
-                    }
-                    done(decision);
-                });
+    store_.call(make_call(tenant, cost + unsynced, true), [this, tenant, cost, unsynced, rate, now,
+                                                           done = std::move(done)](
+                                                              const store_reply& reply) {
+        shared_decision decision;
+        if (reply.failure == store_failure::none) {
+            note_success(reply);
+            decision.admission.admitted = reply.admitted;
+            if (!reply.admitted) {
+                // Nothing was charged: the unsynced tokens go with the next call.
+                add_unsynced(tenant, unsynced);
+                decision.admission.retry_after_seconds = -reply.level / rate;
+            } else {
+                local_.adjust(tenant, cost, now);
+            }
+        } else {
+            note_failure(reply);
+            decision.shared = false;
+            if (options_.on_error == on_store_error::deny) {
+                decision.admission = {false, 1.0};
+                add_unsynced(tenant, unsynced);
+            } else {
+                decision.admission = local_.admit(tenant, now);
+                if (decision.admission.admitted) {
+                    local_.adjust(tenant, cost, now);
+                }
+                add_unsynced(tenant, unsynced + (decision.admission.admitted ? cost : 0));
+            }
+        }
+        if (metrics_ != nullptr) {
+            metrics_->decision(decision.admission.admitted, decision.shared);
+        }
+        done(decision);
+    });
 }
 
 void shared_limiter::settle(const std::string& tenant, double delta, core::time_point now) {

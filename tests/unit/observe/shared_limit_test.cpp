@@ -139,7 +139,9 @@ TEST(SharedLimit, TheStoreDecidesAndARefusalSaysWhenToRetry) {
     EXPECT_DOUBLE_EQ(f.decision->admission.retry_after_seconds, 2.5);  // 250 tokens at 100/s
     const std::string text = f.registry.expose();
     EXPECT_TRUE(contains(text, "tokenmeter_tenant_shared_limit_store_in_use 1")) << text;
-    EXPECT_TRUE(contains(text, R"(tokenmeter_tenant_shared_limit_decisions_total{decision="refused",store="shared"} 1)"));
+    EXPECT_TRUE(contains(
+        text,
+        R"(tokenmeter_tenant_shared_limit_decisions_total{decision="refused",store="shared"} 1)"));
 }
 
 TEST(SharedLimit, SettlementSendsTheDifferenceToTheEstimate) {
@@ -186,9 +188,11 @@ TEST(SharedLimit, StoreDownAllowLetsTheLocalBucketDecideAndKeepsTheDivergence) {
     EXPECT_TRUE(f.decision->shared);
     EXPECT_DOUBLE_EQ(f.limiter->unsynced_tokens(), 0);
     const std::string text = f.registry.expose();
-    EXPECT_TRUE(contains(text, R"(tokenmeter_tenant_shared_limit_errors_total{reason="timeout"} 1)"))
+    EXPECT_TRUE(
+        contains(text, R"(tokenmeter_tenant_shared_limit_errors_total{reason="timeout"} 1)"))
         << text;
-    EXPECT_TRUE(contains(text, R"(tokenmeter_tenant_shared_limit_errors_total{reason="connection"} 2)"));
+    EXPECT_TRUE(
+        contains(text, R"(tokenmeter_tenant_shared_limit_errors_total{reason="connection"} 2)"));
     EXPECT_TRUE(contains(text, R"(decisions_total{decision="admitted",store="local"} 1)"));
     EXPECT_TRUE(contains(text, "tokenmeter_tenant_shared_limit_unsynced_tokens 0"));
 }
@@ -222,8 +226,10 @@ TEST(SharedLimit, MeteringObserverAdmitsAsynchronouslyAndSettles) {
     metrics::billing_options billing_settings;
     billing_settings.tenants_on = true;
     metrics::billing_metrics billing(f.registry, billing_settings);
-    metering_parts parts{&f.registry, nullptr, &tenants, f.local.get(), nullptr, &billing, nullptr,
-                         [] { return std::int64_t{1'700'000'000'000}; }, f.limiter.get()};
+    metering_parts parts{
+        &f.registry,    nullptr,  &tenants, f.local.get(),
+        nullptr,        &billing, nullptr,  [] { return std::int64_t{1'700'000'000'000}; },
+        f.limiter.get()};
     metering_observer observer(parts, {});
     auto begin = [&](const std::string& tenant) {
         request_facts facts;
@@ -249,8 +255,9 @@ TEST(SharedLimit, MeteringObserverAdmitsAsynchronouslyAndSettles) {
     EXPECT_FALSE(first->admission_pending());
     EXPECT_TRUE(first->admitted().admitted);
     (void)first->response_head(200, "application/json", true, f.clock.now());
-    first->body(R"({"choices":[{"message":{"content":"x"}}],"usage":{"prompt_tokens":90,"completion_tokens":40}})",
-                f.clock.now());
+    first->body(
+        R"({"choices":[{"message":{"content":"x"}}],"usage":{"prompt_tokens":90,"completion_tokens":40}})",
+        f.clock.now());
     first->end(end_reason::upstream_complete, f.clock.now());
     ASSERT_EQ(f.store.calls.size(), 2u);
     EXPECT_FALSE(f.store.calls[1].admit);
