@@ -13,6 +13,7 @@
 #include "app/http_settings.hpp"
 #include "app/module_options.hpp"
 #include "app/reload_signal.hpp"
+#include "app/shared_limits.hpp"
 #include "app/spool_health.hpp"
 #include "app/start_up.hpp"
 #include "app/tokenizers.hpp"
@@ -63,10 +64,12 @@ int run(const config::settings& settings, const reloader& reload) try {
     usage::id_generator ids;
     metrics::billing_metrics billing_metrics(registry, billing_options(settings));
     usage_parts usage = open_usage(settings.usage);
+    shared_limit_parts shared_limits =
+        open_shared_limits(settings, throughput, *registry.prometheus_registry());
 
     observe::metering_observer observer(
         {&registry, tokenizers.get(), &tenants, &throughput, &ids, &billing_metrics,
-         usage.sink.get(), {}},
+         usage.sink.get(), {}, shared_limits.limiter.get()},
         metering_options_from(settings));
     const http::session_settings session_settings = session_settings_from(settings);
     http::proxy_context context{session_settings, observer, clock};
@@ -134,6 +137,7 @@ int run(const config::settings& settings, const reloader& reload) try {
 
     run_loop(main_ioc, context.edge);
     workers.stop();
+    shared_limits.stop();
     // Last commit; sessions destroyed from here on write their close entries synchronously.
     usage.stop();
     // Sessions still alive are destroyed with their io_contexts after this and may log, so the

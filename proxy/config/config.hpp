@@ -99,6 +99,32 @@ struct tenant_limit {
     bool operator==(const tenant_limit&) const = default;
 };
 
+// The fleet-wide tenant limit's store (issue 17): one Redis for every replica.
+struct redis_limit_settings {
+    std::string url;            // "": limits per process; redis://host[:port]
+    std::string username;       // ACL user; "" with a password: AUTH <password>
+    std::string password_env;   // env var holding the password (never in the file itself)
+    std::string password_file;  // file holding the password
+    std::string key_prefix = "tokenmeter:";
+    milliseconds timeout{50};      // one admission's round trip at most
+    std::string on_error = "allow";  // allow: the local bucket decides; deny: 429
+    std::uint32_t connections = 2;   // the pool; calls are pipelined on each
+    bool operator==(const redis_limit_settings&) const = default;
+};
+
+struct shared_limits_settings {
+    redis_limit_settings redis;
+    bool operator==(const shared_limits_settings&) const = default;
+};
+
+// A redis:// URL, split. Credentials and TLS are refused (rediss:// comes with TLS support).
+struct redis_endpoint {
+    std::string host;
+    std::uint16_t port = 6379;
+};
+// Empty error: parsed.
+redis_endpoint parse_redis_url(const std::string& url, std::string& error);
+
 struct tenants_settings {
     tenant_source source = tenant_source::none;
     std::string header = "x-tenant-id";  // source: header; set by a trusted auth layer in front
@@ -110,6 +136,7 @@ struct tenants_settings {
     std::map<std::string, tenant_limit> limits;  // tenant name -> limits
     bool enforce_provisioned = false;  // 429 a new request while its tenant's bucket is in debt
     milliseconds provisioned_burst{1'000};  // bucket size = rate x burst
+    shared_limits_settings shared_limits;   // one limit across replicas
     bool operator==(const tenants_settings&) const = default;
 };
 

@@ -46,6 +46,18 @@ void check_tenants(schema::checker& c, const tenants_settings& t) {
         c.error("tenants.api_key_secret_file",
                 "set either api_key_secret_env or api_key_secret_file, not both");
     }
+    const redis_limit_settings& r = t.shared_limits.redis;
+    if (!r.url.empty()) {
+        std::string error;
+        (void)parse_redis_url(r.url, error);
+        if (!error.empty()) {
+            c.error("tenants.shared_limits.redis.url", error);
+        }
+    }
+    if (!r.password_env.empty() && !r.password_file.empty()) {
+        c.error("tenants.shared_limits.redis.password_file",
+                "set either password_env or password_file, not both");
+    }
 }
 
 void check_sink(schema::checker& c, const usage_settings& u) {

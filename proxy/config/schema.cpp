@@ -256,6 +256,49 @@ const table<TL>& tenant_limit_table() {
     return t;
 }
 
+void check_on_error(checker& c, key_ref key, const std::string& word) {
+    if (word != "allow" && word != "deny") {
+        c.error(key, "must be allow or deny, got " + detail::quote(word));
+    }
+}
+
+void check_connections(checker& c, key_ref key, const std::uint32_t& n) {
+    if (n < 1 || n > 64) {
+        c.error(key, "must be from 1 to 64, got " + std::to_string(n));
+    }
+}
+
+using RL = redis_limit_settings;
+const table<RL>& redis_limit_table() {
+    static const table<RL> t{
+        value<RL, std::string>("url", &RL::url, read_string, nullptr,
+                               "redis://host:port of the shared store; empty: per process"),
+        value<RL, std::string>("username", &RL::username, read_string, nullptr,
+                               "Redis ACL user name"),
+        value<RL, std::string>("password_env", &RL::password_env, read_string, nullptr,
+                               "environment variable holding the Redis password"),
+        value<RL, std::string>("password_file", &RL::password_file, read_string, nullptr,
+                               "file holding the Redis password"),
+        value<RL, std::string>("key_prefix", &RL::key_prefix, read_string, nullptr,
+                               "prefix of every key the proxy writes"),
+        value("timeout", &RL::timeout, read_duration, check_positive,
+              "longest wait for one admission's answer"),
+        value("on_error", &RL::on_error, read_string, check_on_error,
+              "allow or deny while Redis fails or is slow"),
+        value("connections", &RL::connections, read_count, check_connections,
+              "Redis connections per proxy; calls are pipelined"),
+    };
+    return t;
+}
+
+using SL = shared_limits_settings;
+const table<SL>& shared_limits_table() {
+    static const table<SL> t{
+        section("redis", &SL::redis, redis_limit_table, "the shared store"),
+    };
+    return t;
+}
+
 using N = tenants_settings;
 const table<N>& tenants_table() {
     static const table<N> t{
@@ -281,6 +324,8 @@ const table<N>& tenants_table() {
                        "429 a new request while its tenant's bucket is in debt"),
         value("provisioned_burst", &N::provisioned_burst, read_duration, check_positive,
               "bucket size = provisioned rate x this"),
+        section("shared_limits", &N::shared_limits, shared_limits_table,
+                "one tenant limit across replicas"),
     };
     return t;
 }

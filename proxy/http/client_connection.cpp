@@ -206,7 +206,30 @@ void client_connection<Stream>::handle_request() {
     };
     request_.observed = context_.observer.begin(std::move(facts));
     context_.requests_in_flight.fetch_add(1, std::memory_order_relaxed);
+    request_.admitting.emplace(std::move(plan.upstream));
+    request_.admitting_options = {plan.head, plan.usage_injected, plan.continuous_usage};
+    if (request_.observed->admission_pending()) {
+        // A shared store decides (one round trip, bounded by its timeout); the callback comes
+        // on the store's thread and the rest runs back on this connection's own executor.
+        // Not idle meanwhile: a drain must not close it.
+        phase_ = phase::proxying;
+        request_.observed->await_admission(
+            [executor = client_.get_executor(),
+             resume = guarded([this] { on_admission(); })]() mutable {
+                asio::post(executor, std::move(resume));
+            });
+        return;
+    }
+    on_admission();
+}
+
+template <class Stream>
+void client_connection<Stream>::on_admission() {
+    if (!request_.observed || !request_.admitting) {
+        return;
+    }
     if (const auto& admitted = request_.observed->admitted(); !admitted.admitted) {
+        request_.admitting.reset();
         request_.retry_after = admitted.retry_after;
         // A copy: answering ends the exchange, and the observer with it.
         const std::string message = admitted.message;
@@ -215,8 +238,9 @@ void client_connection<Stream>::handle_request() {
     }
     phase_ = phase::proxying;
     watch_client();
-    upstream_.start(std::move(plan.upstream),
-                    {plan.head, plan.usage_injected, plan.continuous_usage});
+    auto upstream_request = std::move(*request_.admitting);
+    request_.admitting.reset();
+    upstream_.start(std::move(upstream_request), request_.admitting_options);
 }
 
 // ---- local answers ------------------------------------------------------------------------

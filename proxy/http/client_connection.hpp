@@ -33,6 +33,9 @@ struct request_state {
     bool response_begun = false;  // a response head (local or relayed) went to the client
     bool client_gone = false;     // the client hung up while the upstream was answering
     std::string retry_after;      // for the local answer, when set
+    // Held while a fleet-wide limit decides admission (observer's await_admission).
+    std::optional<bhttp::request<bhttp::string_body>> admitting;
+    relay_options admitting_options;
 };
 
 template <class Stream>
@@ -82,6 +85,8 @@ class client_connection : public idle_closable,
     void do_read_body();
     void on_read_body(error_code ec);
     void handle_request();
+    // Admission decided: forward the request or answer 429.
+    void on_admission();
 
     void respond_local(local_failure failure, std::string_view message);
     void respond_local(const failure_answer& answer, std::string_view message);

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <optional>
@@ -11,6 +12,7 @@
 
 #include "metrics/billing.hpp"
 #include "metrics/registry.hpp"
+#include "observe/shared_limit.hpp"
 #include "tokenizer/catalog.hpp"
 #include "usage/record.hpp"
 #include "usage/spool.hpp"
@@ -47,7 +49,28 @@ struct request_state {
     std::optional<meter::request_summary> sealed;  // finished before its last bytes were sent
     bool stream_counted = false;
     admission admit;
+    // Under the shared limit: the prompt estimate charged at admission, settled at the end.
+    bool shared = false;
+    std::uint64_t estimate = 0;
 };
+
+// A shared-limit admission, written by the store's thread before the session is called back.
+struct admission_slot {
+    std::atomic<bool> decided{false};  // set last (release); read before admit (acquire)
+    bool admitted = false;
+    admission admit;
+};
+
+// The tokens admission charges before the output exists: the prompt, re-tokenized with the
+// model's tokenizer when one is loaded, else about four bytes per token of its text.
+std::uint64_t estimate_prompt(const tokenizer::encoder* native,
+                              const protocol::request_info& info) {
+    if (native != nullptr && !info.prompt_text.empty()) {
+        return native->count(info.prompt_text);
+    }
+    const std::uint64_t chars = std::max<std::uint64_t>(info.prompt_chars, info.prompt_text.size());
+    return (chars + 3) / 4;
+}
 
 class metering_exchange final : public exchange_observer {
   public:
@@ -60,15 +83,44 @@ class metering_exchange final : public exchange_observer {
         state_.api = facts.api;
         state_.received = facts.received;
         open_record(facts);
+        const tokenizer::selection chosen = parts_.tokenizers != nullptr
+                                                ? parts_.tokenizers->for_model(facts.info.model)
+                                                : tokenizer::selection{};
+        if (parts_.shared != nullptr && !state_.tenant.empty() &&
+            parts_.shared->covers(state_.tenant)) {
+            state_.shared = true;
+            state_.estimate = estimate_prompt(chosen.native, facts.info);
+            slot_ = std::make_shared<admission_slot>();
+        }
         if (parts_.tokenizers != nullptr && facts.api != protocol::api_kind::none) {
-            const tokenizer::selection chosen = parts_.tokenizers->for_model(facts.info.model);
             exchange_.use_encoders({chosen.native, chosen.reference}, options_.input_counting,
                                    std::move(facts.info.prompt_text));
         }
         admit_tenant();
     }
 
-    [[nodiscard]] const admission& admitted() const noexcept override { return state_.admit; }
+    [[nodiscard]] const admission& admitted() const noexcept override {
+        return slot_ ? slot_->admit : state_.admit;
+    }
+    [[nodiscard]] bool admission_pending() const noexcept override {
+        return slot_ && !slot_->decided.load(std::memory_order_acquire);
+    }
+    void await_admission(std::function<void()> done) override {
+        if (!admission_pending()) {
+            done();
+            return;
+        }
+        auto* billing = parts_.billing;
+        parts_.shared->admit(state_.tenant, state_.estimate, state_.received,
+                             [slot = slot_, tenant = state_.tenant, billing,
+                              done = std::move(done)](const shared_decision& decision) {
+                                 slot->admit = refusal_or_admission(decision.admission, tenant,
+                                                                    decision.shared, billing);
+                                 slot->admitted = decision.admission.admitted;
+                                 slot->decided.store(true, std::memory_order_release);
+                                 done();
+                             });
+    }
 
     durable_wait response_head(int status, std::string_view content_type, bool has_body,
                                core::time_point at) override {
@@ -175,22 +227,37 @@ class metering_exchange final : public exchange_observer {
     }
 
     void admit_tenant() {
-        if (parts_.throughput == nullptr || state_.tenant.empty()) {
+        if (parts_.throughput == nullptr || state_.tenant.empty() || state_.shared) {
             return;
         }
-        auto decision = parts_.throughput->admit(state_.tenant, state_.received);
+        state_.admit =
+            refusal_or_admission(parts_.throughput->admit(state_.tenant, state_.received),
+                                 state_.tenant, true, parts_.billing);
+    }
+
+    // The session's view of a bucket's decision (a refusal counted per tenant).
+    static admission refusal_or_admission(const usage::admission& decision,
+                                          const std::string& tenant, bool shared,
+                                          metrics::billing_metrics* billing) {
+        admission result;
         if (decision.admitted) {
-            return;
+            return result;
         }
-        auto seconds = std::max(1LL, static_cast<long long>(std::ceil(decision.retry_after_seconds)));
-        state_.admit.admitted = false;
-        state_.admit.retry_after = std::to_string(seconds);
-        state_.admit.message = "tenant " + state_.tenant +
-                               " is over its provisioned tokens per second; retry after " +
-                               state_.admit.retry_after + " s";
-        if (parts_.billing != nullptr) {
-            parts_.billing->rate_limited(state_.tenant);
+        auto seconds =
+            std::max(1LL, static_cast<long long>(std::ceil(decision.retry_after_seconds)));
+        result.admitted = false;
+        result.retry_after = std::to_string(seconds);
+        result.message = shared ? "tenant " + tenant +
+                                      " is over its provisioned tokens per second; retry after " +
+                                      result.retry_after + " s"
+                                : "tenant " + tenant +
+                                      " is over its provisioned tokens per second, or the shared "
+                                      "limit store is unavailable; retry after " +
+                                      result.retry_after + " s";
+        if (billing != nullptr) {
+            billing->rate_limited(tenant);
         }
+        return result;
     }
 
     void maybe_checkpoint(core::time_point now) {
@@ -235,7 +302,16 @@ class metering_exchange final : public exchange_observer {
             u.cached_input_tokens = summary.reported.cached_input_tokens.value_or(0);
             parts_.billing->record(u);
         }
-        if (parts_.throughput != nullptr) {
+        if (state_.shared) {
+            // Settled only once admitted (a refusal charged nothing); a request whose admission
+            // never came back (the proxy shutting down) is left to the estimate.
+            if (slot_->decided.load(std::memory_order_acquire) && slot_->admitted) {
+                parts_.shared->settle(
+                    state_.tenant,
+                    static_cast<double>(input + output) - static_cast<double>(state_.estimate),
+                    summary.end);
+            }
+        } else if (parts_.throughput != nullptr) {
             parts_.throughput->charge(state_.tenant, input + output, summary.end);
         }
     }
@@ -244,6 +320,7 @@ class metering_exchange final : public exchange_observer {
     const metering_options& options_;
     meter::exchange exchange_;
     request_state state_;
+    std::shared_ptr<admission_slot> slot_;  // set when the shared limit decides admission
 };
 
 }  // namespace

@@ -27,6 +27,8 @@ class spool_writer;
 
 namespace tokenmeter::observe {
 
+class shared_limiter;
+
 struct metering_options {
     meter::exchange_limits exchange_limits{};
     meter::input_counting input_counting = meter::input_counting::when_unreported;
@@ -47,6 +49,8 @@ struct metering_parts {
     record_sink* records = nullptr;  // usage records on; needs ids and tenants
     // Unix time in milliseconds, read once per metered request (the record's start).
     std::function<std::int64_t()> wall_clock_ms;
+    // The fleet-wide limit (tenants.shared_limits): admits and settles the tenants it covers.
+    shared_limiter* shared = nullptr;
 };
 
 class metering_observer final : public observer {

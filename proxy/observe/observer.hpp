@@ -74,6 +74,15 @@ class exchange_observer {
     virtual ~exchange_observer() = default;
 
     [[nodiscard]] virtual const admission& admitted() const noexcept = 0;
+    // Whether admission is still being decided elsewhere (a fleet-wide limit's store). Then the
+    // session calls await_admission once and reads admitted() only after `done` ran; `done` runs
+    // exactly once, on any thread (the session posts back to its own), within the store's
+    // timeout.
+    [[nodiscard]] virtual bool admission_pending() const noexcept { return false; }
+    virtual void await_admission(std::function<void()> done) {
+        auto now = std::move(done);
+        now();
+    }
     // The response head as the client will get it; has_body: a body follows. The returned wait
     // is the request's open entry: no byte may reach the client before it is durable.
     virtual durable_wait response_head(int status, std::string_view content_type, bool has_body,

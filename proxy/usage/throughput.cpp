@@ -59,6 +59,14 @@ void provisioned_throughput::charge(const std::string& tenant, std::uint64_t tok
     }
 }
 
+void provisioned_throughput::adjust(const std::string& tenant, double tokens,
+                                    core::time_point now) {
+    std::lock_guard lock(mutex_);
+    if (bucket* b = find(tenant, now)) {
+        b->level = std::min(rates_.at(tenant) * burst_seconds_, b->level - tokens);
+    }
+}
+
 double provisioned_throughput::level(const std::string& tenant, core::time_point now) {
     std::lock_guard lock(mutex_);
     bucket* b = find(tenant, now);

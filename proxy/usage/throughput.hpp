@@ -36,6 +36,11 @@ class provisioned_throughput {
     admission admit(const std::string& tenant, core::time_point now);
     // Charges the tokens a finished request used.
     void charge(const std::string& tenant, std::uint64_t tokens, core::time_point now);
+    // Charges (tokens > 0) or gives back (tokens < 0, an estimate charged in advance that
+    // turned out too high) tokens; the level never rises above the bucket size.
+    void adjust(const std::string& tenant, double tokens, core::time_point now);
+    [[nodiscard]] bool enforced() const noexcept { return enforce_; }
+    [[nodiscard]] double burst_seconds() const noexcept { return burst_seconds_; }
 
     [[nodiscard]] const std::map<std::string, double>& rates() const noexcept { return rates_; }
     // The bucket level (tokens) after refilling to `now`; for tests and debugging.

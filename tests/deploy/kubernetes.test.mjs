@@ -219,3 +219,47 @@ test('the PrometheusRule carries exactly the rules of deploy/prometheus', () => 
   const rules = parse(readFileSync(path.join(root, 'deploy/prometheus/tokenmeter.rules.yml'), 'utf8'));
   assert.deepEqual(parts(RENDERED.base).of('PrometheusRule')[0].spec.groups, rules.groups);
 });
+
+test('the shared-limits overlay: a Redis Service, and every replica\'s config pointing at it', () => {
+  const docs = render('overlays/shared-limits');
+  for (const doc of docs) {
+    const model = MODELS[`${doc.apiVersion}/${doc.kind}`];
+    assert.ok(model, `no schema for ${doc.apiVersion} ${doc.kind}`);
+    assert.doesNotThrow(() => new model(doc).validate(), `${doc.kind} ${doc.metadata.name}`);
+  }
+  const of = (kind, name) => docs.find((d) => d.kind === kind && d.metadata.name === name);
+  const llm = of('Deployment', 'llm');
+  const redisDeployment = of('Deployment', 'tokenmeter-redis');
+  const redisService = of('Service', 'tokenmeter-redis');
+  assert.ok(llm && redisDeployment && redisService);
+  assert.ok(llm.spec.replicas >= 2, 'several replicas share the limit');
+  assert.equal(redisDeployment.metadata.namespace, llm.metadata.namespace);
+  assert.equal(redisService.metadata.namespace, llm.metadata.namespace);
+  const redisLabels = redisDeployment.spec.template.metadata.labels;
+  for (const [k, v] of Object.entries(redisService.spec.selector)) assert.equal(redisLabels[k], v);
+  assert.ok(!(redisDeployment.spec.template.spec.initContainers || []).some((c) => c.name === 'tokenmeter'),
+    'Redis gets no tokenmeter sidecar');
+  // One ConfigMap, mounted by the pod template every replica is made from.
+  const configMaps = docs.filter((d) => d.kind === 'ConfigMap');
+  assert.equal(configMaps.length, 1);
+  const pod = llm.spec.template.spec;
+  assert.equal(pod.volumes.find((v) => v.name === 'tokenmeter-config').configMap.name,
+    configMaps[0].metadata.name);
+  const config = parse(configMaps[0].data['tokenmeter.yaml']);
+  assert.equal(config.tenants.enforce_provisioned, true);
+  const url = new URL(config.tenants.shared_limits.redis.url);
+  assert.equal(url.protocol, 'redis:');
+  assert.equal(url.hostname, redisService.metadata.name);
+  assert.equal(Number(url.port), redisService.spec.ports[0].port);
+  const bin = process.env.TOKENMETER_BIN;
+  assert.ok(bin, 'TOKENMETER_BIN must point at the tokenmeter binary (ctest sets it)');
+  const dir = mkdtempSync(path.join(tmpdir(), 'tokenmeter-k8s-'));
+  try {
+    const file = path.join(dir, 'tokenmeter.yaml');
+    writeFileSync(file, configMaps[0].data['tokenmeter.yaml']);
+    const ok = spawnSync(bin, ['--check-config', file], { encoding: 'utf8' });
+    assert.equal(ok.status, 0, `check-config failed: ${ok.stdout}${ok.stderr}`);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

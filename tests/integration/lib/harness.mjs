@@ -174,6 +174,11 @@ class Child {
   }
 }
 
+// Starts any other server a test needs (redis-server ...), killed like the rest.
+export function startChild(name, command, args) {
+  return new Child(name, command, args);
+}
+
 // ---- simulator -------------------------------------------------------------------------------
 
 // Starts tokenmeter-sim on 127.0.0.1:0. Returns {port, child, stats(), stop()}.

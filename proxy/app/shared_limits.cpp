@@ -1,0 +1,87 @@
+#include "app/shared_limits.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "app/start_up.hpp"
+
+namespace tokenmeter::app {
+namespace {
+
+// The password from the file or environment variable the config names; "" when neither is set.
+std::string redis_password(const config::redis_limit_settings& r) {
+    std::string password;
+    if (!r.password_env.empty()) {
+        const char* value = std::getenv(r.password_env.c_str());
+        if (value == nullptr || *value == '\0') {
+            throw start_up_error("tenants.shared_limits.redis.password_env: environment variable " +
+                                 r.password_env + " is not set or empty");
+        }
+        password = value;
+    } else if (!r.password_file.empty()) {
+        std::ifstream in(r.password_file, std::ios::binary);
+        std::ostringstream text;
+        text << in.rdbuf();
+        if (!in) {
+            throw start_up_error("tenants.shared_limits.redis.password_file: cannot read " +
+                                 r.password_file);
+        }
+        password = text.str();
+        // A file written with echo ends with a newline that is not part of the password.
+        while (!password.empty() && (password.back() == '\n' || password.back() == '\r')) {
+            password.pop_back();
+        }
+        if (password.empty()) {
+            throw start_up_error("tenants.shared_limits.redis.password_file: " + r.password_file +
+                                 " is empty");
+        }
+    }
+    return password;
+}
+
+}  // namespace
+
+shared_limit_parts open_shared_limits(const config::settings& settings,
+                                      usage::provisioned_throughput& local,
+                                      prometheus::Registry& registry) {
+    shared_limit_parts parts;
+    const config::redis_limit_settings& r = settings.tenants.shared_limits.redis;
+    if (r.url.empty()) {
+        return parts;
+    }
+    std::string error;
+    const config::redis_endpoint endpoint = config::parse_redis_url(r.url, error);
+    if (!error.empty()) {
+        throw start_up_error("tenants.shared_limits.redis.url: " + error);
+    }
+    http::redis_settings store;
+    store.host = endpoint.host;
+    store.port = endpoint.port;
+    store.username = r.username;
+    store.password = redis_password(r);
+    store.timeout = r.timeout;
+    store.connections = r.connections;
+    parts.store = std::make_unique<http::redis_store>(std::move(store));
+    parts.metrics = std::make_unique<metrics::shared_limit_metrics>(registry);
+    observe::shared_limit_options options;
+    options.key_prefix = r.key_prefix;
+    options.on_error =
+        r.on_error == "deny" ? observe::on_store_error::deny : observe::on_store_error::allow;
+    parts.limiter = std::make_unique<observe::shared_limiter>(options, *parts.store, local,
+                                                              parts.metrics.get());
+    parts.store->start();
+    spdlog::info("tenant limits shared through Redis at {}:{} (timeout {} ms, on_error {})",
+                 endpoint.host, endpoint.port, r.timeout.count(), r.on_error);
+    if (!settings.tenants.enforce_provisioned) {
+        spdlog::warn(
+            "tenants.shared_limits.redis is set but tenants.enforce_provisioned is false: "
+            "nothing is limited");
+    }
+    return parts;
+}
+
+}  // namespace tokenmeter::app
