@@ -50,6 +50,7 @@ void upstream_exchange<Stream>::start(bhttp::request<bhttp::string_body> request
     last_read_ = 0;
     retried_ = false;
     relayed_bytes_ = 0;
+    deferred_error_ = {};
     usage_filter_.reset();
     acquire(true);
 }

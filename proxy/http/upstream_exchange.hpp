@@ -66,6 +66,7 @@ class upstream_exchange {
     void on_write_client_header(error_code ec);
     void do_read_body();
     void on_read_body(error_code ec);
+    [[nodiscard]] error_code parse_buffered_body();
     // Writes `bytes` (the read as it is, or what the transform let through) to the client.
     void write_client_body(std::string_view bytes, bool last);
     void on_write_client_body(error_code ec);
@@ -97,6 +98,7 @@ class upstream_exchange {
     std::uint64_t relayed_bytes_ = 0;
     std::string_view pending_last_;  // the held end of the response (see write_last_body)
     std::size_t last_read_ = 0;      // bytes of the previous body read (buffer growth)
+    error_code deferred_error_;      // a parse error found behind forwarded bytes
 
     static constexpr unsigned max_interim_responses = 16;
     // Response heads are rarely over 1 KiB; a bigger one grows the buffer as Beast needs.

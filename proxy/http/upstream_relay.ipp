@@ -13,6 +13,12 @@ void upstream_exchange<Stream>::do_read_body() {
     grow_body_buffer_after(last_read_);
     body.data = body_buffer_.get();
     body.size = body_capacity_;
+    if (deferred_error_) {
+        // The bytes before the fault went out with the last write; now the fault is handled
+        // as if this read had found it.
+        on_read_body(std::exchange(deferred_error_, {}));
+        return;
+    }
     upstream_->stream.expires_after(owner_.context_.settings.upstream_idle);
     bhttp::async_read_some(upstream_->stream, upstream_->buffer, *parser_,
                            owner_.guarded([this](error_code ec, std::size_t) { on_read_body(ec); }));
@@ -27,6 +33,9 @@ void upstream_exchange<Stream>::on_read_body(error_code ec) {
     if (client_gone()) {
         end_for_client_gone();
         return;
+    }
+    if (!ec) {
+        deferred_error_ = parse_buffered_body();
     }
     auto& observed = *owner_.request_.observed;
     std::size_t bytes = body_capacity_ - parser_->get().body().size;
@@ -80,6 +89,32 @@ void upstream_exchange<Stream>::on_read_body(error_code ec) {
         return;
     }
     do_read_body();
+}
+
+// Beast's read_some returns after one chunk of a chunked body even when the next chunks are
+// already buffered (a burst, or a server that got ahead of the proxy). Parsing those now sends
+// them in the same client write: one send for what one recv brought, not one per chunk. A
+// chunk only partly buffered waits for the socket as before; nothing is held back for it.
+// A parse error is returned to be handled after the bytes before it were forwarded.
+template <class Stream>
+error_code upstream_exchange<Stream>::parse_buffered_body() {
+    auto& body = parser_->get().body();
+    auto& buffer = upstream_->buffer;
+    while (!parser_->is_done() && body.size > 0 && buffer.size() > 0) {
+        error_code ec;
+        const std::size_t used = parser_->put(buffer.data(), ec);
+        buffer.consume(used);
+        if (ec == bhttp::error::need_more || ec == bhttp::error::need_buffer) {
+            return {};
+        }
+        if (ec) {
+            return ec;
+        }
+        if (used == 0) {
+            return {};
+        }
+    }
+    return {};
 }
 
 template <class Stream>

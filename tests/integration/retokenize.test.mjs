@@ -47,7 +47,7 @@ async function streamChat(proxy, headers, content = 'hello there world') {
   return sseText(res.body.toString());
 }
 
-test('normalized counts: the reference tokenizer counts what the client received', { timeout: 30_000 }, async () => {
+test('normalized counts: the reference tokenizer counts what the client received', { timeout: 60_000 }, async () => {
   const sim = await startSim(['--ttft-ms', '5', '--itl-ms', '2']);
   const proxy = await startProxy({
     upstream: sim.port,
@@ -79,7 +79,7 @@ test('normalized counts: the reference tokenizer counts what the client received
     countTokens('o200k_base', 'hello there world'));
 });
 
-test('native counts, and a usage report that disagrees with the native count is exported', { timeout: 30_000 }, async () => {
+test('native counts, and a usage report that disagrees with the native count is exported', { timeout: 60_000 }, async () => {
   const sim = await startSim(['--ttft-ms', '5', '--itl-ms', '1']);
   const config = [
     `tokenizer_dir: ${JSON.stringify(tokenizerDir)}`,

@@ -20,7 +20,8 @@ import { parseProm } from './prom.mjs';
 export { parseProm } from './prom.mjs';
 export { sleep };
 
-const STARTUP_TIMEOUT_MS = 10_000;
+// Generous: under ThreadSanitizer on a busy 2-core machine a large tokenizer file takes 8+ s to load.
+const STARTUP_TIMEOUT_MS = 30_000;
 
 export function binaries() {
   const bin = process.env.TOKENMETER_BIN;
