@@ -38,17 +38,10 @@ USAGE
 }
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-build_dir=$root/build-release
-extra=()
-while (($# > 0)); do
-  case "$1" in
-    -h | --help) usage; exit 0 ;;
-    --) shift; extra=("$@"); break ;;
-    -*) echo "bench-proxies: unknown option $1" >&2; usage >&2; exit 2 ;;
-    *) build_dir=$1 ;;
-  esac
-  shift
-done
+script_name=bench-proxies
+# shellcheck source=scripts/lib/bench_args.sh
+source "$root/scripts/lib/bench_args.sh"
+parse_bench_args "$@"
 
 concurrency=${CONCURRENCY:-1000}
 requests=${REQUESTS:-2000}
@@ -63,16 +56,7 @@ wants() { [[ " $targets " == *" $1 "* ]]; }
 if [[ ${NO_NGINX:-0} == 1 ]]; then targets=${targets//nginx/}; fi
 if [[ ${NO_HAPROXY:-0} == 1 ]]; then targets=${targets//haproxy/}; fi
 
-if [[ ! -d $build_dir ]]; then
-  echo "bench-proxies: build directory $build_dir does not exist; this script builds nothing. Make it with:" >&2
-  echo "  cmake -S $root -B $build_dir -DCMAKE_BUILD_TYPE=Release" >&2
-  echo "  cmake --build $build_dir --target tokenmeter tokenmeter-sim tokenmeter-load" >&2
-  exit 2
-fi
-build_type=$(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$build_dir/CMakeCache.txt" 2>/dev/null || true)
-if [[ $build_type != Release ]]; then
-  echo "bench-proxies: warning: $build_dir is a '${build_type:-unknown}' build; numbers are meant for Release" >&2
-fi
+require_release_build
 for tool in nginx haproxy; do
   if wants "$tool" && ! command -v "$tool" >/dev/null && [[ ! -x /usr/sbin/$tool ]]; then
     echo "bench-proxies: $tool is not installed (apt-get install $tool), or set NO_${tool^^}=1" >&2
@@ -88,7 +72,6 @@ if (($(ulimit -n) < 2 * hold_streams + 100)); then
   exit 2
 fi
 
-script_name=bench-proxies
 # shellcheck source=scripts/lib/stack.sh
 source "$root/scripts/lib/stack.sh"
 

@@ -28,17 +28,10 @@ USAGE
 }
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-build_dir=$root/build-release
-extra=()
-while (($# > 0)); do
-  case "$1" in
-    -h | --help) usage; exit 0 ;;
-    --) shift; extra=("$@"); break ;;
-    -*) echo "bench: unknown option $1" >&2; usage >&2; exit 2 ;;
-    *) build_dir=$1 ;;
-  esac
-  shift
-done
+script_name=bench
+# shellcheck source=scripts/lib/bench_args.sh
+source "$root/scripts/lib/bench_args.sh"
+parse_bench_args "$@"
 
 concurrency=${CONCURRENCY:-64}
 requests=${REQUESTS:-1000}
@@ -47,18 +40,8 @@ itl_ms=${ITL_MS:-5}
 ttft_ms=${TTFT_MS:-10}
 rounds=${ROUNDS:-3}
 
-if [[ ! -d $build_dir ]]; then
-  echo "bench: build directory $build_dir does not exist; this script builds nothing. Make it with:" >&2
-  echo "  cmake -S $root -B $build_dir -DCMAKE_BUILD_TYPE=Release" >&2
-  echo "  cmake --build $build_dir --target tokenmeter tokenmeter-sim tokenmeter-load" >&2
-  exit 2
-fi
-build_type=$(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$build_dir/CMakeCache.txt" 2>/dev/null || true)
-if [[ $build_type != Release ]]; then
-  echo "bench: warning: $build_dir is a '${build_type:-unknown}' build; numbers are meant for Release" >&2
-fi
+require_release_build
 
-script_name=bench
 # shellcheck source=scripts/lib/stack.sh
 source "$root/scripts/lib/stack.sh"
 # A fresh proxy on every run: the memory figure is only meaningful before the allocator has

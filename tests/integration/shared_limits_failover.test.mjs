@@ -5,38 +5,10 @@
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 
-import { request, sleep, startProxy, startSim, stopAll, waitFor } from './lib/harness.mjs';
-import { startRedis } from './lib/redis.mjs';
+import { sleep, startProxy, startSim, stopAll, waitFor } from './lib/harness.mjs';
+import { send, sharedConfig, startRedis } from './lib/redis.mjs';
 
 after(stopAll);
-
-const chat = (content = 'hello there') => ({
-  model: 'shared-model', stream: true, stream_options: { include_usage: true },
-  messages: [{ role: 'user', content }],
-});
-
-function sharedConfig(url, { rate = 1000, onError = 'allow', timeout = '200ms', burst = '1s' } = {}) {
-  return [
-    'tenants:',
-    '  source: header',
-    '  enforce_provisioned: true',
-    `  provisioned_burst: ${burst}`,
-    '  limits:',
-    `    team: { provisioned_tokens_per_second: ${rate} }`,
-    '  shared_limits:',
-    '    redis:',
-    `      url: ${url}`,
-    `      timeout: ${timeout}`,
-    `      on_error: ${onError}`,
-    '',
-  ].join('\n');
-}
-
-const send = (proxy, { tokens = 100, itl = 0, ttft = 0, tenant = 'team' } = {}) => request({
-  port: proxy.port, body: chat(),
-  headers: { 'x-tenant-id': tenant, 'x-sim-output-tokens': String(tokens),
-    'x-sim-ttft-ms': String(ttft), 'x-sim-itl-ms': String(itl) },
-});
 
 test('Redis killed mid-run: streams finish, allow and deny apply, errors counted; Redis back: shared again', { timeout: 60_000 }, async () => {
   const redis = await startRedis();

@@ -1,9 +1,10 @@
 // A real redis-server for the shared-limit tests, on a loopback port the OS chose, with nothing
-// written to disk; and a small TCP relay that delays every chunk, to play a slow Redis.
+// written to disk; a small TCP relay that delays every chunk, to play a slow Redis; and the
+// requests and config both shared-limit tests use.
 import { spawnSync } from 'node:child_process';
 import net from 'node:net';
 
-import { startChild, waitFor } from './harness.mjs';
+import { request, startChild, waitFor } from './harness.mjs';
 
 // A port that was free a moment ago (redis-server has no "port 0, tell me").
 export function freePort() {
@@ -65,5 +66,35 @@ export async function startDelayRelay(target, delayMs) {
     }),
   };
 }
+
+// The shared-limit tests' traffic: a streamed chat request for tenant `team` (the simulator
+// sets the output), and a config with one shared tenant limit.
+const chat = (content = 'hello there') => ({
+  model: 'shared-model', stream: true, stream_options: { include_usage: true },
+  messages: [{ role: 'user', content }],
+});
+
+export function sharedConfig(url, { rate = 1000, onError = 'allow', timeout = '200ms', burst = '1s' } = {}) {
+  return [
+    'tenants:',
+    '  source: header',
+    '  enforce_provisioned: true',
+    `  provisioned_burst: ${burst}`,
+    '  limits:',
+    `    team: { provisioned_tokens_per_second: ${rate} }`,
+    '  shared_limits:',
+    '    redis:',
+    `      url: ${url}`,
+    `      timeout: ${timeout}`,
+    `      on_error: ${onError}`,
+    '',
+  ].join('\n');
+}
+
+export const send = (proxy, { tokens = 100, itl = 0, ttft = 0, tenant = 'team' } = {}) => request({
+  port: proxy.port, body: chat(),
+  headers: { 'x-tenant-id': tenant, 'x-sim-output-tokens': String(tokens),
+    'x-sim-ttft-ms': String(ttft), 'x-sim-itl-ms': String(itl) },
+});
 
 export { waitFor };
