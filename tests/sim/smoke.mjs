@@ -146,7 +146,9 @@ for (const [ttft, itl, n] of [[50, 10, 32], [200, 25, 20], [5, 1, 200]]) {
   const j = JSON.parse(r.body);
   const took = r.headersAt - started;
   console.log(`     non-streaming: response after ${took.toFixed(2)} ms (expected 200)`);
-  check(j.object === 'chat.completion' && j.choices[0].message.content === expectedText(0, 0, 11) && j.usage.completion_tokens === 11 && Math.abs(took - 200) < 5, 'non-streaming chat');
+  check(j.object === 'chat.completion' && j.choices[0].message.content === expectedText(0, 0, 11) && j.usage.completion_tokens === 11, 'non-streaming chat');
+  // Never early (the whole generation time is waited out); how late depends on the machine's load.
+  check(took >= 199, 'non-streaming chat waits ttft + itl x tokens');
   const c = await request({ path: '/v1/completions', body: { prompt: ['x y', 'z'], max_tokens: 2 }, headers: { 'x-sim-ttft-ms': 0, 'x-sim-itl-ms': 0 } });
   const cj = JSON.parse(c.body);
   check(cj.choices[0].text === expectedText(0, 0, 2) && cj.choices[0].finish_reason === 'length' && cj.usage.prompt_tokens === 3 && cj.model === 'sim-model', 'non-streaming completions');
