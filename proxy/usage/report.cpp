@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
+#include "usage/price.hpp"
 #include "usage/spool.hpp"
 
 namespace tokenmeter::usage {
@@ -15,7 +16,8 @@ namespace {
 constexpr const char* help_text = R"(usage: tokenmeter usage [--spool DIR | --config FILE] [options]
 
 Reads the usage spool and prints totals per tenant and model: requests, input, output,
-reasoning and cached tokens, and the peak tokens per second.
+reasoning and cached tokens, their cost (from the records: `prices` in the config), and the
+peak tokens per second.
 
   --spool DIR      the spool directory (usage.spool_dir)
   --config FILE    take the spool directory from this config file instead
@@ -59,6 +61,11 @@ void add_record(usage_totals& totals, per_second& bins, const usage_record& r) {
     totals.output_tokens += output;
     totals.reasoning_tokens += r.reasoning.value.value_or(0);
     totals.cached_tokens += r.cached_input.value.value_or(0);
+    if (!r.currency.empty() && r.cost_picos) {
+        totals.cost_picos[r.currency] += *r.cost_picos;
+    } else {
+        totals.unpriced_requests += 1;
+    }
     std::int64_t first = r.end_unix_ms;
     if (r.ttft_seconds) {
         first = r.start_unix_ms + static_cast<std::int64_t>(std::llround(*r.ttft_seconds * 1000));
@@ -89,10 +96,28 @@ nlohmann::ordered_json totals_json(const usage_totals& t) {
     j["output_tokens"] = t.output_tokens;
     j["reasoning_tokens"] = t.reasoning_tokens;
     j["cached_tokens"] = t.cached_tokens;
+    // Exact decimals as strings (a sum can outgrow a double's digits), by currency.
+    nlohmann::ordered_json cost = nlohmann::ordered_json::object();
+    for (const auto& [currency, picos] : t.cost_picos) {
+        cost[currency] = format_amount(picos);
+    }
+    j["cost"] = cost;
+    j["unpriced_requests"] = t.unpriced_requests;
     j["peak_tokens_per_second"] = std::round(t.peak_tokens_per_second * 1000) / 1000;
     j["peak_second"] = t.requests > 0 ? nlohmann::ordered_json(format_time(t.peak_second_unix_ms))
                                       : nlohmann::ordered_json(nullptr);
     return j;
+}
+
+// "12.345678 USD", currencies joined by " + ", rounded to micro-units; "-" without a cost.
+std::string cost_cell(const usage_totals& t) {
+    std::string out;
+    for (const auto& [currency, picos] : t.cost_picos) {
+        constexpr std::int64_t micro = 1'000'000;
+        const std::int64_t rounded = (picos >= 0 ? picos + micro / 2 : picos - micro / 2) / micro;
+        out += (out.empty() ? "" : " + ") + format_amount(rounded * micro) + " " + currency;
+    }
+    return out.empty() ? "-" : out;
 }
 
 std::string partial_count(const usage_totals& t) {
@@ -106,14 +131,14 @@ std::string partial_count(const usage_totals& t) {
 void print_table(const usage_report& report) {
     std::vector<std::vector<std::string>> rows;
     rows.push_back({"TENANT", "MODEL", "REQUESTS", "NOT_COMPLETE", "INPUT", "OUTPUT", "REASONING",
-                    "CACHED", "PEAK_TOK/S", "PEAK_SECOND"});
+                    "CACHED", "COST", "PEAK_TOK/S", "PEAK_SECOND"});
     auto row = [&](const std::string& tenant, const std::string& model, const usage_totals& t) {
         std::array<char, 32> peak{};
         std::snprintf(peak.data(), peak.size(), "%.1f", t.peak_tokens_per_second);
         rows.push_back({tenant, model, std::to_string(t.requests), partial_count(t),
                         std::to_string(t.input_tokens), std::to_string(t.output_tokens),
                         std::to_string(t.reasoning_tokens), std::to_string(t.cached_tokens),
-                        peak.data(), format_time(t.peak_second_unix_ms).substr(0, 19)});
+                        cost_cell(t), peak.data(), format_time(t.peak_second_unix_ms).substr(0, 19)});
     };
     for (const auto& [tenant, totals] : report.by_tenant) {
         for (const auto& [key, t] : report.by_tenant_model) {
