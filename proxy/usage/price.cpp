@@ -51,8 +51,8 @@ void apply_price(usage_record& r, const price_table& prices) {
 
 std::string format_amount(std::int64_t picos) {
     std::string out;
-    std::uint64_t magnitude = picos < 0 ? 0 - static_cast<std::uint64_t>(picos)
-                                        : static_cast<std::uint64_t>(picos);
+    std::uint64_t magnitude =
+        picos < 0 ? 0 - static_cast<std::uint64_t>(picos) : static_cast<std::uint64_t>(picos);
     if (picos < 0) {
         out += '-';
     }

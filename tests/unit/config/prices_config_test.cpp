@@ -47,9 +47,8 @@ prices:
   d: { input: 1, output: 1, currency: USD, cached: 0.5 }
 )");
     const auto keys = error_keys(r);
-    const std::vector<std::string> want{"prices.a.input", "prices.b.input", "prices.c.input",
-                                        "prices.c.output", "prices.c.currency",
-                                        "prices.d.cached"};
+    const std::vector<std::string> want{"prices.a.input",  "prices.b.input",    "prices.c.input",
+                                        "prices.c.output", "prices.c.currency", "prices.d.cached"};
     for (const auto& k : want) {
         EXPECT_NE(std::find(keys.begin(), keys.end(), k), keys.end()) << "no error at " << k;
     }

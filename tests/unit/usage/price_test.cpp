@@ -39,7 +39,8 @@ TEST(Price, CachedAndReasoningTokensHaveTheirOwnPrice) {
     EXPECT_EQ(cost_picos(gpt_like(), r), 4'300'000'000);
     // A server reporting more cached than input tokens does not make the cost negative.
     r.cached_input = {5000, token_source::reported};
-    EXPECT_EQ(cost_picos(gpt_like(), r), 1000 * 1'250'000LL + 50 * 10'000'000LL + 150 * 12'000'000LL);
+    EXPECT_EQ(cost_picos(gpt_like(), r),
+              1000 * 1'250'000LL + 50 * 10'000'000LL + 150 * 12'000'000LL);
 }
 
 TEST(Price, UnknownCountsGiveNoCostNeverZero) {
