@@ -44,6 +44,13 @@ struct report_filter {
     std::optional<std::string> model;
 };
 
+// The records to count, one per id, in order of first appearance: a real outcome wins over
+// crash_recovered (the same request recovered after a lost close). Adds the others to
+// `duplicates`.
+std::vector<const usage_record*> unique_records(const std::vector<usage_record>& records,
+                                                std::uint64_t& duplicates);
+bool passes(const usage_record& r, const report_filter& filter);
+
 // Totals of the records in `records` that pass the filter. Records sharing an id count once:
 // a real outcome wins over crash_recovered (the same request recovered after a lost close).
 usage_report build_report(const std::vector<usage_record>& records, const report_filter& filter);
