@@ -8,7 +8,7 @@ import { execFile } from 'node:child_process';
 import {
   binaries, chatBody, makeTempDir, request, startProxy, startSim, stopAll, waitMetrics,
 } from './lib/harness.mjs';
-import { readRecords, waitRecord } from './lib/usage.mjs';
+import { readRecords, runUsage, waitRecord } from './lib/usage.mjs';
 
 after(stopAll);
 
@@ -24,15 +24,6 @@ function decimal(picos) {
   const whole = picos / unit;
   const fraction = (picos % unit).toString().padStart(12, '0').replace(/0+$/, '');
   return fraction ? `${whole}.${fraction}` : `${whole}`;
-}
-
-function runUsage(args) {
-  const { bin } = binaries();
-  return new Promise((resolve) => {
-    execFile(bin, ['usage', ...args], (error, stdout, stderr) => {
-      resolve({ code: error ? error.code : 0, stdout, stderr });
-    });
-  });
 }
 
 test('priced models: exact cost and currency in records, metric and usage report; unpriced: none', { timeout: 60_000 }, async () => {

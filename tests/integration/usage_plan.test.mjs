@@ -3,23 +3,13 @@
 // own peaks by the documented rules.
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 
 import {
-  binaries, chatBody, makeTempDir, request, startProxy, startSim, stopAll,
+  chatBody, makeTempDir, request, startProxy, startSim, stopAll,
 } from './lib/harness.mjs';
-import { readRecords, waitRecord } from './lib/usage.mjs';
+import { readRecords, runUsage, waitRecord } from './lib/usage.mjs';
 
 after(stopAll);
-
-function runUsage(args) {
-  const { bin } = binaries();
-  return new Promise((resolve) => {
-    execFile(bin, ['usage', ...args], (error, stdout, stderr) => {
-      resolve({ code: error ? error.code : 0, stdout, stderr });
-    });
-  });
-}
 
 test('usage --plan: the mix of a known load, and bands that follow from its peaks', { timeout: 60_000 }, async () => {
   const sim = await startSim();
