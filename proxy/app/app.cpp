@@ -67,9 +67,10 @@ int run(const config::settings& settings, const reloader& reload) try {
     shared_limit_parts shared_limits =
         open_shared_limits(settings, throughput, *registry.prometheus_registry());
 
+    const usage::price_table prices = price_table(settings);
     observe::metering_observer observer(
         {&registry, tokenizers.get(), &tenants, &throughput, &ids, &billing_metrics,
-         usage.sink.get(), {}, shared_limits.limiter.get()},
+         usage.sink.get(), {}, shared_limits.limiter.get(), prices.empty() ? nullptr : &prices},
         metering_options_from(settings));
     const http::session_settings session_settings = session_settings_from(settings);
     http::proxy_context context{session_settings, observer, clock};

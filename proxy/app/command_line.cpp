@@ -17,7 +17,7 @@ namespace {
 
 constexpr std::string_view help_text = R"(usage: tokenmeter [options]
        tokenmeter --check-config FILE
-       tokenmeter usage [--spool DIR] [--from T] [--to T] [--tenant X] [--json]
+       tokenmeter usage [--spool DIR] [--from T] [--to T] [--tenant X] [--plan] [--json]
        tokenmeter tokenize --tokenizer SPEC [--ids] [--tokenizer-dir DIR]   (see tokenize --help)
 
 A reverse proxy that meters LLM inference traffic (TTFT, ITL, TPOT, tokens/s) and exports

@@ -63,6 +63,20 @@ metrics::slo_options slo_options(const config::settings& s) {
     return o;
 }
 
+usage::price_table price_table(const config::settings& s) {
+    usage::price_table table;
+    for (const auto& [model, p] : s.prices) {
+        usage::price entry;
+        entry.input = p.input.value_or(0);
+        entry.output = p.output.value_or(0);
+        entry.cached_input = p.cached_input.value_or(entry.input);
+        entry.reasoning = p.reasoning.value_or(entry.output);
+        entry.currency = p.currency;
+        table.emplace(model, std::move(entry));
+    }
+    return table;
+}
+
 metrics::billing_options billing_options(const config::settings& s) {
     const config::tenants_settings& t = s.tenants;
     metrics::billing_options o;

@@ -10,6 +10,7 @@
 #include "metrics/billing.hpp"
 #include "metrics/registry.hpp"
 #include "metrics/slo.hpp"
+#include "usage/price.hpp"
 #include "usage/tenant.hpp"
 #include "usage/throughput.hpp"
 
@@ -23,6 +24,8 @@ metrics::billing_options billing_options(const config::settings& s);
 usage::tenant_options tenant_options(const config::settings& s);
 usage::throughput_options throughput_options(const config::settings& s);
 meter::input_counting input_counting(const config::settings& s);
+// prices:, the cached-input and reasoning prices defaulted to the input and output prices.
+usage::price_table price_table(const config::settings& s);
 
 // SLO targets that are not boundaries of a bucket list set in the config. Run with
 // module_config_errors wherever a config is accepted: start-up, --check-config and reload.

@@ -182,6 +182,18 @@ struct model_settings {
     bool operator==(const model_settings&) const = default;
 };
 
+// One model's token prices per million tokens, kept exact: micro-units of `currency` (the YAML
+// decimal is read as text, at most 6 decimal places). Unset cached_input / reasoning: the input /
+// output price. input, output and currency are required (rules.cpp).
+struct price_settings {
+    std::optional<std::int64_t> input;
+    std::optional<std::int64_t> cached_input;
+    std::optional<std::int64_t> output;
+    std::optional<std::int64_t> reasoning;
+    std::string currency;
+    bool operator==(const price_settings&) const = default;
+};
+
 // One model's latency service-level objective, as written: a preset and explicit targets (which
 // win over the preset's). metrics/slo resolves the preset. A target left unset is not counted.
 struct slo_target {
@@ -225,6 +237,7 @@ struct settings {
     std::string tokenizer_dir;
     count_input_tokens_mode count_input_tokens = count_input_tokens_mode::when_unreported;
     std::map<std::string, model_settings> models;  // by the request's "model" field
+    std::map<std::string, price_settings> prices;  // by the request's "model" field
     slo_settings slo;
     // Add stream_options.include_usage to streamed OpenAI chat/completions requests that did not
     // ask for usage, and remove the extra usage chunk from what the client receives.

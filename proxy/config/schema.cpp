@@ -3,6 +3,7 @@
 // test all walk these tables, so a key is written once. Rules across keys are in rules.cpp.
 #include "config/schema.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 #include <string>
@@ -108,6 +109,22 @@ void check_reference(checker& c, key_ref key, const std::string& spec) {
 void check_model_tokenizer(checker& c, key_ref key, const std::string& spec) {
     if (spec.empty()) {
         c.error(key, "must name a tokenizer (o200k_base, cl100k_base or a path to tokenizer.json)");
+    }
+}
+
+void check_required_price(checker& c, key_ref key, const std::optional<std::int64_t>& micros) {
+    if (!micros) {
+        c.error(key, "is required: the price per million tokens, like 2.5");
+    }
+}
+
+// ISO 4217 style: three capital letters, as the currency label and the records carry it.
+void check_currency(checker& c, key_ref key, const std::string& code) {
+    const bool ok = code.size() == 3 && std::all_of(code.begin(), code.end(), [](char ch) {
+                        return ch >= 'A' && ch <= 'Z';
+                    });
+    if (!ok) {
+        c.error(key, "must be a three-letter currency code like USD, got " + detail::quote(code));
     }
 }
 
@@ -381,6 +398,24 @@ const table<MS>& model_table() {
     return t;
 }
 
+using PR = price_settings;
+const table<PR>& price_table() {
+    static const table<PR> t{
+        value("input", &PR::input, read_price, check_required_price,
+              "price per million input tokens not served from cache"),
+        value<PR, std::optional<std::int64_t>>("cached_input", &PR::cached_input, read_price,
+                                              nullptr,
+                                              "per million cached input tokens; default: input"),
+        value("output", &PR::output, read_price, check_required_price,
+              "price per million output tokens"),
+        value<PR, std::optional<std::int64_t>>("reasoning", &PR::reasoning, read_price, nullptr,
+                                              "per million reasoning tokens; default: output"),
+        value("currency", &PR::currency, read_text, check_currency,
+              "three-letter currency code of the prices"),
+    };
+    return t;
+}
+
 using E = slo_target;
 const table<E>& slo_entry_table() {
     static const table<E> t{
@@ -481,6 +516,10 @@ const table<S>& root() {
               {"<name>", "expected a mapping of model names to settings, got ",
                "model names must be non-empty strings, got ", "duplicate model", false, false},
               "per-model tokenizer settings, by the request's model field"),
+        named("prices", &S::prices, price_table,
+              {"<name>", "expected a mapping of model names to prices, got ",
+               "model names must be non-empty strings, got ", "duplicate model", false, false},
+              "token prices per model, for the cost in usage records and metrics"),
         section("slo", &S::slo, slo_table, "latency service-level objectives"),
         value<S, bool>("usage_injection", &S::usage_injection, read_bool, nullptr,
                        "ask OpenAI streams for usage and hide the extra chunk"),

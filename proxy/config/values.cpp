@@ -106,6 +106,54 @@ void read_rate(walker& w, node_ref node, key_ref key, double& out) {
     }
 }
 
+void read_price(walker& w, node_ref node, key_ref key, std::optional<std::int64_t>& out) {
+    const auto text = w.scalar(node, key, "a price per million tokens");
+    if (!text) {
+        return;
+    }
+    const std::string_view digits = detail::trim(*text);
+    const auto complain = [&](std::string_view why) {
+        out = 0;  // present but wrong: this error, not also "is required"
+        w.error(key, "expected a price per million tokens like 2.5, got " + detail::quote(*text) +
+                         " (" + std::string(why) + ")");
+    };
+    // Read as text, not as a double: 0.15 stays exactly 150000 micro-units.
+    std::int64_t whole = 0;
+    std::int64_t fraction = 0;
+    int decimals = 0;
+    bool point = false;
+    bool any_digit = false;
+    for (const char c : digits) {
+        if (c == '.' && !point) {
+            point = true;
+            continue;
+        }
+        if (c < '0' || c > '9') {
+            complain("digits and an optional decimal point; no sign, no exponent");
+            return;
+        }
+        any_digit = true;
+        if (point) {
+            if (++decimals > 6) {
+                complain("at most 6 decimal places");
+                return;
+            }
+            fraction = fraction * 10 + (c - '0');
+        } else if ((whole = whole * 10 + (c - '0')) > 1'000'000) {
+            complain("at most 1000000 per million tokens");
+            return;
+        }
+    }
+    if (!any_digit) {
+        complain("no digits");
+        return;
+    }
+    for (int i = decimals; i < 6; ++i) {
+        fraction *= 10;
+    }
+    out = whole * 1'000'000 + fraction;
+}
+
 void read_objective(walker& w, node_ref node, key_ref key, double& out) {
     read_parsed(w, node, key, "a percentage like 99%", detail::parse_objective, out);
 }

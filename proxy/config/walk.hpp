@@ -97,6 +97,8 @@ void read_text(walker& w, node_ref node, key_ref key, std::string& out);    // t
 void read_word(walker& w, node_ref node, key_ref key, std::string& out);    // trimmed, lowercase
 void read_string(walker& w, node_ref node, key_ref key, std::string& out);  // as written; null: ""
 void read_rate(walker& w, node_ref node, key_ref key, double& out);
+// A price per million tokens, "2.5" (at most 6 decimals), in micro-units.
+void read_price(walker& w, node_ref node, key_ref key, std::optional<std::int64_t>& out);
 void read_objective(walker& w, node_ref node, key_ref key, double& out);
 void read_optional_objective(walker& w, node_ref node, key_ref key, std::optional<double>& out);
 void read_model_names(walker& w, node_ref node, key_ref key, std::vector<std::string>& out);

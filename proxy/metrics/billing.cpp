@@ -41,6 +41,12 @@ billing_metrics::billing_metrics(registry& base, const billing_options& options)
                              "Requests refused with 429 because the tenant's provisioned "
                              "throughput bucket was in debt")
                          .Register(reg);
+    cost_ = &BuildCounter()
+                 .Name("tokenmeter_cost_total")
+                 .Help(
+                     "Cost of the tokens by model, tenant and currency, from the prices in the "
+                     "config (models without a price have no series)")
+                 .Register(reg);
     auto& provisioned = BuildGauge()
                             .Name("tokenmeter_tenant_provisioned_tokens_per_second")
                             .Help("Provisioned input + output tokens per second, from config")
@@ -77,11 +83,18 @@ std::string billing_metrics::tenant_label(std::string_view tenant) {
 }
 
 void billing_metrics::record(const tenant_usage& u) {
+    std::string model(u.model_label);
+    if (u.cost_picos && !u.currency.empty()) {
+        // Without a tenant source every request is "anonymous", as in the usage records.
+        cost_->Add({{"model", model},
+                    {"tenant", tenants_on_ ? tenant_label(u.tenant) : std::string("anonymous")},
+                    {"currency", std::string(u.currency)}})
+            .Increment(static_cast<double>(*u.cost_picos) / 1e12);
+    }
     if (!tenants_on_) {
         return;
     }
     std::string tenant = tenant_label(u.tenant);
-    std::string model(u.model_label);
     requests_->Add({{"tenant", tenant}, {"model", model}, {"outcome", std::string(u.outcome)}})
         .Increment();
     auto add = [&](prometheus::Family<prometheus::Counter>* family, const char* type,

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,6 +23,8 @@ struct tenant_usage {
     std::uint64_t output_tokens = 0;
     std::uint64_t reasoning_tokens = 0;
     std::uint64_t cached_input_tokens = 0;
+    std::optional<std::int64_t> cost_picos;  // set with a currency when the model has a price
+    std::string_view currency;
 };
 
 // How tenant labels are bounded, and whether tenant series exist at all.
@@ -53,6 +56,7 @@ class billing_metrics {
     prometheus::Family<prometheus::Counter>* cached_input_tokens_;
     prometheus::Family<prometheus::Counter>* requests_;
     prometheus::Family<prometheus::Counter>* rate_limited_;
+    prometheus::Family<prometheus::Counter>* cost_;
     // Series created on first use: the spool and shipper report only when they are configured.
     prometheus::Family<prometheus::Gauge>* spool_records_;
     prometheus::Family<prometheus::Gauge>* spool_oldest_age_;

@@ -128,6 +128,18 @@ registry::registry(const registry_options& options, const slo_options& slo)
                  "Per request: output tokens counted with the reference tokenizer / (end - request "
                  "received); comparable across models whatever their tokenizers")
              .Register(*registry_);
+    input_tokens_ = &BuildHistogram()
+                         .Name("tokenmeter_request_input_tokens")
+                         .Help(
+                             "Per request: input tokens, the best count as in the usage records "
+                             "(OpenTelemetry gen_ai.client.token.usage buckets)")
+                         .Register(*registry_);
+    output_tokens_ = &BuildHistogram()
+                          .Name("tokenmeter_request_output_tokens")
+                          .Help(
+                              "Per request: output tokens (reasoning included), the best count as "
+                              "in the usage records (gen_ai.client.token.usage buckets)")
+                          .Register(*registry_);
     output_chars_ = &BuildCounter()
                          .Name("tokenmeter_output_chars_total")
                          .Help("Bytes of output text (content, reasoning, tool-call arguments)")
@@ -335,6 +347,14 @@ void registry::record_details(const std::string& model, const meter::request_sum
     }
 }
 
+// OpenTelemetry's advice for gen_ai.client.token.usage: powers of 4 from 1 to 4^13.
+const std::vector<double>& token_usage_bounds() {
+    static const std::vector<double> bounds{1,      4,       16,       64,       256,
+                                            1024,   4096,    16384,    65536,    262144,
+                                            1048576, 4194304, 16777216, 67108864};
+    return bounds;
+}
+
 void registry::count_tokens(const prometheus::Labels& labels, const meter::request_summary& s) {
     // type and source: "" leaves the label out.
     auto add = [&](prometheus::Family<prometheus::Counter>* family, std::string_view type,
@@ -365,6 +385,17 @@ void registry::count_tokens(const prometheus::Labels& labels, const meter::reque
             add(reasoning_tokens_, "", "normalized", s.normalized_reasoning_tokens);
         }
         add(cached_input_tokens_, "", "", s.reported.cached_input_tokens);
+        // Verbosity per request: the same counts, as distributions (a model that answers in 80
+        // tokens and one that answers in 800 have the same tokens/s and very different tasks).
+        // Classic buckets only: a token count is not a latency.
+        if (input.value) {
+            input_tokens_->Add(labels, token_usage_bounds())
+                .Observe(static_cast<double>(*input.value));
+        }
+        if (output.value) {
+            output_tokens_->Add(labels, token_usage_bounds())
+                .Observe(static_cast<double>(*output.value));
+        }
     }
     add(reported_tokens_, "input", "", s.reported.input_tokens);
     add(reported_tokens_, "output", "", s.reported.output_tokens);

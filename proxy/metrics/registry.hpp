@@ -53,6 +53,10 @@ struct registry_options {
     bool native_histograms = false;  // also native histograms, in the protobuf exposition
 };
 
+// The bucket boundaries of the per-request token histograms (OpenTelemetry's
+// gen_ai.client.token.usage).
+const std::vector<double>& token_usage_bounds();
+
 class registry {
   public:
     // slo: the per-model latency objectives counted in tokenmeter_slo_requests_total; their
@@ -130,6 +134,8 @@ class registry {
     prometheus::Family<prometheus::Histogram>* decode_tps_;
     prometheus::Family<prometheus::Histogram>* duration_;
     prometheus::Family<prometheus::Histogram>* normalized_tps_;
+    prometheus::Family<prometheus::Histogram>* input_tokens_;   // per request, verbosity
+    prometheus::Family<prometheus::Histogram>* output_tokens_;
     prometheus::Family<prometheus::Counter>* output_chars_;
     prometheus::Family<prometheus::Counter>* mismatch_;
     prometheus::Family<prometheus::Counter>* requests_;

@@ -275,9 +275,11 @@ class metering_exchange final : public exchange_observer {
         if (parts_.records == nullptr || state_.open.id.empty()) {
             return;
         }
-        state_.close_seq = parts_.records->append(
-            usage::encode_close(usage::make_record(state_.open, summary, wall_ms(summary.end))),
-            true);
+        usage::usage_record record = usage::make_record(state_.open, summary, wall_ms(summary.end));
+        if (parts_.prices != nullptr) {
+            usage::apply_price(record, *parts_.prices);
+        }
+        state_.close_seq = parts_.records->append(usage::encode_close(record), true);
         state_.open.id.clear();
     }
 
@@ -300,6 +302,15 @@ class metering_exchange final : public exchange_observer {
             u.output_tokens = output;
             u.reasoning_tokens = summary.reported.reasoning_tokens.value_or(0);
             u.cached_input_tokens = summary.reported.cached_input_tokens.value_or(0);
+            usage::usage_record priced;
+            if (parts_.prices != nullptr) {
+                // The same counts and rules as the usage record's cost.
+                priced = usage::make_record({}, summary, 0);
+                priced.model = summary.model;
+                usage::apply_price(priced, *parts_.prices);
+                u.cost_picos = priced.cost_picos;
+                u.currency = priced.currency;
+            }
             parts_.billing->record(u);
         }
         if (state_.shared) {

@@ -10,6 +10,7 @@
 #include "core/time.hpp"
 #include "meter/exchange.hpp"
 #include "observe/observer.hpp"
+#include "usage/price.hpp"
 
 namespace tokenmeter::metrics {
 class registry;
@@ -51,6 +52,8 @@ struct metering_parts {
     std::function<std::int64_t()> wall_clock_ms;
     // The fleet-wide limit (tenants.shared_limits): admits and settles the tenants it covers.
     shared_limiter* shared = nullptr;
+    // Token prices by model (`prices`): the cost in usage records and tokenmeter_cost_total.
+    const usage::price_table* prices = nullptr;
 };
 
 class metering_observer final : public observer {

@@ -1,5 +1,7 @@
 #include "usage/record.hpp"
 
+#include "usage/price.hpp"
+
 #include <array>
 #include <charconv>
 #include <chrono>
@@ -90,6 +92,12 @@ json record_json(const usage_record& r) {
     put_count(j, "cached_tokens", "cached_source", r.cached_input);
     j["outcome"] = r.outcome;
     j["status"] = r.status;
+    if (!r.currency.empty()) {
+        // A double prints as the shortest decimal that reads back as itself: the exact amount,
+        // for amounts of up to 15 significant digits.
+        j["cost"] = r.cost_picos ? json(static_cast<double>(*r.cost_picos) / 1e12) : json(nullptr);
+        j["currency"] = r.currency;
+    }
     return j;
 }
 
@@ -261,6 +269,10 @@ std::optional<spool_entry> decode_line(std::string_view line) {
         r.cached_input = get_count(j, "cached_tokens", "cached_source");
         r.outcome = outcome;
         r.status = get_int(j, "status");
+        r.currency = get_string(j, "currency");
+        if (auto cost = j.find("cost"); !r.currency.empty() && cost != j.end() && cost->is_number()) {
+            r.cost_picos = amount_from_number(cost->get<double>());
+        }
         return e;
     }
     return std::nullopt;

@@ -47,6 +47,10 @@ struct usage_record {
     std::string outcome;  // complete, client_cancel, upstream_error, upstream_truncated, rejected,
                           // crash_recovered
     int status = 0;       // status code the client got (0: none)
+    // The price of the tokens (usage/price), set when the model has a price: currency non-empty,
+    // cost in pico-units of it, nullopt when a count it needs is unknown.
+    std::optional<std::int64_t> cost_picos;
+    std::string currency;
 };
 
 // The request's identity, known when it starts (the "open" entry).

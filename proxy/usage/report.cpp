@@ -4,9 +4,12 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
+#include "usage/plan.hpp"
+#include "usage/price.hpp"
 #include "usage/spool.hpp"
 
 namespace tokenmeter::usage {
@@ -15,7 +18,8 @@ namespace {
 constexpr const char* help_text = R"(usage: tokenmeter usage [--spool DIR | --config FILE] [options]
 
 Reads the usage spool and prints totals per tenant and model: requests, input, output,
-reasoning and cached tokens, and the peak tokens per second.
+reasoning and cached tokens, their cost (from the records: `prices` in the config), and the
+peak tokens per second.
 
   --spool DIR      the spool directory (usage.spool_dir)
   --config FILE    take the spool directory from this config file instead
@@ -25,7 +29,16 @@ reasoning and cached tokens, and the peak tokens per second.
   --model NAME     only this model
   --json           JSON instead of a table
 
-Peak tokens/s: input + output tokens per UTC second, summed over the group's records. A
+  --plan           a capacity plan per model instead of totals: the mix of input and output
+                   tokens (mean, p50, p95), tokens/s, concurrency and requests/s per one-minute
+                   window (p50, p99, peak), and the provisioned-throughput band the peak needs,
+                   beside the band the same request rate needs at the reference mix
+  --band-size N    tokens/s per band step (default 100)
+  --reference-mix IN/OUT   the reference mix (default 2048/256)
+  --ttft-target D  with --plan: the share of requests with TTFT at most D (500ms, 2s)
+  --tpot-target D  with --plan: the share with time per output token at most D (50ms)
+
+Definitions: docs/usage-records.md. Peak tokens/s: input + output tokens per UTC second, summed over the group's records. A
 record's input tokens count in the second of its first token (prefill ends there); its output
 tokens are spread evenly from the first token to the end. Records sharing an id count once.
 )";
@@ -59,6 +72,11 @@ void add_record(usage_totals& totals, per_second& bins, const usage_record& r) {
     totals.output_tokens += output;
     totals.reasoning_tokens += r.reasoning.value.value_or(0);
     totals.cached_tokens += r.cached_input.value.value_or(0);
+    if (!r.currency.empty() && r.cost_picos) {
+        totals.cost_picos[r.currency] += *r.cost_picos;
+    } else {
+        totals.unpriced_requests += 1;
+    }
     std::int64_t first = r.end_unix_ms;
     if (r.ttft_seconds) {
         first = r.start_unix_ms + static_cast<std::int64_t>(std::llround(*r.ttft_seconds * 1000));
@@ -89,10 +107,28 @@ nlohmann::ordered_json totals_json(const usage_totals& t) {
     j["output_tokens"] = t.output_tokens;
     j["reasoning_tokens"] = t.reasoning_tokens;
     j["cached_tokens"] = t.cached_tokens;
+    // Exact decimals as strings (a sum can outgrow a double's digits), by currency.
+    nlohmann::ordered_json cost = nlohmann::ordered_json::object();
+    for (const auto& [currency, picos] : t.cost_picos) {
+        cost[currency] = format_amount(picos);
+    }
+    j["cost"] = cost;
+    j["unpriced_requests"] = t.unpriced_requests;
     j["peak_tokens_per_second"] = std::round(t.peak_tokens_per_second * 1000) / 1000;
     j["peak_second"] = t.requests > 0 ? nlohmann::ordered_json(format_time(t.peak_second_unix_ms))
                                       : nlohmann::ordered_json(nullptr);
     return j;
+}
+
+// "12.345678 USD", currencies joined by " + ", rounded to micro-units; "-" without a cost.
+std::string cost_cell(const usage_totals& t) {
+    std::string out;
+    for (const auto& [currency, picos] : t.cost_picos) {
+        constexpr std::int64_t micro = 1'000'000;
+        const std::int64_t rounded = (picos >= 0 ? picos + micro / 2 : picos - micro / 2) / micro;
+        out += (out.empty() ? "" : " + ") + format_amount(rounded * micro) + " " + currency;
+    }
+    return out.empty() ? "-" : out;
 }
 
 std::string partial_count(const usage_totals& t) {
@@ -106,14 +142,14 @@ std::string partial_count(const usage_totals& t) {
 void print_table(const usage_report& report) {
     std::vector<std::vector<std::string>> rows;
     rows.push_back({"TENANT", "MODEL", "REQUESTS", "NOT_COMPLETE", "INPUT", "OUTPUT", "REASONING",
-                    "CACHED", "PEAK_TOK/S", "PEAK_SECOND"});
+                    "CACHED", "COST", "PEAK_TOK/S", "PEAK_SECOND"});
     auto row = [&](const std::string& tenant, const std::string& model, const usage_totals& t) {
         std::array<char, 32> peak{};
         std::snprintf(peak.data(), peak.size(), "%.1f", t.peak_tokens_per_second);
         rows.push_back({tenant, model, std::to_string(t.requests), partial_count(t),
                         std::to_string(t.input_tokens), std::to_string(t.output_tokens),
                         std::to_string(t.reasoning_tokens), std::to_string(t.cached_tokens),
-                        peak.data(), format_time(t.peak_second_unix_ms).substr(0, 19)});
+                        cost_cell(t), peak.data(), format_time(t.peak_second_unix_ms).substr(0, 19)});
     };
     for (const auto& [tenant, totals] : report.by_tenant) {
         for (const auto& [key, t] : report.by_tenant_model) {
@@ -154,8 +190,8 @@ void print_table(const usage_report& report) {
 
 }  // namespace
 
-usage_report build_report(const std::vector<usage_record>& records, const report_filter& filter) {
-    usage_report report;
+std::vector<const usage_record*> unique_records(const std::vector<usage_record>& records,
+                                                std::uint64_t& duplicates) {
     std::unordered_map<std::string, const usage_record*> by_id;
     std::vector<const usage_record*> order;
     for (const auto& r : records) {
@@ -164,19 +200,29 @@ usage_report build_report(const std::vector<usage_record>& records, const report
             order.push_back(&r);
             continue;
         }
-        report.duplicates += 1;
+        duplicates += 1;
         if (rank(r.outcome) > rank(it->second->outcome)) {
             std::replace(order.begin(), order.end(), it->second, &r);
             it->second = &r;
         }
     }
+    return order;
+}
+
+bool passes(const usage_record& r, const report_filter& filter) {
+    return !((filter.from_unix_ms && r.start_unix_ms < *filter.from_unix_ms) ||
+             (filter.to_unix_ms && r.start_unix_ms >= *filter.to_unix_ms) ||
+             (filter.tenant && r.tenant != *filter.tenant) ||
+             (filter.model && r.model != *filter.model));
+}
+
+usage_report build_report(const std::vector<usage_record>& records, const report_filter& filter) {
+    usage_report report;
+    const std::vector<const usage_record*> order = unique_records(records, report.duplicates);
     std::map<std::pair<std::string, std::string>, per_second> model_bins;
     std::map<std::string, per_second> tenant_bins;
     for (const usage_record* r : order) {
-        if ((filter.from_unix_ms && r->start_unix_ms < *filter.from_unix_ms) ||
-            (filter.to_unix_ms && r->start_unix_ms >= *filter.to_unix_ms) ||
-            (filter.tenant && r->tenant != *filter.tenant) ||
-            (filter.model && r->model != *filter.model)) {
+        if (!passes(*r, filter)) {
             continue;
         }
         report.records += 1;
@@ -193,11 +239,131 @@ usage_report build_report(const std::vector<usage_record>& records, const report
     return report;
 }
 
+namespace {
+
+void print_json(const usage_report& report, const report_filter& filter) {
+    nlohmann::ordered_json out;
+    out["from"] = filter.from_unix_ms
+                      ? nlohmann::ordered_json(format_time(*filter.from_unix_ms))
+                      : nlohmann::ordered_json(nullptr);
+    out["to"] = filter.to_unix_ms ? nlohmann::ordered_json(format_time(*filter.to_unix_ms))
+                                  : nlohmann::ordered_json(nullptr);
+    out["records"] = report.records;
+    out["duplicates"] = report.duplicates;
+    out["malformed_lines"] = report.malformed;
+    auto rows = nlohmann::ordered_json::array();
+    for (const auto& [key, t] : report.by_tenant_model) {
+        nlohmann::ordered_json row;
+        row["tenant"] = key.first;
+        row["model"] = key.second;
+        auto fields = totals_json(t);
+        for (auto it = fields.begin(); it != fields.end(); ++it) {
+            row[it.key()] = it.value();
+        }
+        rows.push_back(std::move(row));
+    }
+    out["rows"] = std::move(rows);
+    auto tenants = nlohmann::ordered_json::array();
+    for (const auto& [tenant, t] : report.by_tenant) {
+        nlohmann::ordered_json row;
+        row["tenant"] = tenant;
+        auto fields = totals_json(t);
+        for (auto it = fields.begin(); it != fields.end(); ++it) {
+            row[it.key()] = it.value();
+        }
+        tenants.push_back(std::move(row));
+    }
+    out["tenants"] = std::move(tenants);
+    std::printf(
+        "%s\n",
+        out.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
+}
+
+// "500ms", "2s", "0.25s" -> seconds.
+std::optional<double> parse_seconds(const std::string& text) {
+    double scale = 1.0;
+    std::string number = text;
+    if (number.size() > 2 && number.ends_with("ms")) {
+        scale = 0.001;
+        number.resize(number.size() - 2);
+    } else if (number.size() > 1 && number.ends_with('s')) {
+        number.resize(number.size() - 1);
+    } else {
+        return std::nullopt;
+    }
+    char* end = nullptr;
+    const double v = std::strtod(number.c_str(), &end);
+    if (end != number.c_str() + number.size() || !(v > 0) || !std::isfinite(v)) {
+        return std::nullopt;
+    }
+    return v * scale;
+}
+
+// "2048/256" -> {2048, 256}.
+std::optional<std::pair<std::uint64_t, std::uint64_t>> parse_mix(const std::string& text) {
+    const auto slash = text.find('/');
+    if (slash == std::string::npos) {
+        return std::nullopt;
+    }
+    char* end = nullptr;
+    const std::string in = text.substr(0, slash);
+    const std::string out = text.substr(slash + 1);
+    const unsigned long long i = std::strtoull(in.c_str(), &end, 10);
+    if (in.empty() || end != in.c_str() + in.size()) {
+        return std::nullopt;
+    }
+    const unsigned long long o = std::strtoull(out.c_str(), &end, 10);
+    if (out.empty() || end != out.c_str() + out.size() || i + o == 0) {
+        return std::nullopt;
+    }
+    return std::make_pair(static_cast<std::uint64_t>(i), static_cast<std::uint64_t>(o));
+}
+
+bool is_plan_option(const std::string& arg) {
+    return arg == "--band-size" || arg == "--ttft-target" || arg == "--tpot-target" ||
+           arg == "--reference-mix";
+}
+
+// Sets one of --plan's options; false (after saying why) when the value is wrong.
+bool set_plan_option(const std::string& arg, const std::string& v, plan_options& o) {
+    const auto bad = [&](const char* expected) {
+        std::fprintf(stderr, "tokenmeter usage: %s: expected %s, got '%s'\n", arg.c_str(),
+                     expected, v.c_str());
+        return false;
+    };
+    if (arg == "--band-size") {
+        char* end = nullptr;
+        const double size = std::strtod(v.c_str(), &end);
+        if (end != v.c_str() + v.size() || !(size > 0) || !std::isfinite(size)) {
+            return bad("a number of tokens/s above 0, like 100");
+        }
+        o.band_size = size;
+    } else if (arg == "--reference-mix") {
+        const auto mix = parse_mix(v);
+        if (!mix) {
+            return bad("input/output tokens like 2048/256");
+        }
+        o.reference_input = mix->first;
+        o.reference_output = mix->second;
+    } else {
+        const auto seconds = parse_seconds(v);
+        if (!seconds) {
+            return bad("a duration like 500ms or 2s");
+        }
+        (arg == "--ttft-target" ? o.ttft_target_seconds : o.tpot_target_seconds) = *seconds;
+    }
+    return true;
+}
+
+}  // namespace
+
 int run_usage_command(const std::vector<std::string>& args, const spool_dir_lookup& spool_dir_of) {
     std::string spool;
     std::string config_file;
     report_filter filter;
     bool json = false;
+    bool plan = false;
+    plan_options plan_opts;
     for (std::size_t i = 0; i < args.size(); ++i) {
         const std::string& arg = args[i];
         auto value = [&]() -> std::optional<std::string> {
@@ -215,8 +381,13 @@ int run_usage_command(const std::vector<std::string>& args, const spool_dir_look
             json = true;
             continue;
         }
+        if (arg == "--plan") {
+            plan = true;
+            continue;
+        }
         const bool takes_value = arg == "--spool" || arg == "--config" || arg == "--from" ||
-                                 arg == "--to" || arg == "--tenant" || arg == "--model";
+                                 arg == "--to" || arg == "--tenant" || arg == "--model" ||
+                                 is_plan_option(arg);
         if (!takes_value) {
             std::fprintf(stderr, "tokenmeter usage: unknown argument '%s' (see --help)\n",
                          arg.c_str());
@@ -225,6 +396,12 @@ int run_usage_command(const std::vector<std::string>& args, const spool_dir_look
         auto v = value();
         if (!v) {
             return 2;
+        }
+        if (is_plan_option(arg)) {
+            if (!set_plan_option(arg, *v, plan_opts)) {
+                return 2;
+            }
+            continue;
         }
         if (arg == "--spool") {
             spool = *v;
@@ -273,44 +450,16 @@ int run_usage_command(const std::vector<std::string>& args, const spool_dir_look
         });
         malformed += counts.malformed;
     }
+    if (plan) {
+        const std::vector<model_plan> plans = build_plan(records, filter, plan_opts);
+        const std::string text = json ? plan_json(plans, plan_opts) : format_plan(plans, plan_opts);
+        std::fputs(text.c_str(), stdout);
+        return 0;
+    }
     usage_report report = build_report(records, filter);
     report.malformed = malformed;
     if (json) {
-        nlohmann::ordered_json out;
-        out["from"] = filter.from_unix_ms
-                          ? nlohmann::ordered_json(format_time(*filter.from_unix_ms))
-                          : nlohmann::ordered_json(nullptr);
-        out["to"] = filter.to_unix_ms ? nlohmann::ordered_json(format_time(*filter.to_unix_ms))
-                                      : nlohmann::ordered_json(nullptr);
-        out["records"] = report.records;
-        out["duplicates"] = report.duplicates;
-        out["malformed_lines"] = report.malformed;
-        auto rows = nlohmann::ordered_json::array();
-        for (const auto& [key, t] : report.by_tenant_model) {
-            nlohmann::ordered_json row;
-            row["tenant"] = key.first;
-            row["model"] = key.second;
-            auto fields = totals_json(t);
-            for (auto it = fields.begin(); it != fields.end(); ++it) {
-                row[it.key()] = it.value();
-            }
-            rows.push_back(std::move(row));
-        }
-        out["rows"] = std::move(rows);
-        auto tenants = nlohmann::ordered_json::array();
-        for (const auto& [tenant, t] : report.by_tenant) {
-            nlohmann::ordered_json row;
-            row["tenant"] = tenant;
-            auto fields = totals_json(t);
-            for (auto it = fields.begin(); it != fields.end(); ++it) {
-                row[it.key()] = it.value();
-            }
-            tenants.push_back(std::move(row));
-        }
-        out["tenants"] = std::move(tenants);
-        std::printf(
-            "%s\n",
-            out.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
+        print_json(report, filter);
     } else {
         print_table(report);
     }

@@ -21,6 +21,10 @@ struct usage_totals {
     std::uint64_t output_tokens = 0;
     std::uint64_t reasoning_tokens = 0;
     std::uint64_t cached_tokens = 0;
+    // Cost by currency, in pico-units (usage/price), and the records that have none (their
+    // model has no price, or a count the price needs was unknown).
+    std::map<std::string, std::int64_t> cost_picos;
+    std::uint64_t unpriced_requests = 0;
     double peak_tokens_per_second = 0;
     std::int64_t peak_second_unix_ms = 0;  // start of the peak second
 };
@@ -39,6 +43,13 @@ struct report_filter {
     std::optional<std::string> tenant;
     std::optional<std::string> model;
 };
+
+// The records to count, one per id, in order of first appearance: a real outcome wins over
+// crash_recovered (the same request recovered after a lost close). Adds the others to
+// `duplicates`.
+std::vector<const usage_record*> unique_records(const std::vector<usage_record>& records,
+                                                std::uint64_t& duplicates);
+bool passes(const usage_record& r, const report_filter& filter);
 
 // Totals of the records in `records` that pass the filter. Records sharing an id count once:
 // a real outcome wins over crash_recovered (the same request recovered after a lost close).

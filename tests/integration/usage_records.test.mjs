@@ -6,31 +6,21 @@
 // per-tenant metrics are bounded; `tokenmeter usage` totals what is in the spool.
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { createHmac } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 
 import {
-  binaries, chatBody, completionBody, makeTempDir, request, startProxy, startSim, stopAll,
+  chatBody, completionBody, makeTempDir, request, startProxy, startSim, stopAll,
   waitMetrics,
 } from './lib/harness.mjs';
-import { readRecords, waitRecord } from './lib/usage.mjs';
+import { readRecords, runUsage, waitRecord } from './lib/usage.mjs';
 
 after(stopAll);
 
 function usageConfig(spool, extra = '') {
   return `usage:\n  spool_dir: ${spool}\n  checkpoint_interval: 100ms\n${extra}`;
-}
-
-function runUsage(args) {
-  const { bin } = binaries();
-  return new Promise((resolve) => {
-    execFile(bin, ['usage', ...args], (error, stdout, stderr) => {
-      resolve({ code: error ? error.code : 0, stdout, stderr });
-    });
-  });
 }
 
 test('client disconnects mid-stream: client_cancel record with the tokens streamed so far', { timeout: 30_000 }, async () => {

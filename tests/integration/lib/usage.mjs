@@ -1,9 +1,10 @@
 // Helpers for the usage-record tests: read the spool's JSON Lines segments the way a billing
 // pipeline would (complete lines only), and wait for records to appear.
+import { execFile } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 
-import { waitFor } from './harness.mjs';
+import { binaries, waitFor } from './harness.mjs';
 
 // Every decodable entry of every segment, oldest segment first: [{...entry, segment}].
 // An unterminated last line (a write cut by SIGKILL) is skipped, as the proxy's readers do.
@@ -36,4 +37,14 @@ export function readRecords(dir) {
 export async function waitRecord(dir, requestId, timeoutMs = 5000) {
   return waitFor(() => readRecords(dir).find((r) => r.request_id === requestId),
     { timeoutMs, intervalMs: 20, what: `the usage record of ${requestId}` });
+}
+
+// Runs `tokenmeter usage ARGS...`: {code, stdout, stderr}.
+export function runUsage(args) {
+  const { bin } = binaries();
+  return new Promise((resolve) => {
+    execFile(bin, ['usage', ...args], (error, stdout, stderr) => {
+      resolve({ code: error ? error.code : 0, stdout, stderr });
+    });
+  });
 }

@@ -95,7 +95,8 @@ TEST(Registry, ExposesEveryFamilyWithItsLabels) {
         text,
         R"(tokenmeter_tokens_total{api="openai_chat",model="llama",source="reported",type="output"} 3)"));
     EXPECT_TRUE(contains(
-        text, R"(tokenmeter_reported_tokens_total{api="openai_chat",model="llama",type="input"} 7)"));
+        text,
+        R"(tokenmeter_reported_tokens_total{api="openai_chat",model="llama",type="input"} 7)"));
     EXPECT_FALSE(contains(text, "tokenmeter_native_tokens_total")) << "no tokenizer counted it";
     EXPECT_FALSE(contains(text, "count=")) << "the label is called source";
     EXPECT_TRUE(contains(text, R"(tokenmeter_upstream_errors_total{reason="connect_refused"} 1)"));
@@ -199,13 +200,13 @@ TEST(Registry, ReasoningCachedInputContentTtftAndParseErrorReasons) {
         contains(text, "tokenmeter_time_to_first_content_token_seconds_sum{" + labels + "} 2.5"));
     EXPECT_TRUE(contains(text, "tokenmeter_time_to_first_token_seconds_sum{" + labels +
                                    R"(,prompt_class="0-512"} 0.1)"));
-    EXPECT_TRUE(contains(text, "tokenmeter_reasoning_tokens_total{" + labels +
-                                   R"(,source="reported"} 30)"));
+    EXPECT_TRUE(contains(
+        text, "tokenmeter_reasoning_tokens_total{" + labels + R"(,source="reported"} 30)"));
     EXPECT_TRUE(contains(text, "tokenmeter_cached_input_tokens_total{" + labels + "} 100"));
-    EXPECT_TRUE(contains(text, "tokenmeter_tokens_total{" + labels +
-                                   R"(,source="reported",type="output"} 40)"));
-    EXPECT_TRUE(contains(text, "tokenmeter_tokens_total{" + labels +
-                                   R"(,source="reported",type="input"} 120)"));
+    EXPECT_TRUE(contains(
+        text, "tokenmeter_tokens_total{" + labels + R"(,source="reported",type="output"} 40)"));
+    EXPECT_TRUE(contains(
+        text, "tokenmeter_tokens_total{" + labels + R"(,source="reported",type="input"} 120)"));
     EXPECT_TRUE(contains(
         text,
         R"(tokenmeter_parse_errors_total{api="anthropic_messages",reason="invalid_json"} 2)"));
@@ -225,6 +226,44 @@ TEST(Registry, ReasoningOnlyStreamHasNoContentTtft) {
     EXPECT_FALSE(s.time_to_first_content_token);
     r.record(s);
     EXPECT_FALSE(contains(r.expose(), "tokenmeter_time_to_first_content_token_seconds_count{"));
+}
+
+}  // namespace
+}  // namespace tokenmeter::metrics
+
+namespace tokenmeter::metrics {
+namespace {
+
+TEST(Registry, PerRequestTokenHistogramsUseTheOpenTelemetryBuckets) {
+    registry r(settings_with({}, 32));
+    r.record(streamed_summary(&r.inter_token_latency_bounds(), "llama"));  // 7 in, 3 out
+    auto big = streamed_summary(&r.inter_token_latency_bounds(), "llama");
+    big.reported.input_tokens = 5000;
+    big.reported.output_tokens = 300;
+    r.record(big);
+    auto unknown_input = streamed_summary(&r.inter_token_latency_bounds(), "llama");
+    unknown_input.reported.input_tokens.reset();
+    r.record(unknown_input);
+    const auto text = r.expose();
+    const std::string in =
+        R"(tokenmeter_request_input_tokens_bucket{api="openai_chat",model="llama",le=")";
+    const std::string out =
+        R"(tokenmeter_request_output_tokens_bucket{api="openai_chat",model="llama",le=")";
+    // 7 falls in (4, 16], 5000 in (4096, 16384]; the request without an input count adds none.
+    EXPECT_TRUE(contains(text, in + R"(4"} 0)")) << text;
+    EXPECT_TRUE(contains(text, in + R"(16"} 1)"));
+    EXPECT_TRUE(contains(text, in + R"(4096"} 1)"));
+    EXPECT_TRUE(contains(text, in + R"(16384"} 2)"));
+    EXPECT_TRUE(contains(text, in + R"(67108864"} 2)"));
+    EXPECT_TRUE(contains(text, in + R"(+Inf"} 2)"));
+    // Output: 3, 300 and 3 tokens.
+    EXPECT_TRUE(contains(text, out + R"(4"} 2)"));
+    EXPECT_TRUE(contains(text, out + R"(256"} 2)"));
+    EXPECT_TRUE(contains(text, out + R"(1024"} 3)"));
+    EXPECT_TRUE(contains(
+        text, R"(tokenmeter_request_output_tokens_sum{api="openai_chat",model="llama"} 306)"));
+    EXPECT_EQ(token_usage_bounds().size(), 14U);
+    EXPECT_EQ(token_usage_bounds().back(), 67108864.0);
 }
 
 }  // namespace

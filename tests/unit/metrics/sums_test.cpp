@@ -178,6 +178,10 @@ TEST(Sums, EveryFamilySumsToAKnownTotal) {
     double out_tps = 0;
     double decode_tps = 0;
     double chars = 0;
+    double input_count = 0;
+    double input_sum = 0;
+    double output_count = 0;
+    double output_sum = 0;
     for (const auto& s : forwarded) {
         durations += s.duration_seconds;
         if (s.api == api_kind::none) {
@@ -185,6 +189,12 @@ TEST(Sums, EveryFamilySumsToAKnownTotal) {
         }
         const usage::usage_record rec = usage::make_record({}, s, 0);
         billed += static_cast<double>(rec.input.value.value_or(0) + rec.output.value.value_or(0));
+        if (s.result != meter::outcome::rejected) {
+            input_count += rec.input.value ? 1 : 0;
+            input_sum += static_cast<double>(rec.input.value.value_or(0));
+            output_count += rec.output.value ? 1 : 0;
+            output_sum += static_cast<double>(rec.output.value.value_or(0));
+        }
         ttft_count += s.time_to_first_token ? 1 : 0;
         ttft_sum += s.time_to_first_token.value_or(0);
         ttfct_count += s.time_to_first_content_token ? 1 : 0;
@@ -232,6 +242,8 @@ TEST(Sums, EveryFamilySumsToAKnownTotal) {
         {"tokenmeter_output_tokens_per_second", {out_tps, -1}},
         {"tokenmeter_decode_tokens_per_second", {decode_tps, -1}},
         {"tokenmeter_request_duration_seconds", {6, durations}},
+        {"tokenmeter_request_input_tokens", {input_count, input_sum}},
+        {"tokenmeter_request_output_tokens", {output_count, output_sum}},
     };
     // Settings, not amounts: one series per configured target or limit; aggregate with max.
     const std::set<std::string> settings_gauges{"tokenmeter_slo_objective_ratio",

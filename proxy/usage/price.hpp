@@ -1,0 +1,49 @@
+// usage/price: what a request's tokens cost, from per-model prices per million tokens. Amounts
+// are exact integers: prices in micro-units of their currency (the config's decimal, read as
+// text), costs in pico-units (tokens x micro-units per million tokens). No I/O, no clock.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "usage/record.hpp"
+
+namespace tokenmeter::usage {
+
+// One model's prices per million tokens, in micro-units of `currency`. The cached-input and
+// reasoning prices are filled in by whoever builds the table (the input and output price when
+// the config gives none).
+struct price {
+    std::int64_t input = 0;
+    std::int64_t cached_input = 0;
+    std::int64_t output = 0;
+    std::int64_t reasoning = 0;
+    std::string currency;  // "USD", "EUR", ...
+    bool operator==(const price&) const = default;
+};
+
+// By the model name clients send (the record's `model`).
+using price_table = std::map<std::string, price, std::less<>>;
+
+// The cost of a record's tokens in pico-units of the price's currency:
+//   (input - cached) x input + cached x cached_input + (output - reasoning) x output
+//   + reasoning x reasoning, each price per million tokens.
+// Cached and reasoning tokens count only when known (otherwise all input / output is priced at
+// the input / output price). nullopt when the input or output count is unknown (a cost is never
+// guessed) or the amount does not fit 64 bits. A rejected request used no tokens: 0.
+std::optional<std::int64_t> cost_picos(const price& p, const usage_record& r);
+
+// Sets r.cost_picos and r.currency from the table; a model without a price keeps no cost.
+void apply_price(usage_record& r, const price_table& prices);
+
+// An amount in pico-units as an exact decimal: "0.000123", "12", "-0.5" (no exponent, no
+// trailing zeros).
+std::string format_amount(std::int64_t picos);
+// A JSON number read back from a record: exact for amounts below about 9,000 units.
+std::optional<std::int64_t> amount_from_number(double value);
+
+}  // namespace tokenmeter::usage
