@@ -76,7 +76,8 @@ int run(const config::settings& settings, const reloader& reload) try {
     std::optional<observe::task_meter> tasks;
     if (const auto options = task_options(settings)) {
         task_metrics.emplace(*registry.prometheus_registry());
-        tasks.emplace(*options, *task_metrics);
+        tasks.emplace(*options, *task_metrics,
+                      [&registry](std::string_view model) { return registry.model_label(model); });
     }
     observe::metering_parts parts{&registry,
                                   tokenizers.get(),

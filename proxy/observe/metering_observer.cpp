@@ -100,8 +100,7 @@ class metering_exchange final : public exchange_observer {
         }
         admit_tenant();
         if (parts_.tasks != nullptr && facts.api != protocol::api_kind::none) {
-            state_.task = parts_.tasks->begin(
-                facts.header, parts_.registry->model_label(facts.info.model), facts.received);
+            state_.task = parts_.tasks->begin(facts.header, facts.info.model, facts.received);
         }
     }
 

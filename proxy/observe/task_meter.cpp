@@ -40,14 +40,16 @@ core::time_point task_done_at(const meter::request_summary& s) {
     return s.last_token ? *s.last_token : s.end;
 }
 
-task_meter::task_meter(const task_options& options, metrics::task_metrics& metrics)
+task_meter::task_meter(const task_options& options, metrics::task_metrics& metrics,
+                       model_label_fn model_label)
     : header_(options.header),
       allowed_(options.allowed.begin(), options.allowed.end()),
       session_header_(options.session_header),
       metrics_(metrics),
+      model_label_(std::move(model_label)),
       sessions_(options.sessions) {}
 
-task_state task_meter::begin(const header_lookup& header, std::string model_label,
+task_state task_meter::begin(const header_lookup& header, std::string_view model,
                              core::time_point received) {
     task_state state;
     if (!header) {
@@ -58,7 +60,7 @@ task_state task_meter::begin(const header_lookup& header, std::string model_labe
         return state;
     }
     state.task = std::move(*task);
-    state.model = std::move(model_label);
+    state.model = model_label_(model);
     if (session_header_.empty()) {
         return state;
     }

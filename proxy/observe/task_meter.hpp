@@ -5,6 +5,7 @@
 // unless they equal a configured name, session ids only hashed.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -44,12 +45,17 @@ std::optional<std::string> task_label(std::string_view value,
 // When a request finished its task: its last token, or the end of its response without one.
 core::time_point task_done_at(const meter::request_summary& s);
 
+// The bounded `model` label of a model name, as the request's other metrics carry it.
+using model_label_fn = std::function<std::string(std::string_view model)>;
+
 class task_meter {
   public:
-    task_meter(const task_options& options, metrics::task_metrics& metrics);
+    task_meter(const task_options& options, metrics::task_metrics& metrics,
+               model_label_fn model_label);
 
-    // model_label: the bounded model label the request's other metrics carry.
-    task_state begin(const header_lookup& header, std::string model_label,
+    // Reads the task and session headers; the model label is looked up only for a request with
+    // a task.
+    task_state begin(const header_lookup& header, std::string_view model,
                      core::time_point received);
     void end(const task_state& state, const meter::request_summary& summary);
     // Ends the sessions idle for the expiry at `now` (the admin listener calls it before each
@@ -63,6 +69,7 @@ class task_meter {
     std::unordered_set<std::string> allowed_;
     std::string session_header_;
     metrics::task_metrics& metrics_;
+    model_label_fn model_label_;
     task_sessions sessions_;
 };
 

@@ -48,7 +48,10 @@ struct fixture {
         options.session_header = std::move(session_header);
         options.sessions.idle_expiry = 30s;
         options.sessions.max_sessions = max_sessions;
-        tasks = std::make_unique<task_meter>(options, task_metrics);
+        tasks = std::make_unique<task_meter>(options, task_metrics, [this](std::string_view m) {
+            ++label_lookups;
+            return registry.model_label(m);
+        });
         metering_parts parts;
         parts.registry = &registry;
         parts.tasks = tasks.get();
@@ -89,6 +92,7 @@ struct fixture {
     core::manual_clock clock{core::time_point{} + 1000s};
     metrics::registry registry{metrics::registry_options{}};
     metrics::task_metrics task_metrics{*registry.prometheus_registry()};
+    int label_lookups = 0;
     std::unique_ptr<task_meter> tasks;
     std::unique_ptr<metering_observer> observer;
 };
@@ -140,6 +144,8 @@ TEST(TaskMeter, UnlistedValuesAreOtherAndNoHeaderIsNoTask) {
     EXPECT_EQ(text.find("rm -rf"), std::string::npos);
     EXPECT_EQ(text.find("AAAA"), std::string::npos);
     EXPECT_EQ(text.find("task=\"\""), std::string::npos);
+    // Only requests with a task look their model label up (a lock in the registry).
+    EXPECT_EQ(f.label_lookups, 3);
     // Every request is still metered as usual.
     EXPECT_EQ(series(text,
                      "tokenmeter_requests_total{api=\"openai_chat\",code=\"200\","
