@@ -221,21 +221,21 @@ TEST(Sums, EveryFamilySumsToAKnownTotal) {
 
     const family_totals t = totals_of(r.collect());
     const std::map<std::string, double> expected_values{
-        {"tokenmeter_requests_total", 6},                   // requests, by how they ended
-        {"tokenmeter_tokens_total", billed},                // billed tokens, input + output
-        {"tokenmeter_reasoning_tokens_total", 30 + 8},      // reported, else re-tokenized
-        {"tokenmeter_cached_input_tokens_total", 100},      // reported
-        {"tokenmeter_reported_tokens_total", 12 + 160},     // the servers' reports
-        {"tokenmeter_native_tokens_total", 9 + 16},         // the models' tokenizers
-        {"tokenmeter_normalized_tokens_total", 6 + 8},      // the reference tokenizer
-        {"tokenmeter_output_chars_total", chars},           // bytes of output text
-        {"tokenmeter_token_count_mismatch_total", 1},       // request a: 9 counted, 5 reported
-        {"tokenmeter_parse_errors_total", 2},               // events not understood
-        {"tokenmeter_upstream_errors_total", 2},            // failures
-        {"tokenmeter_streams_active", 1},                   // open streams
-        {"tokenmeter_build_info", 1},                       // processes
-        {"tokenmeter_slo_requests_total", 2 + 2},           // verdicts: a and c, TTFT and TPOT
-        {"tokenmeter_tenant_tokens_total", tenant_billed},  // billed tokens of tenants
+        {"tokenmeter_requests_total", 6},                  // requests, by how they ended
+        {"tokenmeter_tokens_total", billed},               // billed tokens, input + output
+        {"tokenmeter_reasoning_tokens_total", 30 + 8},     // reported, else re-tokenized
+        {"tokenmeter_cached_input_tokens_total", 100},     // reported
+        {"tokenmeter_reported_tokens_total", 12 + 160},    // the servers' reports
+        {"tokenmeter_native_tokens_total", 9 + 16},        // the models' tokenizers
+        {"tokenmeter_normalized_tokens_total", 6 + 8},     // the reference tokenizer
+        {"tokenmeter_output_chars_total", chars},          // bytes of output text
+        {"tokenmeter_token_count_mismatch_total", 1},      // request a: 9 counted, 5 reported
+        {"tokenmeter_parse_errors_total", 2},              // events not understood
+        {"tokenmeter_upstream_errors_total", 2},           // failures
+        {"tokenmeter_streams_active", 1},                  // open streams
+        {"tokenmeter_build_info", 1},                      // processes
+        {"tokenmeter_slo_requests_total", 2 + 2},          // verdicts: a and c, TTFT and TPOT
+        {"tokenmeter_tenant_tokens_total", tenant_billed}, // billed tokens of tenants
         {"tokenmeter_tenant_requests_total", 2},
         {"tokenmeter_tenant_reasoning_tokens_total", 30},
         {"tokenmeter_tenant_cached_input_tokens_total", 100},
