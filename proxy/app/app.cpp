@@ -9,6 +9,7 @@
 #include <optional>
 #include <thread>
 
+#include "app/cpu_quota.hpp"
 #include "app/drain.hpp"
 #include "app/http_settings.hpp"
 #include "app/module_options.hpp"
@@ -27,9 +28,10 @@
 #include "metrics/billing.hpp"
 #include "metrics/process.hpp"
 #include "metrics/registry.hpp"
+#include "metrics/tasks.hpp"
 #include "metrics/tokenizer_info.hpp"
-#include "app/cpu_quota.hpp"
 #include "observe/metering_observer.hpp"
+#include "observe/task_meter.hpp"
 #include "protocol/json_limits.hpp"
 #include "usage/record.hpp"
 #include "usage/tenant.hpp"
@@ -68,10 +70,27 @@ int run(const config::settings& settings, const reloader& reload) try {
         open_shared_limits(settings, throughput, *registry.prometheus_registry());
 
     const usage::price_table prices = price_table(settings);
-    observe::metering_observer observer(
-        {&registry, tokenizers.get(), &tenants, &throughput, &ids, &billing_metrics,
-         usage.sink.get(), {}, shared_limits.limiter.get(), prices.empty() ? nullptr : &prices},
-        metering_options_from(settings));
+    // Task time: only with allowed task names; sessions end on sweeps (request ends, scrapes),
+    // and those still open at shutdown end with the process, unobserved.
+    std::optional<metrics::task_metrics> task_metrics;
+    std::optional<observe::task_meter> tasks;
+    if (const auto options = task_options(settings)) {
+        task_metrics.emplace(*registry.prometheus_registry());
+        tasks.emplace(*options, *task_metrics,
+                      [&registry](std::string_view model) { return registry.model_label(model); });
+    }
+    observe::metering_parts parts{&registry,
+                                  tokenizers.get(),
+                                  &tenants,
+                                  &throughput,
+                                  &ids,
+                                  &billing_metrics,
+                                  usage.sink.get(),
+                                  {},
+                                  shared_limits.limiter.get(),
+                                  prices.empty() ? nullptr : &prices};
+    parts.tasks = tasks ? &*tasks : nullptr;
+    observe::metering_observer observer(std::move(parts), metering_options_from(settings));
     const http::session_settings session_settings = session_settings_from(settings);
     http::proxy_context context{session_settings, observer, clock};
     context.edge.attach(&edge_metrics);
@@ -82,7 +101,12 @@ int run(const config::settings& settings, const reloader& reload) try {
     std::atomic<bool> upstream_ready{false};
     std::atomic<bool> spool_failing{false};
     http::admin_state admin_state{registry, context.draining, upstream_ready};
-    admin_state.before_scrape = [&process_metrics] { process_metrics.update(); };
+    admin_state.before_scrape = [&process_metrics, &tasks, &clock] {
+        process_metrics.update();
+        if (tasks) {
+            tasks->sweep(clock.now());
+        }
+    };
     admin_state.requests_in_flight = &context.requests_in_flight;
     if (settings.usage.readyz_fail_on_spool_error) {
         admin_state.spool_failing = &spool_failing;

@@ -212,6 +212,17 @@ struct slo_settings {
     bool operator==(const slo_settings&) const = default;
 };
 
+// Task time (issue 16): a task label from a request header, bounded by an allowlist, and sessions
+// (several requests of one task) added up by a session id header.
+struct tasks_settings {
+    std::string header = "x-tokenmeter-task";  // the request header naming the task
+    std::vector<std::string> allowed;          // label values; others "other"; empty: task time off
+    std::string session_header = "x-tokenmeter-session";  // "": no sessions
+    milliseconds session_idle_expiry{300'000};  // a session ends this long after its last request
+    std::uint32_t max_sessions = 10'000;  // sessions kept at once; beyond, the oldest is evicted
+    bool operator==(const tasks_settings&) const = default;
+};
+
 struct settings {
     endpoint listen{"127.0.0.1", 8080};
     endpoint admin{"127.0.0.1", 9090};
@@ -239,6 +250,7 @@ struct settings {
     std::map<std::string, model_settings> models;  // by the request's "model" field
     std::map<std::string, price_settings> prices;  // by the request's "model" field
     slo_settings slo;
+    tasks_settings tasks;
     // Add stream_options.include_usage to streamed OpenAI chat/completions requests that did not
     // ask for usage, and remove the extra usage chunk from what the client receives.
     bool usage_injection = true;

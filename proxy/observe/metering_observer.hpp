@@ -29,6 +29,7 @@ class spool_writer;
 namespace tokenmeter::observe {
 
 class shared_limiter;
+class task_meter;
 
 struct metering_options {
     meter::exchange_limits exchange_limits{};
@@ -54,6 +55,8 @@ struct metering_parts {
     shared_limiter* shared = nullptr;
     // Token prices by model (`prices`): the cost in usage records and tokenmeter_cost_total.
     const usage::price_table* prices = nullptr;
+    // Task time (`tasks`): the task label, task time and sessions of requests with a task header.
+    task_meter* tasks = nullptr;
 };
 
 class metering_observer final : public observer {
