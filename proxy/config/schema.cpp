@@ -120,9 +120,8 @@ void check_required_price(checker& c, key_ref key, const std::optional<std::int6
 
 // ISO 4217 style: three capital letters, as the currency label and the records carry it.
 void check_currency(checker& c, key_ref key, const std::string& code) {
-    const bool ok = code.size() == 3 && std::all_of(code.begin(), code.end(), [](char ch) {
-                        return ch >= 'A' && ch <= 'Z';
-                    });
+    const bool ok = code.size() == 3 && std::all_of(code.begin(), code.end(),
+                                                    [](char ch) { return ch >= 'A' && ch <= 'Z'; });
     if (!ok) {
         c.error(key, "must be a three-letter currency code like USD, got " + detail::quote(code));
     }
@@ -404,12 +403,12 @@ const table<PR>& price_table() {
         value("input", &PR::input, read_price, check_required_price,
               "price per million input tokens not served from cache"),
         value<PR, std::optional<std::int64_t>>("cached_input", &PR::cached_input, read_price,
-                                              nullptr,
-                                              "per million cached input tokens; default: input"),
+                                               nullptr,
+                                               "per million cached input tokens; default: input"),
         value("output", &PR::output, read_price, check_required_price,
               "price per million output tokens"),
         value<PR, std::optional<std::int64_t>>("reasoning", &PR::reasoning, read_price, nullptr,
-                                              "per million reasoning tokens; default: output"),
+                                               "per million reasoning tokens; default: output"),
         value("currency", &PR::currency, read_text, check_currency,
               "three-letter currency code of the prices"),
     };
@@ -549,6 +548,23 @@ const table<RT>& route_table() {
     return t;
 }
 
+using TS = tls_settings;
+const table<TS>& tls_table() {
+    static const table<TS> t{
+        value<TS, std::string>("cert_file", &TS::cert_file, read_text, nullptr,
+                               "PEM certificate and chain; TLS is on when set"),
+        value<TS, std::string>("key_file", &TS::key_file, read_text, nullptr,
+                               "PEM private key of cert_file"),
+        value<TS, std::string>("client_ca_file", &TS::client_ca_file, read_text, nullptr,
+                               "PEM CAs that client certificates must chain to"),
+        choice("client_auth", &TS::client_auth, "client certificates: none, optional or require"),
+        choice("min_version", &TS::min_version, "the oldest TLS version accepted: 1.2 or 1.3"),
+        value<TS, milliseconds>("watch_interval", &TS::watch_interval, read_duration, nullptr,
+                                "how often the files are checked for a change; 0s: only on SIGHUP"),
+    };
+    return t;
+}
+
 using S = settings;
 
 // Naming the reference tokenizer makes a missing file an error rather than a warning.
@@ -584,6 +600,9 @@ const table<S>& root() {
               "worker threads; 0: one per CPU core"),
         value<S, bool>("preserve_host", &S::preserve_host, read_bool, nullptr,
                        "forward the client's Host header unchanged"),
+        choice("forwarded_for", &S::forwarded_for,
+               "the client's X-Forwarded-For upstream: keep, append or drop"),
+        section("tls", &S::tls, tls_table, "TLS on the proxy listener"),
         section("timeouts", &S::timeouts, timeouts_table, "timeouts; each greater than 0"),
         section("limits", &S::limits, limits_table, "size limits"),
         section("upstream_pool", &S::upstream_pool, upstream_pool_table, "upstream connections"),
