@@ -27,6 +27,7 @@
 #include "metrics/billing.hpp"
 #include "metrics/process.hpp"
 #include "metrics/registry.hpp"
+#include "metrics/status_board.hpp"
 #include "metrics/tokenizer_info.hpp"
 #include "app/cpu_quota.hpp"
 #include "observe/metering_observer.hpp"
@@ -68,9 +69,21 @@ int run(const config::settings& settings, const reloader& reload) try {
         open_shared_limits(settings, throughput, *registry.prometheus_registry());
 
     const usage::price_table prices = price_table(settings);
+    std::optional<metrics::status_board> status;
+    if (settings.metrics.status_page) {
+        status.emplace(
+            registry, &billing_metrics, clock,
+            [] {
+                return std::chrono::duration_cast<std::chrono::milliseconds>(
+                           std::chrono::system_clock::now().time_since_epoch())
+                    .count();
+            },
+            status_options(settings));
+    }
     observe::metering_observer observer(
         {&registry, tokenizers.get(), &tenants, &throughput, &ids, &billing_metrics,
-         usage.sink.get(), {}, shared_limits.limiter.get(), prices.empty() ? nullptr : &prices},
+         usage.sink.get(), {}, shared_limits.limiter.get(), prices.empty() ? nullptr : &prices,
+         status ? &*status : nullptr},
         metering_options_from(settings));
     const http::session_settings session_settings = session_settings_from(settings);
     http::proxy_context context{session_settings, observer, clock};
@@ -84,6 +97,7 @@ int run(const config::settings& settings, const reloader& reload) try {
     http::admin_state admin_state{registry, context.draining, upstream_ready};
     admin_state.before_scrape = [&process_metrics] { process_metrics.update(); };
     admin_state.requests_in_flight = &context.requests_in_flight;
+    admin_state.status = status ? &*status : nullptr;
     if (settings.usage.readyz_fail_on_spool_error) {
         admin_state.spool_failing = &spool_failing;
     }

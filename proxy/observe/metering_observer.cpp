@@ -12,6 +12,7 @@
 
 #include "metrics/billing.hpp"
 #include "metrics/registry.hpp"
+#include "metrics/status_board.hpp"
 #include "observe/shared_limit.hpp"
 #include "tokenizer/catalog.hpp"
 #include "usage/record.hpp"
@@ -110,12 +111,11 @@ class metering_exchange final : public exchange_observer {
             done();
             return;
         }
-        auto* billing = parts_.billing;
         parts_.shared->admit(state_.tenant, state_.estimate, state_.received,
-                             [slot = slot_, tenant = state_.tenant, billing,
+                             [slot = slot_, tenant = state_.tenant, &parts = parts_,
                               done = std::move(done)](const shared_decision& decision) {
                                  slot->admit = refusal_or_admission(decision.admission, tenant,
-                                                                    decision.shared, billing);
+                                                                    decision.shared, parts);
                                  slot->admitted = decision.admission.admitted;
                                  slot->decided.store(true, std::memory_order_release);
                                  done();
@@ -169,6 +169,9 @@ class metering_exchange final : public exchange_observer {
                           summary.model);
         }
         parts_.registry->record(summary);
+        if (parts_.status != nullptr) {
+            parts_.status->record(summary, state_.tenant);
+        }
         record_tenant(summary);
         if (options_.access_log) {
             spdlog::info(
@@ -230,15 +233,14 @@ class metering_exchange final : public exchange_observer {
         if (parts_.throughput == nullptr || state_.tenant.empty() || state_.shared) {
             return;
         }
-        state_.admit =
-            refusal_or_admission(parts_.throughput->admit(state_.tenant, state_.received),
-                                 state_.tenant, true, parts_.billing);
+        state_.admit = refusal_or_admission(
+            parts_.throughput->admit(state_.tenant, state_.received), state_.tenant, true, parts_);
     }
 
     // The session's view of a bucket's decision (a refusal counted per tenant).
     static admission refusal_or_admission(const usage::admission& decision,
                                           const std::string& tenant, bool shared,
-                                          metrics::billing_metrics* billing) {
+                                          const metering_parts& parts) {
         admission result;
         if (decision.admitted) {
             return result;
@@ -254,8 +256,11 @@ class metering_exchange final : public exchange_observer {
                                       " is over its provisioned tokens per second, or the shared "
                                       "limit store is unavailable; retry after " +
                                       result.retry_after + " s";
-        if (billing != nullptr) {
-            billing->rate_limited(tenant);
+        if (parts.billing != nullptr) {
+            parts.billing->rate_limited(tenant);
+        }
+        if (parts.status != nullptr) {
+            parts.status->rate_limited(tenant);
         }
         return result;
     }
@@ -358,6 +363,9 @@ void metering_observer::unforwarded(protocol::api_kind api, std::string_view mod
 
 void metering_observer::upstream_error(std::string_view reason) {
     parts_.registry->upstream_error(reason);
+    if (parts_.status != nullptr) {
+        parts_.status->upstream_error(reason);
+    }
 }
 
 std::uint64_t spool_sink::append(std::string line, bool is_close) {
