@@ -44,6 +44,9 @@ test('/status.json agrees with the traffic sent and with /metrics', { timeout: 6
     assert.equal(model.latency[w].requests, sent, w);
     assert.equal(model.latency[w].ttft.count, streams, w);
     assert.equal(model.latency[w].tpot.count, streams, w);
+    // One ITL observation per token after the first, as the histogram counts them.
+    assert.equal(model.latency[w].itl.count,
+      m.histogram('tokenmeter_inter_token_latency_seconds', { model: MODEL }).count, w);
     assert.equal(model.latency[w].itl.count, streams * (OUTPUT_TOKENS - 1), w);
     assert.equal(model.throughput[w].output_tokens.reported, streams * OUTPUT_TOKENS, w);
     assert.equal(model.throughput[w].output_tokens.reported,
@@ -58,15 +61,17 @@ test('/status.json agrees with the traffic sent and with /metrics', { timeout: 6
   // metering adds well under a millisecond; a loaded machine more, never less).
   const e = doc.relative_error;
   assert.ok(Math.abs(e - 0.0217) < 0.0001, `relative_error ${e}`);
-  const within = (value, scheduledMs, slackMs, what) => {
+  // Slack for the path and a loaded (or sanitized) machine; a late read also shortens the gap
+  // after it, so ITL and TPOT get a little below as well.
+  const within = (value, scheduledMs, belowMs, aboveMs, what) => {
     const s = scheduledMs / 1000;
-    assert.ok(value >= s * (1 - e) && value <= s * (1 + e) + slackMs / 1000,
+    assert.ok(value >= s * (1 - e) - belowMs / 1000 && value <= s * (1 + e) + aboveMs / 1000,
       `${what} ${value} s against a schedule of ${scheduledMs} ms`);
   };
   const latency = model.latency['1m'];
-  within(latency.ttft.p50, TTFT_MS, 25, 'TTFT p50');
-  within(latency.itl.p50, ITL_MS, 5, 'ITL p50');
-  within(latency.tpot.p50, ITL_MS, 5, 'TPOT p50');
+  within(latency.ttft.p50, TTFT_MS, 0, 50, 'TTFT p50');
+  within(latency.itl.p50, ITL_MS, 2, 5, 'ITL p50');
+  within(latency.tpot.p50, ITL_MS, 2, 5, 'TPOT p50');
 
   // SLO: the streams were all well within 500 ms and 100 ms.
   assert.equal(model.slo.objective, 0.99);
@@ -121,7 +126,7 @@ test('status page headers, odd queries and methods', { timeout: 30_000 }, async 
     const res = await proxy.admin(p);
     expectPage(res, 'text/html; charset=utf-8', p);
     assert.match(res.body.toString(), /<script src="\/status\/status\.js" defer><\/script>/);
-    assert.ok(!/<script>|style=|on\w+="/.test(res.body.toString()), 'inline script or style');
+    assert.ok(!/<script>|<style|\sstyle=|\son\w+=/.test(res.body.toString()), 'inline script or style');
   }
   expectPage(await proxy.admin('/status/status.js'), 'text/javascript; charset=utf-8', 'js');
   expectPage(await proxy.admin('/status/status.css'), 'text/css; charset=utf-8', 'css');

@@ -53,10 +53,13 @@
     return td;
   }
 
+  const TEXT_COLUMNS = new Set(['model', 'window', 'SLO', 'tenant', 'time (UTC)', 'reason',
+    'setting', 'value']);
+
   function headRow(table, names) {
     const tr = element('tr');
     for (const name of names) {
-      tr.appendChild(element('th', name));
+      tr.appendChild(element('th', name, TEXT_COLUMNS.has(name) ? 'text' : undefined));
     }
     table.appendChild(tr);
   }
@@ -93,25 +96,32 @@
     card('version', ['build', 'version'], 'text');
   }
 
-  function renderLatency(doc) {
-    const table = reset('latency');
-    headRow(table, ['model', 'window', 'requests', 'TTFT p50', 'TTFT p99', 'ITL p50', 'ITL p99',
-      'TPOT p50', 'TPOT p99']);
+  // One row per model and window: the model's name, the window, then fill(tr, index, window).
+  function modelWindowRows(doc, table, columns, fill) {
     if (doc.models.length === 0) {
-      emptyRow(table, 9, 'no requests yet');
+      emptyRow(table, columns, 'no requests yet');
     }
     doc.models.forEach((model, i) => {
       for (const w of ['1m', '5m', '15m']) {
         const tr = element('tr', undefined, w === '1m' ? 'group' : undefined);
         tr.appendChild(element('td', w === '1m' ? model.model : ''));
         tr.appendChild(element('td', w, 'text'));
-        const base = ['models', i, 'latency', w];
-        tr.appendChild(valueCell(doc, [...base, 'requests'], 'int'));
-        for (const metric of ['ttft', 'itl', 'tpot']) {
-          tr.appendChild(valueCell(doc, [...base, metric, 'p50'], 'ms'));
-          tr.appendChild(valueCell(doc, [...base, metric, 'p99'], 'ms'));
-        }
+        fill(tr, i, w);
         table.appendChild(tr);
+      }
+    });
+  }
+
+  function renderLatency(doc) {
+    const table = reset('latency');
+    headRow(table, ['model', 'window', 'requests', 'TTFT p50', 'TTFT p99', 'ITL p50', 'ITL p99',
+      'TPOT p50', 'TPOT p99']);
+    modelWindowRows(doc, table, 9, (tr, i, w) => {
+      const base = ['models', i, 'latency', w];
+      tr.appendChild(valueCell(doc, [...base, 'requests'], 'int'));
+      for (const metric of ['ttft', 'itl', 'tpot']) {
+        tr.appendChild(valueCell(doc, [...base, metric, 'p50'], 'ms'));
+        tr.appendChild(valueCell(doc, [...base, metric, 'p99'], 'ms'));
       }
     });
   }
@@ -119,21 +129,12 @@
   function renderThroughput(doc) {
     const table = reset('throughput');
     headRow(table, ['model', 'window', 'reported', 'native', 'normalized', 'output tokens (reported)']);
-    if (doc.models.length === 0) {
-      emptyRow(table, 6, 'no requests yet');
-    }
-    doc.models.forEach((model, i) => {
-      for (const w of ['1m', '5m', '15m']) {
-        const tr = element('tr', undefined, w === '1m' ? 'group' : undefined);
-        tr.appendChild(element('td', w === '1m' ? model.model : ''));
-        tr.appendChild(element('td', w, 'text'));
-        const base = ['models', i, 'throughput', w];
-        for (const source of ['reported', 'native', 'normalized']) {
-          tr.appendChild(valueCell(doc, [...base, 'tokens_per_second', source], 'rate'));
-        }
-        tr.appendChild(valueCell(doc, [...base, 'output_tokens', 'reported'], 'int'));
-        table.appendChild(tr);
+    modelWindowRows(doc, table, 6, (tr, i, w) => {
+      const base = ['models', i, 'throughput', w];
+      for (const source of ['reported', 'native', 'normalized']) {
+        tr.appendChild(valueCell(doc, [...base, 'tokens_per_second', source], 'rate'));
       }
+      tr.appendChild(valueCell(doc, [...base, 'output_tokens', 'reported'], 'int'));
     });
   }
 
