@@ -40,9 +40,11 @@ struct status_options {
 
 class status_board {
   public:
-    // registry bounds the model label (and judges SLOs); billing, when set, bounds the tenant
-    // label as the tenant series do. itl_bounds: the bounds of the requests' inter-token latency
-    // batches (registry::inter_token_latency_bounds()). wall_clock_ms: Unix time for display.
+    // registry bounds the model label (and judges SLOs) and gives the bounds of the requests'
+    // inter-token latency batches: with registry_options::fine_inter_token_latency (as app/ sets
+    // it) ITL quantiles are within the sketch's bound, without it within the classic buckets.
+    // billing, when set, bounds the tenant label as the tenant series do. wall_clock_ms: Unix
+    // time for display.
     status_board(registry& metrics, billing_metrics* billing, const core::clock& clock,
                  std::function<std::int64_t()> wall_clock_ms, status_options options);
 
