@@ -68,10 +68,15 @@ test('/status.json agrees with the traffic sent and with /metrics', { timeout: 6
     assert.ok(value >= s * (1 - e) - belowMs / 1000 && value <= s * (1 + e) + aboveMs / 1000,
       `${what} ${value} s against a schedule of ${scheduledMs} ms`);
   };
+  // Under a sanitizer (its stages set *SAN_OPTIONS) the proxy may read several tokens at once:
+  // only "never earlier than scheduled" is checked then.
+  const sanitized = Boolean(process.env.ASAN_OPTIONS || process.env.TSAN_OPTIONS);
   const latency = model.latency['1m'];
-  within(latency.ttft.p50, TTFT_MS, 0, 50, 'TTFT p50');
-  within(latency.itl.p50, ITL_MS, 2, 5, 'ITL p50');
-  within(latency.tpot.p50, ITL_MS, 2, 5, 'TPOT p50');
+  within(latency.ttft.p50, TTFT_MS, 0, sanitized ? Infinity : 50, 'TTFT p50');
+  if (!sanitized) {
+    within(latency.itl.p50, ITL_MS, 2, 5, 'ITL p50');
+    within(latency.tpot.p50, ITL_MS, 2, 5, 'TPOT p50');
+  }
 
   // SLO: the streams were all well within 500 ms and 100 ms.
   assert.equal(model.slo.objective, 0.99);
