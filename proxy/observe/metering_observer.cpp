@@ -111,11 +111,13 @@ class metering_exchange final : public exchange_observer {
             done();
             return;
         }
+        auto* billing = parts_.billing;
+        auto* status = parts_.status;
         parts_.shared->admit(state_.tenant, state_.estimate, state_.received,
-                             [slot = slot_, tenant = state_.tenant, &parts = parts_,
+                             [slot = slot_, tenant = state_.tenant, billing, status,
                               done = std::move(done)](const shared_decision& decision) {
-                                 slot->admit = refusal_or_admission(decision.admission, tenant,
-                                                                    decision.shared, parts);
+                                 slot->admit = refusal_or_admission(
+                                     decision.admission, tenant, decision.shared, billing, status);
                                  slot->admitted = decision.admission.admitted;
                                  slot->decided.store(true, std::memory_order_release);
                                  done();
@@ -233,14 +235,16 @@ class metering_exchange final : public exchange_observer {
         if (parts_.throughput == nullptr || state_.tenant.empty() || state_.shared) {
             return;
         }
-        state_.admit = refusal_or_admission(
-            parts_.throughput->admit(state_.tenant, state_.received), state_.tenant, true, parts_);
+        state_.admit =
+            refusal_or_admission(parts_.throughput->admit(state_.tenant, state_.received),
+                                 state_.tenant, true, parts_.billing, parts_.status);
     }
 
     // The session's view of a bucket's decision (a refusal counted per tenant).
     static admission refusal_or_admission(const usage::admission& decision,
                                           const std::string& tenant, bool shared,
-                                          const metering_parts& parts) {
+                                          metrics::billing_metrics* billing,
+                                          metrics::status_board* status) {
         admission result;
         if (decision.admitted) {
             return result;
@@ -256,11 +260,11 @@ class metering_exchange final : public exchange_observer {
                                       " is over its provisioned tokens per second, or the shared "
                                       "limit store is unavailable; retry after " +
                                       result.retry_after + " s";
-        if (parts.billing != nullptr) {
-            parts.billing->rate_limited(tenant);
+        if (billing != nullptr) {
+            billing->rate_limited(tenant);
         }
-        if (parts.status != nullptr) {
-            parts.status->rate_limited(tenant);
+        if (status != nullptr) {
+            status->rate_limited(tenant);
         }
         return result;
     }
