@@ -58,6 +58,9 @@ function sloWindowVariable() {
 
 const modelVariable = () =>
   queryVariable('model', 'Model', `label_values(tokenmeter_requests_total{${W}, api!="none"}, model)`);
+// Task names come from the tasks.allowed list (and "other"): a label bounded by the config.
+const taskVariable = () =>
+  queryVariable('task', 'Task', `label_values(tokenmeter_task_requests_total{${W}}, task)`);
 const tenantVariable = () =>
   queryVariable('tenant', 'Tenant', `label_values(tokenmeter_tenant_requests_total{${W}}, tenant)`);
 
@@ -135,13 +138,44 @@ function dashboard({ uid, title, description, variables, panels }) {
   };
 }
 
+// Models compared on the same task (tasks: in the config; the task variable picks the tasks).
+// Every figure is per model and task, so two tasks are never averaged together.
+const K = `${M}, task=~"$task"`;
+const TBY = `${BY}, model, task`;
+const perTask = (numerator, denominator, window) =>
+  `sum by (${TBY}) (${window === RI ? 'rate' : 'increase'}(${numerator}[${window}])) / sum by (${TBY}) (${window === RI ? 'rate' : 'increase'}(${denominator}[${window}]))`;
+const taskCount = `tokenmeter_task_duration_seconds_count{${K}}`;
+const sessionCount = `tokenmeter_task_session_duration_seconds_count{${K}}`;
+function taskPanels() {
+  return [
+    panel('Task time by model: mean over the range', 'Per complete request with the task: request received to its last token, averaged over the dashboard range. The number to compare models on: a model that writes fewer tokens can finish sooner while looking slower in tokens/s.', [
+      [perTask(`tokenmeter_task_duration_seconds_sum{${K}}`, taskCount, '$__range'), '{{task}} {{model}}'],
+    ], { unit: 's', kind: 'bargauge', w: 8 }),
+    panel('Output tokens per task by model: mean over the range', 'Billed output tokens of the same requests, per request: how verbose each model is on the task.', [
+      [perTask(`tokenmeter_task_tokens_total{${K}, type="output"}`, taskCount, '$__range'), '{{task}} {{model}} output'],
+      [perTask(`tokenmeter_task_tokens_total{${K}, type="input"}`, taskCount, '$__range'), '{{task}} {{model}} input'],
+    ], { kind: 'bargauge', w: 8 }),
+    panel('Task time by model: p90 and mean', 'Request received to the last token, per complete request with the task.', [
+      [`histogram_quantile(0.9, sum by (${TBY}, le) (rate(tokenmeter_task_duration_seconds_bucket{${K}}[${RI}])))`, 'p90 {{task}} {{model}}'],
+      [perTask(`tokenmeter_task_duration_seconds_sum{${K}}`, taskCount, RI), 'mean {{task}} {{model}}'],
+    ], { unit: 's', w: 8 }),
+    panel('Multi-request tasks: mean session time by model', 'Sessions (one session id, task and model): first request received to the last token of the last request, observed once the session has been idle for tasks.session_idle_expiry.', [
+      [perTask(`tokenmeter_task_session_duration_seconds_sum{${K}}`, sessionCount, RI), '{{task}} {{model}}'],
+    ], { unit: 's', w: 12 }),
+    panel('Multi-request tasks: requests and output tokens per session by model', 'Means per ended session: requests (retries and failures included) and billed output tokens.', [
+      [perTask(`tokenmeter_task_session_requests_total{${K}}`, sessionCount, RI), '{{task}} {{model}} requests'],
+      [perTask(`tokenmeter_task_session_tokens_total{${K}, type="output"}`, sessionCount, RI), '{{task}} {{model}} output tokens'],
+    ], { w: 12 }),
+  ];
+}
+
 // ---- the dashboards --------------------------------------------------------------------------
 
 const fleet = dashboard({
   uid: 'tokenmeter-fleet',
   title: 'tokenmeter / Fleet overview',
-  description: 'Traffic, tokens and the latency users feel, per model.',
-  variables: [datasourceVariable(), ...whereVariables(), modelVariable()],
+  description: 'Traffic, tokens and the latency users feel, per model, and models compared on the same task.',
+  variables: [datasourceVariable(), ...whereVariables(), modelVariable(), taskVariable()],
   panels: [
     panel('Requests per second', 'Metered requests by model, counted when they end.', [
       [`sum by (model) (rate(tokenmeter_requests_total{${M}, api!="none"}[${RI}]))`, '{{model}}'],
@@ -190,6 +224,7 @@ const fleet = dashboard({
     ], { w: 12 }),
     panel('Request duration (metered APIs): p50 / p90 / p99 and mean', 'Request received to the end of the response, for the model APIs (pass-through requests excluded).',
       quantiles('tokenmeter_request_duration_seconds', 'model', { filter: `${M}, api!="none"` }), { unit: 's', w: 12 }),
+    ...taskPanels(),
   ],
 });
 

@@ -19,6 +19,11 @@ while [[ $# -gt 0 ]]; do
 done
 set -- "${cmake_args[@]}"
 
+# ccache: paths relative to the source tree and no working directory in the hash, so a second
+# clone or worktree on the same machine reuses the first one's objects.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$root}"
+export CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
+
 generator=()
 if command -v ninja >/dev/null 2>&1; then
     generator=(-G Ninja)

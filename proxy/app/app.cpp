@@ -9,6 +9,7 @@
 #include <optional>
 #include <thread>
 
+#include "app/cpu_quota.hpp"
 #include "app/drain.hpp"
 #include "app/http_settings.hpp"
 #include "app/module_options.hpp"
@@ -16,6 +17,7 @@
 #include "app/shared_limits.hpp"
 #include "app/spool_health.hpp"
 #include "app/start_up.hpp"
+#include "app/tls_watch.hpp"
 #include "app/tokenizers.hpp"
 #include "app/usage_parts.hpp"
 #include "app/workers.hpp"
@@ -28,9 +30,10 @@
 #include "metrics/process.hpp"
 #include "metrics/registry.hpp"
 #include "metrics/status_board.hpp"
+#include "metrics/tasks.hpp"
 #include "metrics/tokenizer_info.hpp"
-#include "app/cpu_quota.hpp"
 #include "observe/metering_observer.hpp"
+#include "observe/task_meter.hpp"
 #include "protocol/json_limits.hpp"
 #include "usage/record.hpp"
 #include "usage/tenant.hpp"
@@ -80,22 +83,53 @@ int run(const config::settings& settings, const reloader& reload) try {
             },
             status_options(settings));
     }
-    observe::metering_observer observer(
-        {&registry, tokenizers.get(), &tenants, &throughput, &ids, &billing_metrics,
-         usage.sink.get(), {}, shared_limits.limiter.get(), prices.empty() ? nullptr : &prices,
-         status ? &*status : nullptr},
-        metering_options_from(settings));
+    // Task time: only with allowed task names; sessions end on sweeps (request ends, scrapes),
+    // and those still open at shutdown end with the process, unobserved.
+    std::optional<metrics::task_metrics> task_metrics;
+    std::optional<observe::task_meter> tasks;
+    if (const auto options = task_options(settings)) {
+        task_metrics.emplace(*registry.prometheus_registry());
+        tasks.emplace(*options, *task_metrics,
+                      [&registry](std::string_view model) { return registry.model_label(model); });
+    }
+    observe::metering_parts parts{&registry,
+                                  tokenizers.get(),
+                                  &tenants,
+                                  &throughput,
+                                  &ids,
+                                  &billing_metrics,
+                                  usage.sink.get(),
+                                  {},
+                                  shared_limits.limiter.get(),
+                                  prices.empty() ? nullptr : &prices};
+    parts.tasks = tasks ? &*tasks : nullptr;
+    parts.status = status ? &*status : nullptr;
+    observe::metering_observer observer(std::move(parts), metering_options_from(settings));
     const http::session_settings session_settings = session_settings_from(settings);
     http::proxy_context context{session_settings, observer, clock};
     context.edge.attach(&edge_metrics);
-    worker_pool workers(threads, pool_settings_from(settings), context,
-                        settings.limits.max_client_connections);
-
     http::asio::io_context main_ioc{1};
+    std::optional<tls_watch> tls;
+    if (settings.tls.enabled()) {
+        try {
+            tls.emplace(main_ioc, settings.tls, *registry.prometheus_registry(), "proxy");
+        } catch (const std::exception& e) {
+            throw start_up_error(e.what());
+        }
+        context.edge.attach_tls(&tls->counters());
+    }
+    worker_pool workers(threads, pool_settings_from(settings), context,
+                        settings.limits.max_client_connections, tls ? &tls->server() : nullptr);
+
     std::atomic<bool> upstream_ready{false};
     std::atomic<bool> spool_failing{false};
     http::admin_state admin_state{registry, context.draining, upstream_ready};
-    admin_state.before_scrape = [&process_metrics] { process_metrics.update(); };
+    admin_state.before_scrape = [&process_metrics, &tasks, &clock] {
+        process_metrics.update();
+        if (tasks) {
+            tasks->sweep(clock.now());
+        }
+    };
     admin_state.requests_in_flight = &context.requests_in_flight;
     admin_state.status = status ? &*status : nullptr;
     if (settings.usage.readyz_fail_on_spool_error) {
@@ -110,39 +144,48 @@ int run(const config::settings& settings, const reloader& reload) try {
         [&] { return context.client_connections.load(std::memory_order_relaxed) >= fd_budget; });
     http::admin_listener admin(main_ioc, resolve_listen(main_ioc, settings.admin, "admin"),
                                admin_state, context.edge);
-    http::readiness_probe probe(main_ioc, settings.upstream.host,
-                                std::to_string(settings.upstream.port),
-                                settings.readiness.probe_interval, settings.timeouts.upstream_connect,
-                                upstream_ready);
+    http::readiness_probe probe(
+        main_ioc, settings.upstream.host, std::to_string(settings.upstream.port),
+        settings.readiness.probe_interval, settings.timeouts.upstream_connect, upstream_ready);
     std::optional<spool_health> health;
     if (usage.spool) {
-        health.emplace(main_ioc, *usage.spool, usage.shipper.get(), billing_metrics,
-                       spool_failing, usage.unacknowledged_at_start);
+        health.emplace(main_ioc, *usage.spool, usage.shipper.get(), billing_metrics, spool_failing,
+                       usage.unacknowledged_at_start);
     }
     // SIGHUP: reload what can change in place; streams are not touched.
-    reload_signal hangups(main_ioc, settings, reload, {&tenants, &registry, &edge_metrics});
-    drain_controller drain(
-        main_ioc, settings.timeouts.drain, context.draining, context.requests_in_flight,
-        {[&] {
-             proxy_listener.stop();
-             workers.close_idle();
-         },
-         [&] {
-             probe.stop();
-             if (health) {
-                 health->stop();
-             }
-             hangups.stop();
-             admin.stop();
-             drain.stop();
-             workers.stop();
-             main_ioc.stop();
-         }});
+    reload_signal hangups(main_ioc, settings, reload, {&tenants, &registry, &edge_metrics, [&tls] {
+                                                           if (tls) {
+                                                               tls->reload("SIGHUP");
+                                                           }
+                                                       }});
+    drain_controller drain(main_ioc, settings.timeouts.drain, context.draining,
+                           context.requests_in_flight,
+                           {[&] {
+                                proxy_listener.stop();
+                                workers.close_idle();
+                            },
+                            [&] {
+                                probe.stop();
+                                if (health) {
+                                    health->stop();
+                                }
+                                hangups.stop();
+                                if (tls) {
+                                    tls->stop();
+                                }
+                                admin.stop();
+                                drain.stop();
+                                workers.stop();
+                                main_ioc.stop();
+                            }});
 
     workers.start();
     admin.start();
     proxy_listener.start();
     hangups.start();
+    if (tls) {
+        tls->start();
+    }
     drain.start();
     probe.start();
     if (health) {

@@ -78,6 +78,20 @@ usage::price_table price_table(const config::settings& s) {
     return table;
 }
 
+std::optional<observe::task_options> task_options(const config::settings& s) {
+    const config::tasks_settings& t = s.tasks;
+    if (t.allowed.empty()) {
+        return std::nullopt;
+    }
+    observe::task_options o;
+    o.header = t.header;
+    o.allowed = t.allowed;
+    o.session_header = t.session_header;
+    o.sessions.idle_expiry = t.session_idle_expiry;
+    o.sessions.max_sessions = t.max_sessions;
+    return o;
+}
+
 metrics::billing_options billing_options(const config::settings& s) {
     const config::tenants_settings& t = s.tenants;
     metrics::billing_options o;

@@ -3,6 +3,7 @@
 // errors only a module can find, reported with the config's dotted keys.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "config/config.hpp"
@@ -11,6 +12,7 @@
 #include "metrics/registry.hpp"
 #include "metrics/slo.hpp"
 #include "metrics/status_board.hpp"
+#include "observe/task_meter.hpp"
 #include "usage/price.hpp"
 #include "usage/tenant.hpp"
 #include "usage/throughput.hpp"
@@ -30,6 +32,8 @@ usage::throughput_options throughput_options(const config::settings& s);
 meter::input_counting input_counting(const config::settings& s);
 // prices:, the cached-input and reasoning prices defaulted to the input and output prices.
 usage::price_table price_table(const config::settings& s);
+// tasks:; nullopt when task time is off (no allowed task names).
+std::optional<observe::task_options> task_options(const config::settings& s);
 
 // SLO targets that are not boundaries of a bucket list set in the config. Run with
 // module_config_errors wherever a config is accepted: start-up, --check-config and reload.

@@ -53,6 +53,9 @@ void reload_signal::wait() {
 }
 
 void reload_signal::on_signal() {
+    if (targets_.on_hangup) {
+        targets_.on_hangup();
+    }
     if (!reload_) {
         spdlog::info("SIGHUP: started without --config, nothing to reload");
         return;

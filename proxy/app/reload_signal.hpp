@@ -26,6 +26,8 @@ class reload_signal {
         usage::tenant_resolver* tenants = nullptr;
         metrics::registry* registry = nullptr;
         metrics::edge_metrics* counters = nullptr;
+        // Runs on every SIGHUP, with or without a config file (certificates reload).
+        std::function<void()> on_hangup;
     };
 
     reload_signal(http::asio::io_context& ioc, const config::settings& running, reloader reload,

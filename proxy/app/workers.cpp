@@ -4,19 +4,22 @@
 
 #include "http/client_connection.hpp"
 #include "http/listener.hpp"
+#include "http/tls_server.hpp"
 
 namespace tokenmeter::app {
 
 using namespace tokenmeter::http;
 
 worker_pool::worker_pool(std::uint32_t threads, const upstream_pool_settings& pool,
-                         proxy_context& context, std::int64_t max_client_connections)
-    : context_(context), max_clients_(max_client_connections) {
+                         proxy_context& context, std::int64_t max_client_connections,
+                         const tls_server* tls)
+    : context_(context), max_clients_(max_client_connections), tls_(tls) {
     threads = std::max(1u, threads);
     upstream_pool_settings share = pool;
     // 0 stays 0 (no cap): each worker then opens what its requests need.
-    share.max_connections =
-        pool.max_connections == 0 ? 0 : std::max(1u, (pool.max_connections + threads - 1) / threads);
+    share.max_connections = pool.max_connections == 0
+                                ? 0
+                                : std::max(1u, (pool.max_connections + threads - 1) / threads);
     share.max_idle = std::max(1u, (pool.max_idle + threads - 1) / threads);
     for (std::uint32_t i = 0; i < threads; ++i) {
         ring_.push_back(&workers_.emplace_back(share));
@@ -30,7 +33,8 @@ asio::io_context& worker_pool::next() {
 }
 
 void worker_pool::serve(socket_type socket, asio::io_context& ioc) {
-    auto found = std::find_if(ring_.begin(), ring_.end(), [&](worker* w) { return &w->ioc == &ioc; });
+    auto found =
+        std::find_if(ring_.begin(), ring_.end(), [&](worker* w) { return &w->ioc == &ioc; });
     if (found == ring_.end()) {
         return;  // not one of ours: the socket closes
     }
@@ -46,6 +50,15 @@ void worker_pool::serve(socket_type socket, asio::io_context& ioc) {
     }
     // Counted here, not when the worker gets to it, so the limit above sees it at once.
     context_.client_connections.fetch_add(1, std::memory_order_relaxed);
+    if (tls_ != nullptr) {
+        // The context current now; a certificate reload after this affects later connections.
+        asio::post(ioc, [target, this, s = std::move(socket), tls = tls_->current()]() mutable {
+            std::make_shared<client_connection<tls_stream>>(
+                tls_stream(std::move(s), *tls), context_, target->pool, target->sessions)
+                ->start();
+        });
+        return;
+    }
     asio::post(ioc, [target, this, s = std::move(socket)]() mutable {
         std::make_shared<client_connection<tcp_stream>>(tcp_stream(std::move(s)), context_,
                                                         target->pool, target->sessions)

@@ -13,13 +13,20 @@
 #include "http/proxy_context.hpp"
 #include "http/upstream_pool.hpp"
 
+namespace tokenmeter::http {
+class tls_server;
+}  // namespace tokenmeter::http
+
 namespace tokenmeter::app {
 
 class worker_pool {
   public:
     // `pool` is the whole process's upstream pool; each worker gets its share of the caps.
+    // `tls`: the listener's TLS (every client handshakes with its current context); null for
+    // plain TCP.
     worker_pool(std::uint32_t threads, const http::upstream_pool_settings& pool,
-                http::proxy_context& context, std::int64_t max_client_connections);
+                http::proxy_context& context, std::int64_t max_client_connections,
+                const http::tls_server* tls = nullptr);
     worker_pool(const worker_pool&) = delete;
     worker_pool& operator=(const worker_pool&) = delete;
 
@@ -40,13 +47,13 @@ class worker_pool {
         http::session_registry sessions;  // declared first: outlives the sessions ioc owns
         http::asio::io_context ioc{1};
         http::upstream_pool pool;
-        std::optional<http::asio::executor_work_guard<http::asio::io_context::executor_type>>
-            guard;
+        std::optional<http::asio::executor_work_guard<http::asio::io_context::executor_type>> guard;
         std::thread thread;
     };
 
     http::proxy_context& context_;
     std::int64_t max_clients_;
+    const http::tls_server* tls_;
     std::list<worker> workers_;
     std::vector<worker*> ring_;
     std::size_t next_ = 0;

@@ -109,7 +109,7 @@ struct redis_limit_settings {
     std::string password_env;   // env var holding the password (never in the file itself)
     std::string password_file;  // file holding the password
     std::string key_prefix = "tokenmeter:";
-    milliseconds timeout{50};      // one admission's round trip at most
+    milliseconds timeout{50};        // one admission's round trip at most
     std::string on_error = "allow";  // allow: the local bucket decides; deny: 429
     std::uint32_t connections = 2;   // the pool; calls are pipelined on each
     bool operator==(const redis_limit_settings&) const = default;
@@ -151,6 +151,20 @@ struct usage_sink {
     milliseconds request_timeout{10'000};
     std::string source = "tokenmeter";  // CloudEvents "source"
     bool operator==(const usage_sink&) const = default;
+};
+
+// TLS on a listener (`tls`, `admin_tls`). Off while cert_file is empty.
+struct tls_settings {
+    std::string cert_file;  // PEM: certificate, then its chain
+    std::string key_file;   // PEM private key
+    std::string client_ca_file;
+    tls_client_auth client_auth = tls_client_auth::none;
+    tls_min_version min_version = tls_min_version::v1_2;
+    // How often the files are checked for a change (a Kubernetes secret rotation); 0: only on
+    // SIGHUP.
+    milliseconds watch_interval{10'000};
+    [[nodiscard]] bool enabled() const { return !cert_file.empty(); }
+    bool operator==(const tls_settings&) const = default;
 };
 
 // Billing records: the durable spool and its shipper (issue 5). Off while spool_dir is empty.
@@ -215,12 +229,25 @@ struct slo_settings {
     bool operator==(const slo_settings&) const = default;
 };
 
+// Task time (issue 16): a task label from a request header, bounded by an allowlist, and sessions
+// (several requests of one task) added up by a session id header.
+struct tasks_settings {
+    std::string header = "x-tokenmeter-task";  // the request header naming the task
+    std::vector<std::string> allowed;          // label values; others "other"; empty: task time off
+    std::string session_header = "x-tokenmeter-session";  // "": no sessions
+    milliseconds session_idle_expiry{300'000};  // a session ends this long after its last request
+    std::uint32_t max_sessions = 10'000;  // sessions kept at once; beyond, the oldest is evicted
+    bool operator==(const tasks_settings&) const = default;
+};
+
 struct settings {
     endpoint listen{"127.0.0.1", 8080};
     endpoint admin{"127.0.0.1", 9090};
     upstream_target upstream{"http", "127.0.0.1", 8000, ""};
     std::uint32_t threads = 0;   // 0: one per core
     bool preserve_host = false;  // false: Host sent upstream is the upstream's host:port
+    forwarded_for_mode forwarded_for = forwarded_for_mode::keep;
+    tls_settings tls;
     timeouts_settings timeouts;
     limits_settings limits;
     upstream_pool_settings upstream_pool;
@@ -242,6 +269,7 @@ struct settings {
     std::map<std::string, model_settings> models;  // by the request's "model" field
     std::map<std::string, price_settings> prices;  // by the request's "model" field
     slo_settings slo;
+    tasks_settings tasks;
     // Add stream_options.include_usage to streamed OpenAI chat/completions requests that did not
     // ask for usage, and remove the extra usage chunk from what the client receives.
     bool usage_injection = true;

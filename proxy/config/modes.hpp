@@ -21,6 +21,12 @@ enum class count_input_tokens_mode { when_unreported, always, never };
 enum class special_tokens_mode { file_default, match, text };
 // MLPerf Inference's LLM scenarios (metrics/slo knows their targets); none when not named.
 enum class slo_preset { none, server, interactive };
+// Client certificates on a TLS listener: not asked for, checked when sent, or required.
+enum class tls_client_auth { none, optional, require };
+// The oldest TLS version a listener accepts.
+enum class tls_min_version { v1_2, v1_3 };
+// The client's X-Forwarded-For on the way upstream.
+enum class forwarded_for_mode { keep, append, drop };
 
 template <typename Mode>
 struct spelling {
@@ -78,6 +84,28 @@ struct mode_words<slo_preset> {
         {{slo_preset::none, ""},
          {slo_preset::server, "server"},
          {slo_preset::interactive, "interactive"}}};
+};
+
+template <>
+struct mode_words<tls_client_auth> {
+    static constexpr std::array<spelling<tls_client_auth>, 3> all{
+        {{tls_client_auth::none, "none"},
+         {tls_client_auth::optional, "optional"},
+         {tls_client_auth::require, "require"}}};
+};
+
+template <>
+struct mode_words<tls_min_version> {
+    static constexpr std::array<spelling<tls_min_version>, 2> all{
+        {{tls_min_version::v1_2, "1.2"}, {tls_min_version::v1_3, "1.3"}}};
+};
+
+template <>
+struct mode_words<forwarded_for_mode> {
+    static constexpr std::array<spelling<forwarded_for_mode>, 3> all{
+        {{forwarded_for_mode::keep, "keep"},
+         {forwarded_for_mode::append, "append"},
+         {forwarded_for_mode::drop, "drop"}}};
 };
 
 template <typename T>

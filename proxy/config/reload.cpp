@@ -39,6 +39,7 @@ reload_diff diff_for_reload(const settings& running, const settings& next) {
     check(tokenization(running) != tokenization(next), "reference_tokenizer/tokenizer_dir/models",
           false);
     check(running.prices != next.prices, "prices", false);
+    check(running.tasks != next.tasks, "tasks", false);
     check(running.usage_injection != next.usage_injection, "usage_injection", false);
     check(running.routes != next.routes, "routes", false);
     return diff;

@@ -96,6 +96,30 @@ void check_slo_models(schema::checker& c, const settings& s) {
     }
 }
 
+// The files themselves are read by app/ at start (each error naming its key); here only the
+// combinations that can never work.
+void check_tls(schema::checker& c, const std::string& prefix, const tls_settings& t) {
+    const bool any = !t.cert_file.empty() || !t.key_file.empty() || !t.client_ca_file.empty() ||
+                     t.client_auth != tls_client_auth::none;
+    if (!any) {
+        return;
+    }
+    if (t.cert_file.empty()) {
+        c.error(prefix + ".cert_file", "is required for TLS (a PEM certificate and its chain)");
+    }
+    if (t.key_file.empty()) {
+        c.error(prefix + ".key_file", "is required for TLS (the PEM private key of cert_file)");
+    }
+    if (t.client_auth != tls_client_auth::none && t.client_ca_file.empty()) {
+        c.error(prefix + ".client_ca_file", "is required when client_auth is " +
+                                                std::string(to_string(t.client_auth)) +
+                                                " (the CAs client certificates must chain to)");
+    }
+    if (t.watch_interval.count() < 0) {
+        c.error(prefix + ".watch_interval", "must not be negative (0s: only on SIGHUP)");
+    }
+}
+
 }  // namespace
 
 std::vector<config_error> validate(const settings& s, const unknown_words& words) {
@@ -105,6 +129,7 @@ std::vector<config_error> validate(const settings& s, const unknown_words& words
     check_pool(c, s.upstream_pool);
     check_tenants(c, s.tenants);
     check_sink(c, s.usage);
+    check_tls(c, "tls", s.tls);
     check_slo_models(c, s);
     return c.take();
 }

@@ -120,9 +120,8 @@ void check_required_price(checker& c, key_ref key, const std::optional<std::int6
 
 // ISO 4217 style: three capital letters, as the currency label and the records carry it.
 void check_currency(checker& c, key_ref key, const std::string& code) {
-    const bool ok = code.size() == 3 && std::all_of(code.begin(), code.end(), [](char ch) {
-                        return ch >= 'A' && ch <= 'Z';
-                    });
+    const bool ok = code.size() == 3 && std::all_of(code.begin(), code.end(),
+                                                    [](char ch) { return ch >= 'A' && ch <= 'Z'; });
     if (!ok) {
         c.error(key, "must be a three-letter currency code like USD, got " + detail::quote(code));
     }
@@ -406,12 +405,12 @@ const table<PR>& price_table() {
         value("input", &PR::input, read_price, check_required_price,
               "price per million input tokens not served from cache"),
         value<PR, std::optional<std::int64_t>>("cached_input", &PR::cached_input, read_price,
-                                              nullptr,
-                                              "per million cached input tokens; default: input"),
+                                               nullptr,
+                                               "per million cached input tokens; default: input"),
         value("output", &PR::output, read_price, check_required_price,
               "price per million output tokens"),
         value<PR, std::optional<std::int64_t>>("reasoning", &PR::reasoning, read_price, nullptr,
-                                              "per million reasoning tokens; default: output"),
+                                               "per million reasoning tokens; default: output"),
         value("currency", &PR::currency, read_text, check_currency,
               "three-letter currency code of the prices"),
     };
@@ -448,6 +447,94 @@ const table<O>& slo_table() {
     return t;
 }
 
+// An HTTP header name (RFC 9110 token), as read_word gives it: trimmed and lower-case.
+bool is_header_name(const std::string& name) {
+    constexpr std::size_t max_header_name = 64;
+    return !name.empty() && name.size() <= max_header_name &&
+           std::all_of(name.begin(), name.end(), [](char ch) {
+               return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
+                      std::string_view("!#$%&'*+-.^_`|~").find(ch) != std::string_view::npos;
+           });
+}
+
+void check_task_header(checker& c, key_ref key, const std::string& name) {
+    if (!is_header_name(name)) {
+        c.error(key, "must be an HTTP header name (letters, digits, '-', at most 64), got " +
+                         detail::quote(name));
+    }
+}
+
+void check_session_header(checker& c, key_ref key, const std::string& name) {
+    if (!name.empty()) {
+        check_task_header(c, key, name);
+    }
+}
+
+// Each name is a label value: short, plain, never the catch-all "other".
+void check_task_names(checker& c, key_ref key, const std::vector<std::string>& names) {
+    constexpr std::size_t max_tasks = 64;
+    constexpr std::size_t max_task_length = 64;
+    if (names.size() > max_tasks) {
+        c.error(key, "at most " + std::to_string(max_tasks) +
+                         " tasks (each is a label value), got " + std::to_string(names.size()));
+    }
+    std::set<std::string_view> seen;
+    for (std::size_t i = 0; i < names.size(); ++i) {
+        const std::string item = index_key(key, i);
+        const std::string& name = names[i];
+        const bool plain = std::all_of(name.begin(), name.end(), [](char ch) {
+            return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                   (ch >= '0' && ch <= '9') || ch == '-' || ch == '_' || ch == '.' || ch == ':' ||
+                   ch == '/';
+        });
+        if (name.empty() || name.size() > max_task_length || !plain) {
+            c.error(item, "a task name is 1 to 64 letters, digits and - _ . : /, got " +
+                              detail::quote(name));
+        } else if (name == "other") {
+            c.error(item, "\"other\" is where tasks off the list are counted; choose another name");
+        } else if (!seen.insert(name).second) {
+            c.error(item, "duplicate task " + detail::quote(name));
+        }
+    }
+}
+
+void check_session_expiry(checker& c, key_ref key, const milliseconds& d) {
+    if (d <= milliseconds::zero() || d > std::chrono::hours(24)) {
+        c.error(key,
+                "must be greater than 0 and at most 24h, got " + std::to_string(d.count()) + "ms");
+    }
+}
+
+void check_max_sessions(checker& c, key_ref key, const std::uint32_t& n) {
+    if (n < 1 || n > 1'000'000) {
+        c.error(key, "must be from 1 to 1000000, got " + std::to_string(n));
+    }
+}
+
+void check_tasks(checker& c, key_ref key, const tasks_settings& t) {
+    if (!t.session_header.empty() && t.session_header == t.header) {
+        c.error(join_key(key, "session_header"),
+                "must differ from tasks.header (" + detail::quote(t.header) + ")");
+    }
+}
+
+using TK = tasks_settings;
+const table<TK>& tasks_table() {
+    static const table<TK> t{
+        value("header", &TK::header, read_word, check_task_header,
+              "the request header naming the task"),
+        value("allowed", &TK::allowed, read_names, check_task_names,
+              "task names that become label values; others are other; empty: off"),
+        value("session_header", &TK::session_header, read_word, check_session_header,
+              "the request header carrying a session id; empty: no sessions"),
+        value("session_idle_expiry", &TK::session_idle_expiry, read_duration, check_session_expiry,
+              "a session ends this long after its last request"),
+        value("max_sessions", &TK::max_sessions, read_count, check_max_sessions,
+              "sessions kept at once; the least recently active is evicted beyond"),
+    };
+    return t;
+}
+
 using RT = route;
 const table<RT>& route_table() {
     static const table<RT> t{
@@ -459,6 +546,23 @@ const table<RT>& route_table() {
                                        nullptr, "overrides the top-level usage_injection"),
         value<RT, bool>("continuous_usage_stats", &RT::continuous_usage_stats, read_bool, nullptr,
                         "with usage injection, also ask for usage in every chunk"),
+    };
+    return t;
+}
+
+using TS = tls_settings;
+const table<TS>& tls_table() {
+    static const table<TS> t{
+        value<TS, std::string>("cert_file", &TS::cert_file, read_text, nullptr,
+                               "PEM certificate and chain; TLS is on when set"),
+        value<TS, std::string>("key_file", &TS::key_file, read_text, nullptr,
+                               "PEM private key of cert_file"),
+        value<TS, std::string>("client_ca_file", &TS::client_ca_file, read_text, nullptr,
+                               "PEM CAs that client certificates must chain to"),
+        choice("client_auth", &TS::client_auth, "client certificates: none, optional or require"),
+        choice("min_version", &TS::min_version, "the oldest TLS version accepted: 1.2 or 1.3"),
+        value<TS, milliseconds>("watch_interval", &TS::watch_interval, read_duration, nullptr,
+                                "how often the files are checked for a change; 0s: only on SIGHUP"),
     };
     return t;
 }
@@ -498,6 +602,9 @@ const table<S>& root() {
               "worker threads; 0: one per CPU core"),
         value<S, bool>("preserve_host", &S::preserve_host, read_bool, nullptr,
                        "forward the client's Host header unchanged"),
+        choice("forwarded_for", &S::forwarded_for,
+               "the client's X-Forwarded-For upstream: keep, append or drop"),
+        section("tls", &S::tls, tls_table, "TLS on the proxy listener"),
         section("timeouts", &S::timeouts, timeouts_table, "timeouts; each greater than 0"),
         section("limits", &S::limits, limits_table, "size limits"),
         section("upstream_pool", &S::upstream_pool, upstream_pool_table, "upstream connections"),
@@ -523,6 +630,8 @@ const table<S>& root() {
                "model names must be non-empty strings, got ", "duplicate model", false, false},
               "token prices per model, for the cost in usage records and metrics"),
         section("slo", &S::slo, slo_table, "latency service-level objectives"),
+        section("tasks", &S::tasks, tasks_table, "task time: a task label and sessions by header",
+                check_tasks),
         value<S, bool>("usage_injection", &S::usage_injection, read_bool, nullptr,
                        "ask OpenAI streams for usage and hide the extra chunk"),
         section_list("routes", &S::routes, route_table,

@@ -36,6 +36,51 @@ void client_connection<Stream>::start() {
     sessions_.add(this->shared_from_this());
     error_code ignored;
     socket().set_option(tcp::no_delay(true), ignored);
+    if (context_.settings.forwarded_for == forwarded_for_policy::append) {
+        const auto remote = socket().remote_endpoint(ignored);
+        if (!ignored) {
+            client_address_ = remote.address().to_string();
+        }
+    }
+    if constexpr (is_tls_stream<Stream>) {
+        // The handshake shares the request head's deadline: a client that opens a connection
+        // and says nothing is closed after timeouts.request_header either way.
+        lowest().expires_after(context_.settings.request_header);
+        client_.async_handshake(ssl::stream_base::server,
+                                guarded([this](error_code ec) { on_handshake(ec); }));
+    } else {
+        do_read_header();
+    }
+}
+
+template <class Stream>
+void client_connection<Stream>::on_handshake(error_code ec) {
+    if constexpr (is_tls_stream<Stream>) {
+        if (ec) {
+            const std::string_view reason = classify_handshake_error(ec);
+            context_.edge.tls_handshake_failed(reason, ec.message());
+            if (reason == "plaintext_http") {
+                // A plain HTTP client on the TLS port gets a readable answer in plain HTTP, as
+                // nginx gives, rather than a closed connection it cannot explain.
+                static const std::string answer = [] {
+                    const std::string body =
+                        error_body("plain_http_on_tls_port",
+                                   "this port speaks TLS; connect with https://") +
+                        "\n";
+                    return "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n"
+                           "connection: close\r\ncontent-length: " +
+                           std::to_string(body.size()) + "\r\n\r\n" + body;
+                }();
+                lowest().expires_after(context_.settings.client_write);
+                asio::async_write(lowest().socket(), asio::buffer(answer),
+                                  guarded([this](error_code, std::size_t) { linger_close(); }));
+                return;
+            }
+            close_client();
+            return;
+        }
+        context_.edge.tls_handshake_done(SSL_session_reused(client_.native_handle()) == 1);
+    }
     do_read_header();
 }
 
@@ -188,8 +233,9 @@ void client_connection<Stream>::handle_request() {
     if (client_buffer_.size() == 0 && client_buffer_.capacity() > idle_client_buffer_bytes) {
         client_buffer_.shrink_to_fit();
     }
-    request_plan plan = plan_request(request, request_.forward_target, request_.header_fields,
-                                     context_.settings);
+    request_plan plan =
+        plan_request(request, request_.forward_target, request_.header_fields, context_.settings,
+                     client_origin{is_tls_stream<Stream>, client_address_});
     request_.api = plan.api;
     request_.model = plan.info.model;
     request_.keep_alive = plan.keep_alive;
@@ -436,5 +482,6 @@ void client_connection<Stream>::next_request_or_close() {
 }
 
 template class client_connection<tcp_stream>;
+template class client_connection<tls_stream>;
 
 }  // namespace tokenmeter::http

@@ -14,6 +14,7 @@
 #include "http/beast.hpp"
 #include "http/local_failure.hpp"
 #include "http/proxy_context.hpp"
+#include "http/tls_stream.hpp"
 #include "http/upstream_exchange.hpp"
 #include "http/upstream_pool.hpp"
 #include "observe/observer.hpp"
@@ -23,7 +24,7 @@ namespace tokenmeter::http {
 // One request on a client connection, from its head to its end. Reset by assignment.
 struct request_state {
     core::time_point received{};
-    std::string forward_target;  // the normalized origin-form target (request_target.hpp)
+    std::string forward_target;     // the normalized origin-form target (request_target.hpp)
     std::size_t header_fields = 0;  // fields in the request head; later ones are trailers
     protocol::api_kind api = protocol::api_kind::none;
     std::string model;
@@ -80,6 +81,7 @@ class client_connection : public idle_closable,
     }
     void on_internal_error(const char* what) noexcept;
 
+    void on_handshake(error_code ec);
     void do_read_header();
     void on_read_header(error_code ec);
     void do_read_body();
@@ -119,6 +121,7 @@ class client_connection : public idle_closable,
     bool watching_ = false;
     std::uint64_t watch_generation_ = 0;
     std::uint64_t lingered_bytes_ = 0;
+    std::string client_address_;  // for X-Forwarded-For / Forwarded (forwarded_for: append)
     std::optional<bhttp::request_parser<bhttp::string_body>> request_parser_;
     bhttp::response<bhttp::string_body> local_response_;
     request_state request_;
@@ -130,5 +133,6 @@ class client_connection : public idle_closable,
 };
 
 extern template class client_connection<tcp_stream>;
+extern template class client_connection<tls_stream>;
 
 }  // namespace tokenmeter::http

@@ -5,6 +5,7 @@
 #include <cerrno>
 
 #include "metrics/process.hpp"
+#include "metrics/tls.hpp"
 
 namespace tokenmeter::http {
 
@@ -76,6 +77,33 @@ void edge_counters::connection_refused() noexcept {
                 suppressed);
         }
     } catch (...) {
+    }
+}
+
+void edge_counters::tls_handshake_done(bool resumed) noexcept {
+    try {
+        if (tls_ != nullptr) {
+            tls_->handshake(resumed);
+        }
+    } catch (...) {
+        // Counting must not add a failure of its own.
+    }
+}
+
+void edge_counters::tls_handshake_failed(std::string_view reason,
+                                         const std::string& detail) noexcept {
+    try {
+        if (tls_ != nullptr) {
+            tls_->handshake_error(reason);
+        }
+        // A client's mistake, not the proxy's: debug, and never more than a line a second.
+        std::uint64_t suppressed = 0;
+        if (spdlog::should_log(spdlog::level::debug) && tls_log_.allow(suppressed)) {
+            spdlog::debug("TLS handshake failed ({}): {} ({} more since the last report)", reason,
+                          detail, suppressed);
+        }
+    } catch (...) {
+        // Counting must not add a failure of its own.
     }
 }
 

@@ -5,10 +5,12 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 namespace tokenmeter::metrics {
 class edge_metrics;
+class tls_metrics;
 }  // namespace tokenmeter::metrics
 
 namespace tokenmeter::http {
@@ -29,6 +31,7 @@ class log_limiter {
 class edge_counters {
   public:
     void attach(metrics::edge_metrics* metrics) noexcept { metrics_ = metrics; }
+    void attach_tls(metrics::tls_metrics* metrics) noexcept { tls_ = metrics; }
 
     // A connection ended because handling it threw.
     void internal_error(const char* what) noexcept;
@@ -37,12 +40,18 @@ class edge_counters {
     bool accept_error(std::string_view listener, int error_value,
                       std::string_view message) noexcept;
     void connection_refused() noexcept;
+    // A client's TLS handshake on the proxy listener completed, or failed for `reason`
+    // (http/tls_stream's classification; `detail` is OpenSSL's words, logged at debug).
+    void tls_handshake_done(bool resumed) noexcept;
+    void tls_handshake_failed(std::string_view reason, const std::string& detail) noexcept;
 
   private:
     metrics::edge_metrics* metrics_ = nullptr;
+    metrics::tls_metrics* tls_ = nullptr;
     log_limiter internal_log_;
     log_limiter accept_log_;
     log_limiter refused_log_;
+    log_limiter tls_log_;
 };
 
 }  // namespace tokenmeter::http

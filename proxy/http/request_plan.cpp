@@ -7,10 +7,69 @@
 #include "protocol/dialects.hpp"
 
 namespace tokenmeter::http {
+namespace {
+
+// Every line of a possibly repeated list field joined into one value (RFC 9110 §5.3), removed.
+std::string take_list_field(bhttp::fields& fields, std::string_view name) {
+    std::string joined;
+    const beast::string_view key(name.data(), name.size());
+    for (auto [it, end] = fields.equal_range(key); it != end; ++it) {
+        const auto value = it->value();
+        if (value.empty()) {
+            continue;
+        }
+        if (!joined.empty()) {
+            joined += ", ";
+        }
+        joined.append(value.data(), value.size());
+    }
+    fields.erase(key);
+    return joined;
+}
+
+void append_list_field(bhttp::fields& fields, std::string_view name, std::string_view element) {
+    std::string value = take_list_field(fields, name);
+    if (!value.empty()) {
+        value += ", ";
+    }
+    value += element;
+    fields.set(beast::string_view(name.data(), name.size()), value);
+}
+
+}  // namespace
+
+void apply_forwarding(bhttp::fields& upstream, const client_origin& origin,
+                      forwarded_for_policy policy) {
+    constexpr std::string_view xff = "X-Forwarded-For";
+    switch (policy) {
+        case forwarded_for_policy::keep:
+            break;
+        case forwarded_for_policy::drop:
+            upstream.erase(beast::string_view(xff.data(), xff.size()));
+            break;
+        case forwarded_for_policy::append:
+            if (!origin.address.empty()) {
+                append_list_field(upstream, xff, origin.address);
+            }
+            break;
+    }
+    if (origin.tls) {
+        upstream.set("X-Forwarded-Proto", "https");
+        std::string element;
+        if (policy == forwarded_for_policy::append && !origin.address.empty()) {
+            // An IPv6 address is a quoted, bracketed node (RFC 7239 §6).
+            const bool v6 = origin.address.find(':') != std::string_view::npos;
+            element = v6 ? "for=\"[" + std::string(origin.address) + "]\";"
+                         : "for=" + std::string(origin.address) + ";";
+        }
+        element += "proto=https";
+        append_list_field(upstream, "Forwarded", element);
+    }
+}
 
 request_plan plan_request(bhttp::request<bhttp::string_body>& request,
                           std::string_view forward_target, std::size_t header_fields,
-                          const session_settings& settings) {
+                          const session_settings& settings, const client_origin& origin) {
     request_plan plan;
     // From here on the target is the normalized origin-form one: routing, metering, the usage
     // record and the upstream all see the same path.
@@ -24,8 +83,8 @@ request_plan plan_request(bhttp::request<bhttp::string_body>& request,
 
     protocol::route_choice route;
     if (request.method() == bhttp::verb::post) {
-        route = settings.routes.choose(std::string_view(request.target().data(),
-                                                        request.target().size()));
+        route = settings.routes.choose(
+            std::string_view(request.target().data(), request.target().size()));
     }
     plan.api = route.api;
     if (plan.api != protocol::api_kind::none) {
@@ -57,6 +116,7 @@ request_plan plan_request(bhttp::request<bhttp::string_body>& request,
     upstream.version(11);
     copy_end_to_end_fields(request.base(), upstream.base());
     upstream.erase(bhttp::field::expect);
+    apply_forwarding(upstream.base(), origin, settings.forwarded_for);
     if (!settings.preserve_host || request[bhttp::field::host].empty()) {
         upstream.set(bhttp::field::host, upstream_host_header(settings.upstream));
     }

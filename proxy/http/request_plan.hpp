@@ -26,11 +26,22 @@ struct request_plan {
     bhttp::request<bhttp::string_body> upstream;
 };
 
+// Where a request came from, for the forwarding headers.
+struct client_origin {
+    bool tls = false;          // the client connected over TLS: X-Forwarded-Proto: https
+    std::string_view address;  // the client's IP address ("" when unknown)
+};
+
 // `request` is the client's request as read; its target is replaced by `forward_target` (the
 // normalized origin-form target), trailer fields past the first `header_fields` are dropped, and
 // its body is moved into the plan's upstream request. Its header fields stay for the caller.
 request_plan plan_request(bhttp::request<bhttp::string_body>& request,
                           std::string_view forward_target, std::size_t header_fields,
-                          const session_settings& settings);
+                          const session_settings& settings, const client_origin& origin = {});
+
+// Sets the forwarding headers on an upstream request: X-Forwarded-For by `policy`, and for a TLS
+// client X-Forwarded-Proto: https and a Forwarded element with proto=https (RFC 7239).
+void apply_forwarding(bhttp::fields& upstream, const client_origin& origin,
+                      forwarded_for_policy policy);
 
 }  // namespace tokenmeter::http

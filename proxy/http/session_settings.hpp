@@ -18,9 +18,17 @@ struct upstream_address {
     std::string base_path;  // "" or "/prefix" (no trailing slash), prepended to every path
 };
 
+// What happens to the client's X-Forwarded-For on the way upstream.
+enum class forwarded_for_policy : std::uint8_t {
+    keep,    // passed on as the client sent it (or absent)
+    append,  // the client's address appended (", " separated), or set when absent
+    drop,    // removed: the upstream sees no client-supplied address
+};
+
 struct session_settings {
     upstream_address upstream;
-    bool preserve_host = false;    // false: Host sent upstream is the upstream's host:port
+    bool preserve_host = false;  // false: Host sent upstream is the upstream's host:port
+    forwarded_for_policy forwarded_for = forwarded_for_policy::keep;
     // Which API each POST speaks, and whether usage may be injected (built once by app/).
     protocol::route_table routes{{}, true};
     std::chrono::milliseconds request_header{30'000};

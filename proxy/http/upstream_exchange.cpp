@@ -375,4 +375,5 @@ bool upstream_exchange<Stream>::hold(const Wait& wait, void (upstream_exchange::
 
 namespace tokenmeter::http {
 template class upstream_exchange<tcp_stream>;
+template class upstream_exchange<tls_stream>;
 }  // namespace tokenmeter::http

@@ -14,6 +14,7 @@
 #include "metrics/registry.hpp"
 #include "metrics/status_board.hpp"
 #include "observe/shared_limit.hpp"
+#include "observe/task_meter.hpp"
 #include "tokenizer/catalog.hpp"
 #include "usage/record.hpp"
 #include "usage/spool.hpp"
@@ -53,6 +54,7 @@ struct request_state {
     // Under the shared limit: the prompt estimate charged at admission, settled at the end.
     bool shared = false;
     std::uint64_t estimate = 0;
+    task_state task;  // task "" when the request has none
 };
 
 // A shared-limit admission, written by the store's thread before the session is called back.
@@ -98,6 +100,9 @@ class metering_exchange final : public exchange_observer {
                                    std::move(facts.info.prompt_text));
         }
         admit_tenant();
+        if (parts_.tasks != nullptr && facts.api != protocol::api_kind::none) {
+            state_.task = parts_.tasks->begin(facts.header, facts.info.model, facts.received);
+        }
     }
 
     [[nodiscard]] const admission& admitted() const noexcept override {
@@ -175,6 +180,9 @@ class metering_exchange final : public exchange_observer {
             parts_.status->record(summary, state_.tenant);
         }
         record_tenant(summary);
+        if (parts_.tasks != nullptr) {
+            parts_.tasks->end(state_.task, summary);
+        }
         if (options_.access_log) {
             spdlog::info(
                 "access api={} model={} status={} outcome={} ttft={} output_tokens={} "

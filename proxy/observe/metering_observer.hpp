@@ -30,6 +30,7 @@ class spool_writer;
 namespace tokenmeter::observe {
 
 class shared_limiter;
+class task_meter;
 
 struct metering_options {
     meter::exchange_limits exchange_limits{};
@@ -57,6 +58,8 @@ struct metering_parts {
     const usage::price_table* prices = nullptr;
     // The admin status page's windows (metrics.status_page): fed at each request's end.
     metrics::status_board* status = nullptr;
+    // Task time (`tasks`): the task label, task time and sessions of requests with a task header.
+    task_meter* tasks = nullptr;
 };
 
 class metering_observer final : public observer {

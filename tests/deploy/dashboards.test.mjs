@@ -1,5 +1,6 @@
 // dashboards/: structure of the Grafana dashboards (valid JSON, unique panel ids, the data-source
-// variable on every panel and query, a model variable, a tenant variable where queries use it,
+// variable on every panel and query, a model variable, tenant and task variables where queries
+// use them, task panels that never average two tasks or two models together,
 // panels inside the 24-column grid without overlaps), the checked-in JSON equal to what
 // generate.mjs produces, and provisioning files that point at the dashboards. Whether every query
 // returns data is tests/integration/dashboards.test.mjs (a real Prometheus).
@@ -42,6 +43,7 @@ for (const file of files) {
     const ids = new Set();
     const cells = new Set();
     let usesTenant = false;
+    let usesTask = false;
     assert.ok(d.panels.length >= 8, `${d.panels.length} panels`);
     for (const p of d.panels) {
       assert.ok(Number.isInteger(p.id) && !ids.has(p.id), `unique panel id ${p.id}`);
@@ -52,6 +54,7 @@ for (const file of files) {
         assert.equal(t.datasource.uid, '${datasource}', `panel ${p.title} ${t.refId}`);
         assert.match(t.expr, /tokenmeter|\bup\b/, `panel ${p.title} queries tokenmeter metrics`);
         if (t.expr.includes('$tenant')) usesTenant = true;
+        if (t.expr.includes('$task')) usesTask = true;
         // Every variable a query uses is defined (Grafana's own $__ variables aside).
         for (const [, name] of t.expr.matchAll(/\$(\w+)/g)) {
           assert.ok(name.startsWith('__') || vars.has(name), `panel ${p.title}: $${name} is not defined`);
@@ -67,8 +70,22 @@ for (const file of files) {
       }
     }
     assert.equal(vars.has('tenant'), usesTenant, 'a tenant variable exactly where queries use $tenant');
+    assert.equal(vars.has('task'), usesTask, 'a task variable exactly where queries use $task');
   });
 }
+
+test('the task panels compare models per task: every task query keeps model and task apart', () => {
+  const d = JSON.parse(readFileSync(path.join(dir, 'tokenmeter-fleet.json'), 'utf8'));
+  const exprs = d.panels.flatMap((p) => p.targets.map((t) => t.expr)).filter((e) => e.includes('tokenmeter_task_'));
+  assert.ok(exprs.length >= 7, `${exprs.length} task queries`);
+  for (const e of exprs) {
+    assert.match(e, /task=~"\$task"/, e);
+    for (const [, by] of e.matchAll(/sum by \(([^)]*)\)/g)) {
+      const labels = by.split(',').map((x) => x.trim());
+      assert.ok(labels.includes('model') && labels.includes('task'), `aggregation by (${by}) in ${e}`);
+    }
+  }
+});
 
 test('provisioning loads the dashboards folder and the demo data source', () => {
   const provider = readFileSync(path.join(dir, 'provisioning/dashboards/tokenmeter.yaml'), 'utf8');

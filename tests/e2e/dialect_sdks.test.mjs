@@ -5,24 +5,12 @@
 // exactly what it gets from a twin simulator directly, while /metrics counts the tokens.
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 
 import { expectedText, startProxy, startSimPair, stopAll, waitMetrics } from '../integration/lib/harness.mjs';
+import { loadSdk } from './lib/load_sdk.mjs';
 
 after(stopAll);
 
-const here = fileURLToPath(new URL('.', import.meta.url));
-
-// A missing SDK is a failure, never a skip.
-async function load(name) {
-  const marker = fileURLToPath(new URL(`./node_modules/${name}/package.json`, import.meta.url));
-  if (!existsSync(marker)) {
-    throw new Error(`the ${name} npm package is not installed (${marker} is missing). ` +
-      `Run \`npm ci\` in ${here} (scripts/test.sh does this before ctest).`);
-  }
-  return import(name);
-}
 
 const TOKENS = 12;
 const REASONING = 3;
@@ -38,7 +26,7 @@ async function twin() {
 }
 
 test('openai SDK: Responses API streamed through the proxy', { timeout: 60_000 }, async () => {
-  const { default: OpenAI } = await load('openai');
+  const { default: OpenAI } = await loadSdk('openai');
   const { simA, proxy } = await twin();
   const client = (port) => new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: 'test', maxRetries: 0, timeout: 20_000 });
   async function collect(port) {
@@ -65,7 +53,7 @@ test('openai SDK: Responses API streamed through the proxy', { timeout: 60_000 }
 });
 
 test('openai SDK: a chat stream without include_usage is unchanged, and metered', { timeout: 60_000 }, async () => {
-  const { default: OpenAI } = await load('openai');
+  const { default: OpenAI } = await loadSdk('openai');
   const { simA, proxy } = await twin();
   const params = { model: 'sdk-injected', messages: [{ role: 'user', content: 'say something' }], stream: true };
   async function collect(port) {
@@ -86,7 +74,7 @@ test('openai SDK: a chat stream without include_usage is unchanged, and metered'
 });
 
 test('@anthropic-ai/sdk: messages.stream through the proxy', { timeout: 60_000 }, async () => {
-  const { default: Anthropic } = await load('@anthropic-ai/sdk');
+  const { default: Anthropic } = await loadSdk('@anthropic-ai/sdk');
   const { simA, proxy } = await twin();
   async function collect(port) {
     const client = new Anthropic({ baseURL: `http://127.0.0.1:${port}`, apiKey: 'test', maxRetries: 0, timeout: 20_000 });
@@ -116,7 +104,7 @@ test('@anthropic-ai/sdk: messages.stream through the proxy', { timeout: 60_000 }
 });
 
 test('ollama: chat streamed through the proxy', { timeout: 60_000 }, async () => {
-  const { Ollama } = await load('ollama');
+  const { Ollama } = await loadSdk('ollama');
   const { simA, proxy } = await twin();
   async function collect(port) {
     const client = new Ollama({ host: `http://127.0.0.1:${port}`, headers: simHeaders });

@@ -67,6 +67,9 @@ function variant(i) {
     'x-sim-output-tokens': String(4 + (i % 6)),
     // Not aligned with the model (i % 3), so every model has traffic of every tenant.
     'x-tenant-id': ['tenant-small', 'tenant-big', 'tenant-free', 'tenant-big'][(i >> 1) % 4],
+    // Every request has a task (two allowed, one not: "other") and a session of a few requests.
+    'x-tokenmeter-task': ['summarize', 'fix-test', 'unlisted-task'][(i >> 2) % 3],
+    'x-tokenmeter-session': `run-${i >> 4}`,
   };
   // Prompt classes 0-512, 512-2k and 2k-8k (the simulator counts words).
   const promptWords = [20, 700, 2500][i % 3 === 0 ? (i >> 2) % 3 : i % 3];
@@ -172,6 +175,7 @@ function substitute(expr, model) {
     .replaceAll('$__interval', '1s')
     .replaceAll('$model', model)
     .replaceAll('$tenant', '.+')
+    .replaceAll('$task', '.+')
     .replaceAll('$cluster', '.*')
     .replaceAll('$namespace', '.*')
     .replaceAll('$job', '.*')
@@ -331,6 +335,37 @@ test('provisioned throughput use counts input and output tokens', async () => {
   const output = total(await instant(`sum(rate(tokenmeter_tenant_tokens_total{type="output"}[${RATE_INTERVAL}]))`));
   assert.ok(both > output, 'the run has input tokens');
   assert.ok(Math.abs(used - both) < 1e-6 * both + 1e-9, `panel ${used}, input + output ${both}`);
+});
+
+test('task panels: task time and tokens count every complete request, sessions every forwarded one', async () => {
+  // Every request of the run has a task and a session id, and every session has ended (idle for
+  // 1 s; the scrape below sweeps): the task families against the usage records.
+  const m = await proxy.metrics();
+  const records = readRecords(spoolDir);
+  const complete = records.filter((r) => r.outcome === 'complete');
+  const forwarded = records.filter((r) => r.outcome !== 'rejected');
+  assert.ok(complete.length > 50, `${complete.length} complete records`);
+  assert.equal(m.value('tokenmeter_task_requests_total'), records.length);
+  assert.equal(m.histogram('tokenmeter_task_duration_seconds').count, complete.length);
+  assert.equal(m.value('tokenmeter_task_tokens_total', { type: 'output' }),
+    complete.reduce((acc, r) => acc + (r.output_tokens || 0), 0));
+  assert.equal(m.value('tokenmeter_task_sessions_active'), 0);
+  assert.equal(m.value('tokenmeter_task_session_requests_total'), forwarded.length);
+  assert.equal(m.value('tokenmeter_task_session_tokens_total', { type: 'output' }),
+    forwarded.reduce((acc, r) => acc + (r.output_tokens || 0), 0));
+  assert.ok(m.has('tokenmeter_task_requests_total', { task: 'other' }));
+  assert.equal(m.samples.some((s) => s.labels.task === 'unlisted-task'), false);
+  // The mean panel over the range against the exact mean of the counters: increase() misses
+  // each series' first observation, so close, not equal.
+  const result = await instant(substitute(panelExpr('tokenmeter-fleet.json', 'Task time by model: mean over the range'), '.+'));
+  assert.ok(result.length >= 6, `${result.length} model/task series`);
+  for (const series of result) {
+    const { model, task } = series.metric;
+    const exact = m.histogram('tokenmeter_task_duration_seconds', { model, task });
+    const mean = exact.sum / exact.count;
+    assert.ok(Math.abs(Number(series.value[1]) - mean) <= 0.25 * mean,
+      `${model} ${task}: panel ${series.value[1]} s, counters ${mean} s`);
+  }
 });
 
 test('quantile panels show the mean beside p50, p90 and p99', () => {

@@ -149,5 +149,21 @@ count_input_tokens: always
     EXPECT_EQ(input_counting(config::default_settings()), meter::input_counting::when_unreported);
 }
 
+// Task time is on only with allowed names; the header names arrive lower-case.
+TEST(ModuleOptions, Tasks) {
+    EXPECT_FALSE(task_options(config::default_settings()));
+    const auto r = config::load_yaml(
+        "tasks:\n  allowed: [fix, sql]\n  header: X-Task\n  session_idle_expiry: 90s\n"
+        "  max_sessions: 7\n");
+    ASSERT_TRUE(r.ok()) << all_errors(r.errors);
+    const auto o = task_options(r.value);
+    ASSERT_TRUE(o);
+    EXPECT_EQ(o->header, "x-task");
+    EXPECT_EQ(o->allowed, (std::vector<std::string>{"fix", "sql"}));
+    EXPECT_EQ(o->session_header, "x-tokenmeter-session");
+    EXPECT_EQ(o->sessions.idle_expiry, 90s);
+    EXPECT_EQ(o->sessions.max_sessions, 7u);
+}
+
 }  // namespace
 }  // namespace tokenmeter::app

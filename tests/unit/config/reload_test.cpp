@@ -35,11 +35,12 @@ TEST(Reload, EverythingElseWaitsForARestart) {
     next.upstream.port = 2;
     next.limits.max_json_depth = 64;
     next.tenants.header = "x-other";
+    next.tasks.allowed = {"fix"};
     next.log.level = log_level::warn;
     const auto diff = diff_for_reload(running, next);
     EXPECT_EQ(diff.applied, (std::vector<std::string>{"log.level"}));
     EXPECT_EQ(diff.needs_restart,
-              (std::vector<std::string>{"listen", "upstream", "limits", "tenants"}));
+              (std::vector<std::string>{"listen", "upstream", "limits", "tenants", "tasks"}));
     const settings after = apply_reloadable(running, next);
     EXPECT_EQ(after.listen, running.listen) << "kept as running";
     EXPECT_EQ(after.log.level, log_level::warn);

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace tokenmeter::http {
 namespace {
@@ -29,8 +31,9 @@ session_settings settings_for(std::string base_path = "") {
 }
 
 TEST(RequestPlan, StreamedChatGetsUsageInjectedAndAnUpstreamHead) {
-    auto request = post("/v1/chat/completions",
-                        R"({"model":"llama","stream":true,"messages":[{"role":"user","content":"hi"}]})");
+    auto request =
+        post("/v1/chat/completions",
+             R"({"model":"llama","stream":true,"messages":[{"role":"user","content":"hi"}]})");
     const auto fields = field_count(request);
     auto plan = plan_request(request, "/v1/chat/completions", fields, settings_for("/base"));
     EXPECT_EQ(plan.api, protocol::api_kind::openai_chat_completions);
@@ -93,6 +96,79 @@ TEST(RequestPlan, HeadRequestIsMarked) {
     request.set(bhttp::field::host, "proxy.local");
     auto plan = plan_request(request, "/health", field_count(request), settings_for());
     EXPECT_TRUE(plan.head);
+}
+
+// Every value of a (possibly repeated) field, in order.
+std::vector<std::string> values_of(const bhttp::fields& f, std::string_view name) {
+    std::vector<std::string> out;
+    for (auto [it, end] = f.equal_range(beast::string_view(name.data(), name.size())); it != end;
+         ++it) {
+        out.emplace_back(it->value());
+    }
+    return out;
+}
+
+TEST(RequestPlan, ForwardedForKeepPassesTheClientsValuesAndAddsNothing) {
+    auto request = post("/v1/completions", R"({"model":"m","prompt":"x"})");
+    request.insert("X-Forwarded-For", "203.0.113.7");
+    auto plan = plan_request(request, "/v1/completions", field_count(request), settings_for(),
+                             client_origin{false, "10.0.0.1"});
+    EXPECT_EQ(values_of(plan.upstream, "x-forwarded-for"), std::vector<std::string>{"203.0.113.7"});
+    EXPECT_EQ(plan.upstream.find("x-forwarded-proto"), plan.upstream.end());
+    EXPECT_EQ(plan.upstream.find(bhttp::field::forwarded), plan.upstream.end());
+}
+
+TEST(RequestPlan, ForwardedForAppendJoinsRepeatedLinesThenTheClientAddress) {
+    auto request = post("/v1/completions", R"({"model":"m","prompt":"x"})");
+    request.insert("X-Forwarded-For", "203.0.113.7");
+    request.insert("X-Forwarded-For", "198.51.100.2");
+    auto settings = settings_for();
+    settings.forwarded_for = forwarded_for_policy::append;
+    auto plan = plan_request(request, "/v1/completions", field_count(request), settings,
+                             client_origin{false, "10.0.0.1"});
+    EXPECT_EQ(values_of(plan.upstream, "x-forwarded-for"),
+              std::vector<std::string>{"203.0.113.7, 198.51.100.2, 10.0.0.1"});
+}
+
+TEST(RequestPlan, ForwardedForAppendSetsTheAddressWhenAbsent) {
+    auto request = post("/v1/completions", R"({"model":"m","prompt":"x"})");
+    auto settings = settings_for();
+    settings.forwarded_for = forwarded_for_policy::append;
+    auto plan = plan_request(request, "/v1/completions", field_count(request), settings,
+                             client_origin{false, "127.0.0.1"});
+    EXPECT_EQ(plan.upstream["x-forwarded-for"], "127.0.0.1");
+}
+
+TEST(RequestPlan, ForwardedForDropRemovesEveryLine) {
+    auto request = post("/v1/completions", R"({"model":"m","prompt":"x"})");
+    request.insert("X-Forwarded-For", "203.0.113.7");
+    request.insert("x-forwarded-for", "spoofed");
+    auto settings = settings_for();
+    settings.forwarded_for = forwarded_for_policy::drop;
+    auto plan = plan_request(request, "/v1/completions", field_count(request), settings,
+                             client_origin{true, "127.0.0.1"});
+    EXPECT_TRUE(values_of(plan.upstream, "x-forwarded-for").empty());
+}
+
+TEST(RequestPlan, TlsClientGetsProtoHttpsReplacingAClientsClaim) {
+    auto request = post("/v1/completions", R"({"model":"m","prompt":"x"})");
+    request.insert("X-Forwarded-Proto", "http");
+    request.insert(bhttp::field::forwarded, "for=192.0.2.60;proto=http");
+    auto settings = settings_for();
+    settings.forwarded_for = forwarded_for_policy::append;
+    auto plan = plan_request(request, "/v1/completions", field_count(request), settings,
+                             client_origin{true, "::1"});
+    EXPECT_EQ(values_of(plan.upstream, "x-forwarded-proto"), std::vector<std::string>{"https"});
+    EXPECT_EQ(values_of(plan.upstream, "forwarded"),
+              std::vector<std::string>{"for=192.0.2.60;proto=http, for=\"[::1]\";proto=https"});
+}
+
+TEST(RequestPlan, PlainClientLeavesProtoHeadersAsTheyCame) {
+    auto request = post("/v1/completions", R"({"model":"m","prompt":"x"})");
+    request.insert("X-Forwarded-Proto", "https");  // set by a TLS-terminating ingress in front
+    auto plan = plan_request(request, "/v1/completions", field_count(request), settings_for(),
+                             client_origin{false, "127.0.0.1"});
+    EXPECT_EQ(plan.upstream["x-forwarded-proto"], "https");
 }
 
 }  // namespace

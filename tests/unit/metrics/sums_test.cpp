@@ -16,6 +16,7 @@
 #include "metrics/billing.hpp"
 #include "metrics/process.hpp"
 #include "metrics/registry.hpp"
+#include "metrics/tasks.hpp"
 #include "usage/record.hpp"
 
 namespace tokenmeter::metrics {
@@ -166,6 +167,16 @@ TEST(Sums, EveryFamilySumsToAKnownTotal) {
     billing.add_ship_errors(2);
     billing.add_spool_errors(1);
 
+    // Task time: two requests with a task (one complete), one ended session of two requests.
+    task_metrics tasks(*r.prometheus_registry());
+    tasks.request("llama", "fix", "complete");
+    tasks.request("llama", "other", "client_cancel");
+    tasks.task_done("llama", "fix", 1.5, 10, 20);
+    tasks.session_done("llama", "fix", 3.0, 2, 30, 40);
+    tasks.sessions_dropped("evicted", 2);
+    tasks.sessions_dropped("invalid_id", 1);
+    tasks.sessions_active(4);
+
     // The independent totals.
     double billed = 0;
     double durations = 0.001;
@@ -233,6 +244,12 @@ TEST(Sums, EveryFamilySumsToAKnownTotal) {
         {"tokenmeter_usage_spool_oldest_age_seconds", 1.5},  // one series: the oldest record
         {"tokenmeter_usage_ship_errors_total", 2},
         {"tokenmeter_usage_spool_errors_total", 1},
+        {"tokenmeter_task_requests_total", 2},          // requests with a task
+        {"tokenmeter_task_tokens_total", 10 + 20},      // tokens of complete task requests
+        {"tokenmeter_task_session_requests_total", 2},  // requests of ended sessions
+        {"tokenmeter_task_session_tokens_total", 30 + 40},
+        {"tokenmeter_task_sessions_dropped_total", 2 + 1},
+        {"tokenmeter_task_sessions_active", 4},
     };
     const std::map<std::string, std::pair<double, double>> expected_histograms{
         {"tokenmeter_time_to_first_token_seconds", {ttft_count, ttft_sum}},
@@ -244,6 +261,8 @@ TEST(Sums, EveryFamilySumsToAKnownTotal) {
         {"tokenmeter_request_duration_seconds", {6, durations}},
         {"tokenmeter_request_input_tokens", {input_count, input_sum}},
         {"tokenmeter_request_output_tokens", {output_count, output_sum}},
+        {"tokenmeter_task_duration_seconds", {1, 1.5}},
+        {"tokenmeter_task_session_duration_seconds", {1, 3.0}},
     };
     // Settings, not amounts: one series per configured target or limit; aggregate with max.
     const std::set<std::string> settings_gauges{"tokenmeter_slo_objective_ratio",
@@ -311,6 +330,12 @@ TEST(Sums, EveryServedFamilyAndLabelIsDocumented) {
     edge.connection_refused();
     edge.internal_error();
     edge.config_reload(true);
+    task_metrics tasks(*r.prometheus_registry());
+    tasks.request("llama", "fix", "complete");
+    tasks.task_done("llama", "fix", 1, 1, 1);
+    tasks.session_done("llama", "fix", 1, 1, 1, 1);
+    tasks.sessions_dropped("evicted", 1);
+    tasks.sessions_active(1);
     const std::string doc = read_file(std::string(TOKENMETER_FIXTURES_DIR) + "/../../docs/metrics.md");
     ASSERT_FALSE(doc.empty());
     std::size_t families = 0;

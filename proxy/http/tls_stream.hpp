@@ -1,0 +1,25 @@
+// http/tls_stream: the TLS client stream (Beast's ssl_stream over the same TCP stream as plain
+// connections), apart from http/beast.hpp so that only the files that instantiate TLS sessions
+// pay for the OpenSSL headers.
+#pragma once
+
+#include <boost/beast/ssl.hpp>
+#include <string_view>
+#include <type_traits>
+
+#include "http/beast.hpp"
+
+namespace tokenmeter::http {
+
+namespace ssl = boost::asio::ssl;
+using tls_stream = beast::ssl_stream<tcp_stream>;
+
+template <class Stream>
+inline constexpr bool is_tls_stream = std::is_same_v<Stream, tls_stream>;
+
+// A failed server handshake's reason, for tokenmeter_tls_handshake_errors_total: one of
+// protocol_version, no_shared_cipher, no_client_certificate, bad_client_certificate,
+// no_application_protocol, plaintext_http, timeout, closed, other.
+std::string_view classify_handshake_error(const error_code& ec);
+
+}  // namespace tokenmeter::http

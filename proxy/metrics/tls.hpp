@@ -1,0 +1,40 @@
+// metrics/tls: what the TLS listeners export. Handshakes by whether the session was resumed,
+// failed handshakes by reason, certificate reloads, and the serving certificate's expiry (so an
+// alert can fire before a rotation that did not happen).
+#pragma once
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/registry.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace tokenmeter::metrics {
+
+class tls_metrics {
+  public:
+    // listener: "proxy" or "admin".
+    tls_metrics(prometheus::Registry& registry, const std::string& listener);
+
+    void handshake(bool resumed);
+    // reason: a word from http/tls_server's classification (protocol_version, no_shared_cipher,
+    // no_client_certificate, bad_client_certificate, no_application_protocol, plaintext_http,
+    // timeout, closed, other).
+    void handshake_error(std::string_view reason);
+    void reload(bool ok);
+    void certificate_not_after(std::int64_t unix_seconds);
+
+  private:
+    std::string listener_;
+    prometheus::Counter* new_sessions_;
+    prometheus::Counter* resumed_sessions_;
+    prometheus::Family<prometheus::Counter>* errors_;
+    prometheus::Counter* reloads_ok_;
+    prometheus::Counter* reloads_rejected_;
+    prometheus::Gauge* not_after_;
+};
+
+}  // namespace tokenmeter::metrics
