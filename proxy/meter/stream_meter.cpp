@@ -21,8 +21,7 @@ std::string_view to_string(outcome o) noexcept {
     return "unknown";
 }
 
-histogram_batch::histogram_batch(const std::vector<double>* bounds)
-    : bounds_(bounds), counts_(bounds == nullptr ? 1 : bounds->size() + 1, 0.0) {}
+histogram_batch::histogram_batch(const std::vector<double>* bounds) : bounds_(bounds) {}
 
 void histogram_batch::observe(double value, std::uint64_t times) {
     if (times == 0) {
@@ -34,9 +33,26 @@ void histogram_batch::observe(double value, std::uint64_t times) {
         index = static_cast<std::size_t>(std::lower_bound(bounds_->begin(), bounds_->end(), value) -
                                          bounds_->begin());
     }
-    counts_[index] += static_cast<double>(times);
+    if (span_.empty()) {
+        first_ = index;
+        span_.assign(1, 0);
+    } else if (index < first_) {
+        span_.insert(span_.begin(), first_ - index, 0);
+        first_ = index;
+    } else if (index >= first_ + span_.size()) {
+        span_.resize(index - first_ + 1, 0);
+    }
+    span_[index - first_] += times;
     sum_ += value * static_cast<double>(times);
     count_ += times;
+}
+
+std::vector<double> histogram_batch::bucket_increments() const {
+    std::vector<double> out(bounds_ == nullptr ? 1 : bounds_->size() + 1, 0.0);
+    for (std::size_t i = 0; i < span_.size(); ++i) {
+        out[first_ + i] = static_cast<double>(span_[i]);
+    }
+    return out;
 }
 
 stream_meter::stream_meter(protocol::api_kind api, std::string model, bool streamed,

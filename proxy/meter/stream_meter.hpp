@@ -36,17 +36,22 @@ enum class end_reason : std::uint8_t {
 
 // Observations of one histogram accumulated locally and added to Prometheus once per request,
 // so a long stream costs one registry update instead of one per token.
+// Only the span of buckets a request's values fall in is stored: with the status page's fine
+// bounds (hundreds of buckets) a stream's gaps still cover a few dozen, so memory per open stream
+// stays small.
 class histogram_batch {
   public:
     explicit histogram_batch(const std::vector<double>* bounds = nullptr);
     void observe(double value, std::uint64_t times = 1);
-    [[nodiscard]] const std::vector<double>& bucket_increments() const noexcept { return counts_; }
+    // One increment per bound plus +Inf, not cumulative (built when asked: once per request).
+    [[nodiscard]] std::vector<double> bucket_increments() const;
     [[nodiscard]] double sum() const noexcept { return sum_; }
     [[nodiscard]] std::uint64_t count() const noexcept { return count_; }
 
   private:
     const std::vector<double>* bounds_;
-    std::vector<double> counts_;  // one per bound plus +Inf, not cumulative
+    std::size_t first_ = 0;            // the bucket index of span_[0]
+    std::vector<std::uint64_t> span_;  // counts of buckets first_ .. first_ + size - 1
     double sum_ = 0.0;
     std::uint64_t count_ = 0;
 };

@@ -512,7 +512,7 @@ void registry::count_request(protocol::api_kind api, const std::string& model_la
 
 void registry::observe_inter_token_latency(const prometheus::Labels& labels,
                                            const meter::histogram_batch& batch) {
-    const std::vector<double>& increments = batch.bucket_increments();
+    const std::vector<double> increments = batch.bucket_increments();
     if (itl_classic_index_.empty()) {
         itl_->Add(labels, buckets_.inter_token_latency)
             .ObserveMultiple(increments, batch.sum());

@@ -114,7 +114,7 @@ std::string status_board::tenant_label(std::string_view tenant) {
 
 void status_board::add_inter_token_latency(quantile_sketch& sketch,
                                            const meter::histogram_batch& batch) const {
-    const std::vector<double>& increments = batch.bucket_increments();
+    const std::vector<double> increments = batch.bucket_increments();
     for (std::size_t j = 0; j < increments.size() && j < itl_bins_.size(); ++j) {
         const auto n = static_cast<std::uint64_t>(increments[j]);
         if (n == 0) {
