@@ -17,7 +17,7 @@ import { makeCa, makeLeaf } from './lib/certs.mjs';
 import {
   binaries, chatBody, makeTempDir, request, startProxy, startSim, stopAll, waitFor, waitMetrics,
 } from './lib/harness.mjs';
-import { readRecords } from './lib/usage.mjs';
+import { readRecords, takeCloudEventsBatch } from './lib/usage.mjs';
 
 after(stopAll);
 
@@ -61,21 +61,7 @@ class Receiver {
           res.end(`no: ${req.headers.authorization}`);
           return;
         }
-        if (req.headers['content-type'] !== 'application/cloudevents-batch+json') {
-          this.problems.push(`content-type ${req.headers['content-type']}`);
-        }
-        let batch;
-        try { batch = JSON.parse(Buffer.concat(chunks).toString()); } catch (e) {
-          this.problems.push(`not JSON: ${e.message}`);
-        }
-        for (const event of Array.isArray(batch) ? batch : []) {
-          if (event.specversion !== '1.0' || event.type !== 'tokenmeter.usage.v1' ||
-            event.datacontenttype !== 'application/json' || !event.source || !event.time ||
-            event.subject !== event.data.tenant || event.id !== event.data.id) {
-            this.problems.push(`bad event ${JSON.stringify(event)}`);
-          }
-          this.received.set(event.id, (this.received.get(event.id) || 0) + 1);
-        }
+        takeCloudEventsBatch(req, Buffer.concat(chunks), this.received, this.problems);
         res.writeHead(202);
         res.end();
       });
@@ -122,6 +108,18 @@ function sinkConfig(spool, receiver, extra) {
     ...extra.map((line) => `    ${line}`),
     '',
   ].join('\n');
+}
+
+// A proxy whose sink token comes from an environment variable only it sees.
+async function startWithTokenEnv(sim, spool, receiver, token) {
+  process.env.TM_TEST_SINK_TOKEN = token;
+  try {
+    return await startProxy({
+      upstream: sim.port, config: sinkConfig(spool, receiver, ['token_env: TM_TEST_SINK_TOKEN']),
+    });
+  } finally {
+    delete process.env.TM_TEST_SINK_TOKEN;
+  }
 }
 
 async function send(proxy, n, prefix) {
@@ -199,11 +197,7 @@ test('https sink: token from token_env; a 401 is counted as unauthorized and ret
     const receiver = new Receiver(token);
     await receiver.start();
     const spool = makeTempDir('tokenmeter-spool-');
-    process.env.TM_TEST_SINK_TOKEN = token;
-    const proxy = await startProxy({
-      upstream: sim.port, config: sinkConfig(spool, receiver, ['token_env: TM_TEST_SINK_TOKEN']),
-    });
-    delete process.env.TM_TEST_SINK_TOKEN;
+    const proxy = await startWithTokenEnv(sim, spool, receiver, token);
     await send(proxy, 6, 'env');
     await allArrivedOnce(receiver, spool, 6);
     assert.equal(receiver.refused, 0);
@@ -246,11 +240,7 @@ test('https sink: a certificate for another host or from an untrusted CA gets no
   await receiver.start();
   const sim = await startSim();
   const spool = makeTempDir('tokenmeter-spool-');
-  process.env.TM_TEST_SINK_TOKEN = token;
-  const proxy = await startProxy({
-    upstream: sim.port, config: sinkConfig(spool, receiver, ['token_env: TM_TEST_SINK_TOKEN']),
-  });
-  delete process.env.TM_TEST_SINK_TOKEN;
+  const proxy = await startWithTokenEnv(sim, spool, receiver, token);
   await send(proxy, 6, 'tls');
   let m = await waitMetrics(proxy, (x) => x.value('tokenmeter_usage_ship_errors_total', { reason: 'tls' }) >= 2, 10_000);
   assert.match(proxy.child.stderrText, /\(tls: TLS handshake: .*hostname mismatch/i);
