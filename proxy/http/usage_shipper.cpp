@@ -142,7 +142,6 @@ bool usage_shipper::connect(outcome& out) {
         out.error = "connect: " + ec.message();
         return false;
     }
-    connections_ += 1;
     if (c->tls) {
         if (!prepare_tls_client(c->tls->native_handle(), target_.host, out.error)) {
             out.failure = ship_failure::tls;
@@ -268,6 +267,7 @@ void usage_shipper::run() {
     std::mt19937_64 rng(std::random_device{}());
     std::uniform_real_distribution<double> jitter(0.5, 1.5);
     std::uint64_t failures_in_a_row = 0;
+    ship_failure last_failure = ship_failure::protocol;
     for (;;) {
         {
             std::lock_guard lock(mutex_);
@@ -309,14 +309,17 @@ void usage_shipper::run() {
         }
         errors_[static_cast<std::size_t>(sent.failure)] += 1;
         failures_in_a_row += 1;
-        // The first failure and then every tenth, so a long outage does not flood the log.
-        if (failures_in_a_row == 1 || failures_in_a_row % 10 == 0) {
+        // The first failure, a new reason, and then every tenth, so a long outage does not flood
+        // the log.
+        if (failures_in_a_row == 1 || sent.failure != last_failure ||
+            failures_in_a_row % 10 == 0) {
             spdlog::warn(
                 "usage shipper: sink {} did not accept {} records ({}: {}); attempt {}, "
                 "retrying with backoff",
                 sink_.url, batch.records.size(), to_string(sent.failure), sent.error,
                 failures_in_a_row);
         }
+        last_failure = sent.failure;
         auto wait = std::chrono::milliseconds(
             static_cast<std::int64_t>(static_cast<double>(backoff.count()) * jitter(rng)));
         {

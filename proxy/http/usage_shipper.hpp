@@ -74,8 +74,6 @@ class usage_shipper {
     }
     // End time (unix ms) of the oldest record not yet acknowledged; 0 when caught up.
     [[nodiscard]] std::int64_t oldest_unacknowledged_ms() const noexcept { return oldest_.load(); }
-    // Connections opened to the sink so far (keep-alive makes this small).
-    [[nodiscard]] std::uint64_t connections() const noexcept { return connections_.load(); }
 
   private:
     struct connection;
@@ -106,7 +104,6 @@ class usage_shipper {
     std::atomic<std::uint64_t> acknowledged_{0};
     std::array<std::atomic<std::uint64_t>, ship_failure_count> errors_{};
     std::atomic<std::int64_t> oldest_{0};
-    std::atomic<std::uint64_t> connections_{0};
     std::thread thread_;
 };
 
