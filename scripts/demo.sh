@@ -108,6 +108,13 @@ echo "a few of the raw series on http://$admin_addr/metrics:"
 curl -fsS "http://$admin_addr/metrics" 2>/dev/null |
   grep -E '^tokenmeter_(requests_total|tokens_total|time_to_first_token_seconds_(sum|count))\{' |
   sed 's/^/  /' || echo "  (could not read /metrics)"
+echo
+echo "live status page (windowed p50/p99, tokens/s, SLO burn, tenants, upstream errors; docs/status.md):"
+echo "  http://$admin_addr/         (open in a browser; its data: http://$admin_addr/status.json)"
+if ! curl -fsS "http://$admin_addr/status.json" >/dev/null 2>&1; then
+  echo "demo: the status page's /status.json did not answer" >&2
+  failed=1
+fi
 if ((keep == 0)); then
   echo "(the proxy stops when this script ends; run scripts/demo.sh --keep to leave it up and curl it)"
 fi
@@ -118,7 +125,7 @@ fi
 
 if ((keep == 1)); then
   echo
-  echo "--keep: tokenmeter stays up at http://$proxy_addr (metrics http://$admin_addr/metrics); Ctrl-C to stop."
+  echo "--keep: tokenmeter stays up at http://$proxy_addr (metrics http://$admin_addr/metrics, status page http://$admin_addr/); Ctrl-C to stop."
   trap 'exit 0' INT
   wait "$proxy_pid"
   echo "demo: tokenmeter exited on its own" >&2

@@ -2,7 +2,7 @@
 # Installs what tokenmeter needs on Debian 12, skipping what is already there.
 # Usage: scripts/install-deps.sh [--with-node] [--with-ci]   (as root, or with sudo available)
 #   --with-ci also installs scripts/apt-packages-ci.txt (clang and its sanitizer/fuzzer runtime,
-#   for the fuzz and ThreadSanitizer stages of scripts/test.sh).
+#   for the fuzz and ThreadSanitizer stages of scripts/test.sh; Chromium for the status page test).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 

@@ -52,6 +52,11 @@ if [[ -f "$root/tests/deploy/package-lock.json" ]]; then
     step "installing the manifest checkers (tests/deploy, npm ci)"
     (cd "$root/tests/deploy" && npm ci --no-audit --no-fund --loglevel=error)
 fi
+# The status page test drives /usr/bin/chromium with a pinned playwright-core (no browser download).
+if [[ -f "$root/tests/status/package-lock.json" ]]; then
+    step "installing the browser driver (tests/status, npm ci)"
+    (cd "$root/tests/status" && npm ci --no-audit --no-fund --loglevel=error)
+fi
 
 step "running every test"
 (cd "$build_dir" && ctest --output-on-failure --timeout 600 -j"$jobs")

@@ -29,6 +29,7 @@
 #include "metrics/billing.hpp"
 #include "metrics/process.hpp"
 #include "metrics/registry.hpp"
+#include "metrics/status_board.hpp"
 #include "metrics/tasks.hpp"
 #include "metrics/tokenizer_info.hpp"
 #include "observe/metering_observer.hpp"
@@ -71,6 +72,17 @@ int run(const config::settings& settings, const reloader& reload) try {
         open_shared_limits(settings, throughput, *registry.prometheus_registry());
 
     const usage::price_table prices = price_table(settings);
+    std::optional<metrics::status_board> status;
+    if (settings.metrics.status_page) {
+        status.emplace(
+            registry, &billing_metrics, clock,
+            [] {
+                return std::chrono::duration_cast<std::chrono::milliseconds>(
+                           std::chrono::system_clock::now().time_since_epoch())
+                    .count();
+            },
+            status_options(settings));
+    }
     // Task time: only with allowed task names; sessions end on sweeps (request ends, scrapes),
     // and those still open at shutdown end with the process, unobserved.
     std::optional<metrics::task_metrics> task_metrics;
@@ -91,6 +103,7 @@ int run(const config::settings& settings, const reloader& reload) try {
                                   shared_limits.limiter.get(),
                                   prices.empty() ? nullptr : &prices};
     parts.tasks = tasks ? &*tasks : nullptr;
+    parts.status = status ? &*status : nullptr;
     observe::metering_observer observer(std::move(parts), metering_options_from(settings));
     const http::session_settings session_settings = session_settings_from(settings);
     http::proxy_context context{session_settings, observer, clock};
@@ -118,6 +131,7 @@ int run(const config::settings& settings, const reloader& reload) try {
         }
     };
     admin_state.requests_in_flight = &context.requests_in_flight;
+    admin_state.status = status ? &*status : nullptr;
     if (settings.usage.readyz_fail_on_spool_error) {
         admin_state.spool_failing = &spool_failing;
     }

@@ -48,6 +48,7 @@ metrics::registry_options registry_options(const config::settings& s) {
     o.buckets = buckets_of(s.metrics.buckets);
     o.prompt_classes = s.metrics.prompt_classes;
     o.native_histograms = s.metrics.native_histograms;
+    o.fine_inter_token_latency = s.metrics.status_page;
     return o;
 }
 
@@ -100,6 +101,45 @@ metrics::billing_options billing_options(const config::settings& s) {
     for (const auto& [name, limit] : t.limits) {
         o.provisioned_rates[name] = limit.provisioned_tokens_per_second;
     }
+    return o;
+}
+
+metrics::status_options status_options(const config::settings& s) {
+    metrics::status_options o;
+    const auto on_off = [](bool on) { return std::string(on ? "on" : "off"); };
+    const auto endpoint = [](const config::endpoint& e) {
+        return e.host + ":" + std::to_string(e.port);
+    };
+    std::string models;
+    for (const auto& [name, model] : s.models) {
+        models += (models.empty() ? "" : ", ") + name + " (" + model.tokenizer + ")";
+    }
+    std::string slo_models;
+    for (const auto& [name, target] : s.slo.models) {
+        slo_models += (slo_models.empty() ? "" : ", ") + name;
+    }
+    const char* tenant_source = s.tenants.source == config::tenant_source::header    ? "header"
+                                : s.tenants.source == config::tenant_source::api_key ? "api_key"
+                                                                                     : "none";
+    o.summary = {
+        {"listen", endpoint(s.listen)},
+        {"admin", endpoint(s.admin)},
+        {"upstream", s.upstream.scheme + "://" + s.upstream.host + ":" +
+                         std::to_string(s.upstream.port) + s.upstream.base_path},
+        {"threads", s.threads == 0 ? std::string("one per core") : std::to_string(s.threads)},
+        {"models", models.empty() ? std::string("(none configured)") : models},
+        {"reference_tokenizer", s.reference_tokenizer},
+        {"usage_injection", on_off(s.usage_injection)},
+        {"usage_records", s.usage.spool_dir.empty() ? std::string("off") : "on"},
+        {"usage_sink", on_off(!s.usage.sink.url.empty())},
+        {"tenants_source", tenant_source},
+        {"tenant_limits", std::to_string(s.tenants.limits.size())},
+        {"shared_limits", on_off(!s.tenants.shared_limits.redis.url.empty())},
+        {"slo_default", on_off(s.slo.default_target.has_value())},
+        {"slo_models", slo_models.empty() ? std::string("(none)") : slo_models},
+        {"native_histograms", on_off(s.metrics.native_histograms)},
+        {"max_models", std::to_string(s.metrics.models.max_models)},
+    };
     return o;
 }
 

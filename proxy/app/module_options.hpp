@@ -11,6 +11,7 @@
 #include "metrics/billing.hpp"
 #include "metrics/registry.hpp"
 #include "metrics/slo.hpp"
+#include "metrics/status_board.hpp"
 #include "observe/task_meter.hpp"
 #include "usage/price.hpp"
 #include "usage/tenant.hpp"
@@ -23,6 +24,9 @@ metrics::registry_options registry_options(const config::settings& s);
 // slo:, each entry's preset resolved, explicit targets winning over the preset's.
 metrics::slo_options slo_options(const config::settings& s);
 metrics::billing_options billing_options(const config::settings& s);
+// The status page's options and its config summary: only settings that are safe to show (no
+// API key, HMAC secret, sink token or Redis URL, which may hold a password).
+metrics::status_options status_options(const config::settings& s);
 usage::tenant_options tenant_options(const config::settings& s);
 usage::throughput_options throughput_options(const config::settings& s);
 meter::input_counting input_counting(const config::settings& s);

@@ -159,9 +159,10 @@ void announce(const config::settings& settings, const http::tcp::endpoint& proxy
                 admin_text.c_str(), upstream_text.c_str());
     std::fflush(stdout);
     spdlog::info(
-        "proxy on {}, admin on {} (/metrics /healthz /readyz), upstream {}, {} worker "
+        "proxy on {}, admin on {} (/metrics /healthz /readyz{}), upstream {}, {} worker "
         "thread(s) ({})",
-        listen_text, admin_text, upstream_text, threads.threads, threads.reason);
+        listen_text, admin_text, settings.metrics.status_page ? ", status page / /status.json" : "",
+        upstream_text, threads.threads, threads.reason);
 }
 
 }  // namespace tokenmeter::app

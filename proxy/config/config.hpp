@@ -83,6 +83,9 @@ struct metrics_settings {
     // Latency and rate histograms also as Prometheus native histograms, served in the protobuf
     // exposition to a scraper that asks for it (classic buckets stay, in both formats).
     bool native_histograms = false;
+    // The live status page on the admin listener (/, /status.json): windowed quantiles, tokens/s,
+    // SLO burn, top tenants, recent upstream errors (docs/status.md).
+    bool status_page = true;
     bool operator==(const metrics_settings&) const = default;
 };
 

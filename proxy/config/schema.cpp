@@ -248,6 +248,8 @@ const table<M>& metrics_table() {
               "upper bounds (input tokens) of the TTFT histogram's prompt_class label"),
         value<M, bool>("native_histograms", &M::native_histograms, read_bool, nullptr,
                        "also keep Prometheus native histograms"),
+        value<M, bool>("status_page", &M::status_page, read_bool, nullptr,
+                       "serve the status page and /status.json on the admin listener"),
     };
     return t;
 }

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <string>
 
+#include "http/status_page.hpp"
 #include "metrics/native_histogram.hpp"
 
 namespace tokenmeter::http {
@@ -84,6 +85,8 @@ class admin_session : public std::enable_shared_from_this<admin_session> {
                 respond(bhttp::status::ok, "text/plain; version=0.0.4; charset=utf-8",
                         state_.metrics.expose());
             }
+        } else if (serve_status_page(path)) {
+            // answered
         } else if (path == "/drain") {
             start_drain(target);
             return;
@@ -103,9 +106,47 @@ class admin_session : public std::enable_shared_from_this<admin_session> {
             }
         } else {
             respond(bhttp::status::not_found, "text/plain",
-                    "not found; try /metrics, /healthz, /readyz or /drain\n");
+                    "not found; try /metrics, /healthz, /readyz, /drain, / (the status page) or "
+                    "/status.json\n");
         }
         write();
+    }
+
+    // The status page and its document; false when the path is none of theirs.
+    bool serve_status_page(std::string_view path) {
+        std::string_view type;
+        std::string body;
+        if (path == "/" || path == "/status") {
+            type = "text/html; charset=utf-8";
+            body = status_page::index_html;
+        } else if (path == "/status.json") {
+            type = "application/json";
+        } else if (path == "/status/status.css") {
+            type = "text/css; charset=utf-8";
+            body = status_page::status_css;
+        } else if (path == "/status/status.js") {
+            type = "text/javascript; charset=utf-8";
+            body = status_page::status_js;
+        } else if (path == "/status/favicon.svg") {
+            type = "image/svg+xml";
+            body = status_page::favicon_svg;
+        } else {
+            return false;
+        }
+        if (state_.status == nullptr) {
+            respond(bhttp::status::not_found, "text/plain",
+                    "the status page is off (metrics.status_page: false)\n");
+            return true;
+        }
+        if (path == "/status.json") {
+            body = state_.status->snapshot_text();
+        }
+        respond(bhttp::status::ok, type, std::move(body));
+        response_.set("Content-Security-Policy", status_page_csp);
+        response_.set("X-Content-Type-Options", "nosniff");
+        response_.set(bhttp::field::x_frame_options, "DENY");
+        response_.set("Referrer-Policy", "no-referrer");
+        return true;
     }
 
     void write() {

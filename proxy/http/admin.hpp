@@ -1,6 +1,7 @@
 // http/admin: the admin listener: /metrics (Prometheus text), /healthz (alive), /readyz (the
 // upstream accepts connections and the proxy is not draining), /drain (start draining: /readyz
-// fails from now on; answers once no request is in flight, or when its wait is over).
+// fails from now on; answers once no request is in flight, or when its wait is over), and the
+// status page: / and /status (HTML; its CSS, JS and icon under /status/), /status.json.
 #pragma once
 
 #include <atomic>
@@ -14,6 +15,7 @@
 #include "http/beast.hpp"
 #include "http/listener.hpp"
 #include "metrics/registry.hpp"
+#include "metrics/status_board.hpp"
 
 namespace tokenmeter::http {
 
@@ -28,7 +30,15 @@ struct admin_state {
     std::function<void()> before_scrape{};
     // Requests between head and end; /drain answers when it is 0. Null: /drain answers at once.
     const std::atomic<std::int64_t>* requests_in_flight = nullptr;
+    // The status page's data (metrics.status_page). Null: the page and /status.json answer 404.
+    metrics::status_board* status = nullptr;
 };
+
+// The headers of every status page response: the page runs only its own script and style and
+// fetches only from this origin; nothing is cached or sniffed.
+inline constexpr std::string_view status_page_csp =
+    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+    "img-src 'self'; base-uri 'none'; frame-ancestors 'none'";
 
 // "30s", "500ms", "2m", "45" (seconds): the wait= of /drain. nullopt: not a duration.
 std::optional<std::chrono::milliseconds> parse_drain_wait(std::string_view text);

@@ -56,6 +56,10 @@ void client_connection<Stream>::start() {
 template <class Stream>
 void client_connection<Stream>::on_handshake(error_code ec) {
     if constexpr (is_tls_stream<Stream>) {
+        if (ec == asio::error::operation_aborted) {
+            close_client();  // the proxy closed it (drain, shutdown): not the client's failure
+            return;
+        }
         if (ec) {
             const std::string_view reason = classify_handshake_error(ec);
             context_.edge.tls_handshake_failed(reason, ec.message());

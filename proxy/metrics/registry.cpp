@@ -231,7 +231,7 @@ registry::registry(const registry_options& options, const slo_options& slo)
     // The batch bounds for inter-token latency (see inter_token_latency_bounds()).
     const std::vector<double>& classic = buckets_.inter_token_latency;
     itl_batch_bounds_ = classic;
-    if (natives_) {
+    if (natives_ || options.fine_inter_token_latency) {
         // Every native boundary from 2^-17 s (7.6 us: below it a gap counts as 0) to 2^8 s; a
         // gap above 256 s is counted in the top native bucket.
         for (int i = -17 * 16; i <= 8 * 16; ++i) {
@@ -250,7 +250,9 @@ registry::registry(const registry_options& options, const slo_options& slo)
                          : static_cast<std::size_t>(
                                std::lower_bound(classic.begin(), classic.end(), upper) -
                                classic.begin()));
-            itl_native_index_.push_back(native_bucket_index(upper));
+            if (natives_) {
+                itl_native_index_.push_back(native_bucket_index(upper));
+            }
         }
     }
     // Models named in the SLO section take their label slots now, so that they never end up
@@ -442,32 +444,49 @@ const slo_target* registry::slo_for(const slo_options& slo, const std::string& m
 // measurement (a streamed request with a first token; with two or more tokens for TPOT), except
 // that a client who hung up after waiting longer than the TTFT target without a token counts as
 // bad: that wait is exactly what the SLO is about.
-void registry::count_slo(const std::string& model_label, const meter::request_summary& s) {
+slo_verdict registry::judge_slo(const std::string& model_label, const meter::request_summary& s) {
+    slo_verdict verdict;
     // One snapshot for the whole request: a reload in between cannot tear it.
     const auto settings = slo_.load();
     if (settings->models.empty() && !settings->default_target) {
-        return;
+        return verdict;
     }
     const slo_target* target = slo_for(*settings, model_label);
     if (target == nullptr) {
-        return;
+        return verdict;
     }
+    verdict.objective = slo_objective(*settings, *target);
+    if (target->ttft) {
+        const double limit = seconds_of(*target->ttft);
+        verdict.ttft_target_seconds = limit;
+        if (s.time_to_first_token) {
+            verdict.ttft_good = *s.time_to_first_token <= limit;
+        } else if (s.streamed && s.result == meter::outcome::client_cancel &&
+                   s.duration_seconds > limit) {
+            verdict.ttft_good = false;
+        }
+    }
+    if (target->tpot) {
+        verdict.tpot_target_seconds = seconds_of(*target->tpot);
+        if (s.time_per_output_token) {
+            verdict.tpot_good = *s.time_per_output_token <= *verdict.tpot_target_seconds;
+        }
+    }
+    return verdict;
+}
+
+void registry::count_slo(const std::string& model_label, const meter::request_summary& s) {
+    const slo_verdict verdict = judge_slo(model_label, s);
     const auto count = [&](const char* slo, bool good) {
         slo_requests_
             ->Add({{"model", model_label}, {"slo", slo}, {"result", good ? "good" : "bad"}})
             .Increment();
     };
-    if (target->ttft) {
-        const double limit = seconds_of(*target->ttft);
-        if (s.time_to_first_token) {
-            count("ttft", *s.time_to_first_token <= limit);
-        } else if (s.streamed && s.result == meter::outcome::client_cancel &&
-                   s.duration_seconds > limit) {
-            count("ttft", false);
-        }
+    if (verdict.ttft_good) {
+        count("ttft", *verdict.ttft_good);
     }
-    if (target->tpot && s.time_per_output_token) {
-        count("tpot", *s.time_per_output_token <= seconds_of(*target->tpot));
+    if (verdict.tpot_good) {
+        count("tpot", *verdict.tpot_good);
     }
 }
 
@@ -494,7 +513,7 @@ void registry::count_request(protocol::api_kind api, const std::string& model_la
 void registry::observe_inter_token_latency(const prometheus::Labels& labels,
                                            const meter::histogram_batch& batch) {
     const std::vector<double>& increments = batch.bucket_increments();
-    if (!natives_) {
+    if (itl_classic_index_.empty()) {
         itl_->Add(labels, buckets_.inter_token_latency)
             .ObserveMultiple(increments, batch.sum());
         return;
@@ -509,6 +528,9 @@ void registry::observe_inter_token_latency(const prometheus::Labels& labels,
             continue;
         }
         classic[itl_classic_index_[j]] += increments[j];
+        if (!natives_) {
+            continue;
+        }
         const auto n = static_cast<std::uint64_t>(increments[j]);
         if (j == 0) {
             native.zero_count += n;  // at most 2^-17 s: not told apart from 0
@@ -517,7 +539,9 @@ void registry::observe_inter_token_latency(const prometheus::Labels& labels,
         }
     }
     itl_->Add(labels, buckets_.inter_token_latency).ObserveMultiple(classic, batch.sum());
-    natives_->observe(itl_->GetName(), labels, native);
+    if (natives_) {
+        natives_->observe(itl_->GetName(), labels, native);
+    }
 }
 
 void registry::observe(prometheus::Family<prometheus::Histogram>* family,
@@ -534,6 +558,9 @@ void registry::stream_opened() {
 }
 void registry::stream_closed() {
     streams_active_->Decrement();
+}
+double registry::streams_active() const {
+    return streams_active_->Value();
 }
 
 void registry::upstream_error(std::string_view reason) {

@@ -51,6 +51,19 @@ struct registry_options {
     // Upper bounds (input tokens, inclusive) of the TTFT histogram's prompt_class label.
     std::vector<std::uint64_t> prompt_classes = {512, 2048, 8192, 32768};
     bool native_histograms = false;  // also native histograms, in the protobuf exposition
+    // Batch inter-token latencies at every native-histogram boundary (2^(k/16) s) even without
+    // native histograms: the status page's sketch (metrics/status_board) reads the batch at that
+    // resolution. Costs about 3.5 KiB per request in flight.
+    bool fine_inter_token_latency = false;
+};
+
+// One request judged against its model's latency SLO: set for each target it was counted for.
+struct slo_verdict {
+    std::optional<bool> ttft_good;
+    std::optional<bool> tpot_good;
+    double objective = 0;  // the entry's objective (when either is set)
+    std::optional<double> ttft_target_seconds;
+    std::optional<double> tpot_target_seconds;
 };
 
 // The bucket boundaries of the per-request token histograms (OpenTelemetry's
@@ -76,6 +89,11 @@ class registry {
 
     void stream_opened();
     void stream_closed();
+    [[nodiscard]] double streams_active() const;
+    // The SLO verdict for one request (what tokenmeter_slo_requests_total counts), by the
+    // bounded model label.
+    [[nodiscard]] slo_verdict judge_slo(const std::string& model_label,
+                                        const meter::request_summary& s);
     void upstream_error(std::string_view reason);
     void parse_errors(protocol::api_kind api, protocol::parse_error reason, std::uint64_t count);
 

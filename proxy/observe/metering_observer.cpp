@@ -12,6 +12,7 @@
 
 #include "metrics/billing.hpp"
 #include "metrics/registry.hpp"
+#include "metrics/status_board.hpp"
 #include "observe/shared_limit.hpp"
 #include "observe/task_meter.hpp"
 #include "tokenizer/catalog.hpp"
@@ -116,11 +117,12 @@ class metering_exchange final : public exchange_observer {
             return;
         }
         auto* billing = parts_.billing;
+        auto* status = parts_.status;
         parts_.shared->admit(state_.tenant, state_.estimate, state_.received,
-                             [slot = slot_, tenant = state_.tenant, billing,
+                             [slot = slot_, tenant = state_.tenant, billing, status,
                               done = std::move(done)](const shared_decision& decision) {
-                                 slot->admit = refusal_or_admission(decision.admission, tenant,
-                                                                    decision.shared, billing);
+                                 slot->admit = refusal_or_admission(
+                                     decision.admission, tenant, decision.shared, billing, status);
                                  slot->admitted = decision.admission.admitted;
                                  slot->decided.store(true, std::memory_order_release);
                                  done();
@@ -174,6 +176,9 @@ class metering_exchange final : public exchange_observer {
                           summary.model);
         }
         parts_.registry->record(summary);
+        if (parts_.status != nullptr) {
+            parts_.status->record(summary, state_.tenant);
+        }
         record_tenant(summary);
         if (parts_.tasks != nullptr) {
             parts_.tasks->end(state_.task, summary);
@@ -240,13 +245,14 @@ class metering_exchange final : public exchange_observer {
         }
         state_.admit =
             refusal_or_admission(parts_.throughput->admit(state_.tenant, state_.received),
-                                 state_.tenant, true, parts_.billing);
+                                 state_.tenant, true, parts_.billing, parts_.status);
     }
 
     // The session's view of a bucket's decision (a refusal counted per tenant).
     static admission refusal_or_admission(const usage::admission& decision,
                                           const std::string& tenant, bool shared,
-                                          metrics::billing_metrics* billing) {
+                                          metrics::billing_metrics* billing,
+                                          metrics::status_board* status) {
         admission result;
         if (decision.admitted) {
             return result;
@@ -264,6 +270,9 @@ class metering_exchange final : public exchange_observer {
                                       result.retry_after + " s";
         if (billing != nullptr) {
             billing->rate_limited(tenant);
+        }
+        if (status != nullptr) {
+            status->rate_limited(tenant);
         }
         return result;
     }
@@ -366,6 +375,9 @@ void metering_observer::unforwarded(protocol::api_kind api, std::string_view mod
 
 void metering_observer::upstream_error(std::string_view reason) {
     parts_.registry->upstream_error(reason);
+    if (parts_.status != nullptr) {
+        parts_.status->upstream_error(reason);
+    }
 }
 
 std::uint64_t spool_sink::append(std::string line, bool is_close) {

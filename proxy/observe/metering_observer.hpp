@@ -15,6 +15,7 @@
 namespace tokenmeter::metrics {
 class registry;
 class billing_metrics;
+class status_board;
 }  // namespace tokenmeter::metrics
 namespace tokenmeter::tokenizer {
 class catalog;
@@ -55,6 +56,8 @@ struct metering_parts {
     shared_limiter* shared = nullptr;
     // Token prices by model (`prices`): the cost in usage records and tokenmeter_cost_total.
     const usage::price_table* prices = nullptr;
+    // The admin status page's windows (metrics.status_page): fed at each request's end.
+    metrics::status_board* status = nullptr;
     // Task time (`tasks`): the task label, task time and sessions of requests with a task header.
     task_meter* tasks = nullptr;
 };

@@ -4,6 +4,7 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <utility>
@@ -15,20 +16,18 @@ bool plausible_id(std::string_view id) {
     if (id.empty() || id.size() > task_sessions::max_id_length) {
         return false;
     }
-    for (const char c : id) {
+    // Visible ASCII only: no spaces, controls or bytes of other encodings.
+    return std::ranges::all_of(id, [](char c) {
         const auto u = static_cast<unsigned char>(c);
-        if (u < 0x21 || u > 0x7e) {
-            return false;
-        }
-    }
-    return true;
+        return u >= 0x21 && u <= 0x7e;
+    });
 }
 
 }  // namespace
 
 std::size_t task_sessions::key_hash::operator()(const session_key& k) const noexcept {
     // The digest is already uniform; the labels only separate the rare same id in two tasks.
-    std::size_t h = static_cast<std::size_t>(k.id_digest[0]);
+    auto h = static_cast<std::size_t>(k.id_digest[0]);
     h ^= std::hash<std::string>{}(k.task) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
     h ^= std::hash<std::string>{}(k.model) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
     return h;

@@ -27,6 +27,7 @@ import { Deployment } from 'kubernetes-models/apps/v1/Deployment';
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
 import { PodMonitor } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PodMonitor';
 import { PrometheusRule } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PrometheusRule';
+import { Certificate } from '@kubernetes-models/cert-manager/cert-manager.io/v1/Certificate';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const root = path.resolve(here, '../..');
@@ -39,6 +40,7 @@ const MODELS = {
   'policy/v1/PodDisruptionBudget': PodDisruptionBudget,
   'monitoring.coreos.com/v1/PodMonitor': PodMonitor,
   'monitoring.coreos.com/v1/PrometheusRule': PrometheusRule,
+  'cert-manager.io/v1/Certificate': Certificate,
 };
 
 function render(dir) {
@@ -257,6 +259,41 @@ test('the shared-limits overlay: a Redis Service, and every replica\'s config po
   try {
     const file = path.join(dir, 'tokenmeter.yaml');
     writeFileSync(file, configMaps[0].data['tokenmeter.yaml']);
+    const ok = spawnSync(bin, ['--check-config', file], { encoding: 'utf8' });
+    assert.equal(ok.status, 0, `check-config failed: ${ok.stdout}${ok.stderr}`);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('the tls overlay: a cert-manager Certificate whose Secret the sidecar mounts, and a config naming its files', () => {
+  const docs = render('overlays/tls');
+  for (const doc of docs) {
+    const model = MODELS[`${doc.apiVersion}/${doc.kind}`];
+    assert.ok(model, `no schema for ${doc.apiVersion} ${doc.kind}`);
+    assert.doesNotThrow(() => new model(doc).validate(), `${doc.kind} ${doc.metadata.name}`);
+  }
+  const p = parts(docs);
+  const certificate = p.of('Certificate')[0];
+  assert.ok(certificate, 'a Certificate');
+  const service = p.of('Service')[0];
+  assert.ok(certificate.spec.dnsNames.includes(service.metadata.name), 'the Service name is on the certificate');
+  assert.ok(certificate.spec.dnsNames.includes(`${service.metadata.name}.${service.metadata.namespace}.svc`));
+  const volume = p.pod.volumes.find((v) => v.secret && v.secret.secretName === certificate.spec.secretName);
+  assert.ok(volume, 'the sidecar\'s pod mounts the Certificate\'s Secret');
+  const mount = p.sidecar.volumeMounts.find((m) => m.name === volume.name);
+  assert.ok(mount && mount.readOnly);
+  assert.equal(p.config.tls.cert_file, `${mount.mountPath}/tls.crt`, 'cert-manager writes tls.crt');
+  assert.equal(p.config.tls.key_file, `${mount.mountPath}/tls.key`);
+  // The sidecar runs as a non-root user; the Secret's files (owned by root) must be readable.
+  assert.equal(volume.secret.defaultMode & 0o004, 0o004, 'readable by the sidecar\'s user');
+  assert.ok(p.sidecar.volumeMounts.some((m) => m.name === 'tokenmeter-config'), 'the config is still mounted');
+  const bin = process.env.TOKENMETER_BIN;
+  assert.ok(bin, 'TOKENMETER_BIN must point at the tokenmeter binary (ctest sets it)');
+  const dir = mkdtempSync(path.join(tmpdir(), 'tokenmeter-k8s-'));
+  try {
+    const file = path.join(dir, 'tokenmeter.yaml');
+    writeFileSync(file, p.configMap.data['tokenmeter.yaml']);
     const ok = spawnSync(bin, ['--check-config', file], { encoding: 'utf8' });
     assert.equal(ok.status, 0, `check-config failed: ${ok.stdout}${ok.stderr}`);
   } finally {

@@ -268,3 +268,42 @@ TEST(Registry, PerRequestTokenHistogramsUseTheOpenTelemetryBuckets) {
 
 }  // namespace
 }  // namespace tokenmeter::metrics
+
+namespace tokenmeter::metrics {
+namespace {
+
+// The status page's finer inter-token latency batch (every 2^(k/16) s) must not change the
+// classic histogram: the same gaps give the same exposition with and without it.
+TEST(Registry, FineInterTokenLatencyBatchKeepsTheClassicHistogram) {
+    registry_options coarse = settings_with({}, 32);
+    registry_options fine = coarse;
+    fine.fine_inter_token_latency = true;
+    registry plain(coarse);
+    registry finer(fine);
+    EXPECT_GT(finer.inter_token_latency_bounds().size(),
+              plain.inter_token_latency_bounds().size() + 300);
+    const auto itl_lines = [](const std::string& text) {
+        std::string out;
+        std::size_t at = 0;
+        while ((at = text.find("tokenmeter_inter_token_latency_seconds", at)) !=
+               std::string::npos) {
+            const std::size_t end = text.find('\n', at);
+            out += text.substr(at, end - at) + "\n";
+            at = end;
+        }
+        return out;
+    };
+    for (auto* r : {&plain, &finer}) {
+        meter::request_summary s = streamed_summary(&r->inter_token_latency_bounds(), "m");
+        s.inter_token_latency.observe(0.0, 3);
+        s.inter_token_latency.observe(1e-6, 2);
+        s.inter_token_latency.observe(0.0123, 5);
+        s.inter_token_latency.observe(500.0, 1);
+        r->record(s);
+    }
+    EXPECT_EQ(itl_lines(plain.expose()), itl_lines(finer.expose()));
+    EXPECT_TRUE(contains(finer.expose(), "tokenmeter_inter_token_latency_seconds_count"));
+}
+
+}  // namespace
+}  // namespace tokenmeter::metrics

@@ -5,11 +5,13 @@
 
 #include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "metrics/billing.hpp"
 #include "metrics/registry.hpp"
+#include "metrics/status_board.hpp"
 #include "usage/record.hpp"
 #include "usage/tenant.hpp"
 #include "usage/throughput.hpp"
@@ -54,7 +56,7 @@ bool contains(const std::string& text, const std::string& needle) {
 }
 
 struct fixture {
-    explicit fixture(bool with_records, double tokens_per_second = 0) {
+    explicit fixture(bool with_records, double tokens_per_second = 0, bool with_status = false) {
         usage::tenant_options tenant_settings;
         tenant_settings.source = usage::tenant_source::header;
         usage::throughput_options limits;
@@ -70,6 +72,12 @@ struct fixture {
         metering_parts parts{&registry, nullptr, tenants.get(), throughput.get(), &ids,
                              billing.get(), with_records ? &sink : nullptr,
                              [] { return std::int64_t{1'700'000'000'000}; }};
+        if (with_status) {
+            status = std::make_unique<metrics::status_board>(
+                registry, billing.get(), clock, [] { return std::int64_t{1'700'000'000'000}; },
+                metrics::status_options{});
+            parts.status = status.get();
+        }
         metering_options options;
         options.checkpoint_interval = 1s;
         observer = std::make_unique<metering_observer>(parts, options);
@@ -93,12 +101,18 @@ struct fixture {
     }
 
     core::manual_clock clock{core::time_point{} + 1000s};
-    metrics::registry registry{metrics::registry_options{}};
+    // The finer inter-token latency batch, as app/ sets it with the status page on.
+    metrics::registry registry{[] {
+        metrics::registry_options o;
+        o.fine_inter_token_latency = true;
+        return o;
+    }()};
     std::unique_ptr<usage::tenant_resolver> tenants;
     std::unique_ptr<usage::provisioned_throughput> throughput;
     std::unique_ptr<metrics::billing_metrics> billing;
     usage::id_generator ids{1, 1};
     fake_sink sink;
+    std::unique_ptr<metrics::status_board> status;
     std::unique_ptr<metering_observer> observer;
 };
 
@@ -183,6 +197,43 @@ TEST(MeteringObserver, TenantInDebtIsRefusedWithRetryAfter) {
     auto other = f.begin(protocol::api_kind::openai_chat_completions, "other-tenant");
     EXPECT_TRUE(other->admitted().admitted) << "one tenant's debt is not another's";
     other->end(end_reason::client_cancel, f.clock.now());
+}
+
+// The status page hears of each request once, at its end, and of each 429 and upstream error.
+TEST(MeteringObserver, FeedsTheStatusBoardAtEachEnd) {
+    fixture f(false, 10, true);
+    auto first = f.begin(protocol::api_kind::openai_chat_completions, "acme");
+    (void)first->response_head(200, "text/event-stream", true, f.clock.now());
+    f.clock.advance(50ms);
+    first->body(sse_chunk("a"), f.clock.now());
+    f.clock.advance(10ms);
+    first->body(sse_chunk("b"), f.clock.now());
+    EXPECT_TRUE(f.status->snapshot()["models"].empty()) << "nothing before the end";
+    EXPECT_EQ(f.status->snapshot()["streams_active"], 1);
+    first->body(R"(data: {"choices":[],"usage":{"prompt_tokens":40,"completion_tokens":2}})"
+                "\n\ndata: [DONE]\n\n",
+                f.clock.now());
+    first->end(end_reason::upstream_complete, f.clock.now());
+    auto second = f.begin(protocol::api_kind::openai_chat_completions, "acme");
+    ASSERT_FALSE(second->admitted().admitted);
+    (void)second->response_head(429, "application/json", false, f.clock.now());
+    second->end(end_reason::rejected, f.clock.now());
+    f.observer->upstream_error("connect_refused");
+
+    const nlohmann::json doc = f.status->snapshot();
+    EXPECT_EQ(doc["streams_active"], 0);
+    ASSERT_EQ(doc["models"].size(), 1u);
+    const auto& w = doc["models"][0]["latency"]["1m"];
+    EXPECT_EQ(w["requests"], 2);
+    EXPECT_EQ(w["ttft"]["count"], 1);
+    EXPECT_NEAR(w["ttft"]["p50"].get<double>(), 0.05, 0.05 * 0.0217);
+    EXPECT_EQ(w["itl"]["count"], 1);
+    EXPECT_NEAR(w["itl"]["p50"].get<double>(), 0.01, 0.01 * 0.0217);
+    EXPECT_EQ(doc["models"][0]["throughput"]["1m"]["output_tokens"]["reported"], 2);
+    EXPECT_EQ(doc["tenants"]["by_tokens"][0]["tenant"], "acme");
+    EXPECT_EQ(doc["tenants"]["by_tokens"][0]["tokens"], 42);
+    EXPECT_EQ(doc["tenants"]["by_rate_limited"][0]["rate_limited"], 1);
+    EXPECT_EQ(doc["upstream_errors"]["recent"][0]["reason"], "connect_refused");
 }
 
 TEST(MeteringObserver, UnforwardedAndUpstreamErrorsReachTheRegistry) {

@@ -1,0 +1,69 @@
+// The status page scenario shared by integration/status.test.mjs and the Chromium test
+// (tests/status): a proxy with API-key tenants (one of them limited), an SLO, and known traffic
+// from the simulator: streams on a fixed schedule, a tenant pushed into 429s, an upstream reset.
+import { createHmac } from 'node:crypto';
+
+import { chatBody, request, startProxy, startSim, waitFor } from './harness.mjs';
+
+export const STATUS_SECRET = 'status-page-hmac-secret-0e1f';
+export const ALPHA_KEY = 'sk-status-alpha-9c3b7d51';
+export const BETA_KEY = 'sk-status-beta-44a2e6f0';
+export const MODEL = 'status-model';
+// The simulator's schedule for the metered streams.
+export const TTFT_MS = 40;
+export const ITL_MS = 10;
+export const OUTPUT_TOKENS = 20;
+export const ALPHA_REQUESTS = 6;
+export const BETA_REQUESTS = 3;
+
+const keyTenant = (key) =>
+  `key:${createHmac('sha256', STATUS_SECRET).update(key).digest('hex').slice(0, 32)}`;
+
+export function statusConfig(extra = '') {
+  process.env.TOKENMETER_TEST_STATUS_SECRET = STATUS_SECRET;
+  return [
+    'tenants:',
+    '  source: api_key',
+    '  api_key_secret_env: TOKENMETER_TEST_STATUS_SECRET',
+    '  api_key_names:',
+    `    "${keyTenant(ALPHA_KEY)}": team-alpha`,
+    `    "${keyTenant(BETA_KEY)}": team-beta`,
+    '  enforce_provisioned: true',
+    '  provisioned_burst: 1s',
+    '  limits:',
+    '    team-beta: { provisioned_tokens_per_second: 5 }',
+    'slo:',
+    '  models:',
+    `    ${MODEL}: { ttft: 500ms, tpot: 100ms }`,
+    extra,
+  ].join('\n');
+}
+
+// Starts the simulator and the proxy and sends the traffic. Returns what was sent and got.
+export async function startStatusScenario() {
+  const sim = await startSim(['--ttft-ms', String(TTFT_MS), '--itl-ms', String(ITL_MS)]);
+  const proxy = await startProxy({ upstream: sim.port, config: statusConfig() });
+  const send = (key, headers = {}) => request({
+    port: proxy.port,
+    body: chatBody(MODEL, { includeUsage: true }),
+    headers: { authorization: `Bearer ${key}`, 'x-sim-output-tokens': String(OUTPUT_TOKENS), ...headers },
+  });
+  const statuses = { alpha: [], beta: [] };
+  for (let i = 0; i < ALPHA_REQUESTS; i += 1) {
+    statuses.alpha.push((await send(ALPHA_KEY)).status);
+  }
+  // team-beta's bucket holds 5 tokens: the first request is admitted and leaves it in debt for
+  // seconds, so the ones right after it are refused.
+  for (let i = 0; i < BETA_REQUESTS; i += 1) {
+    statuses.beta.push((await send(BETA_KEY, { 'x-sim-ttft-ms': '0', 'x-sim-itl-ms': '0' })).status);
+  }
+  const reset = await send(ALPHA_KEY, { 'x-sim-fail': 'reset' });
+  // The last request's end is recorded just after its response: wait until the page has it.
+  await waitFor(async () => {
+    const res = await proxy.admin('/status.json');
+    const doc = JSON.parse(res.body.toString());
+    return doc.upstream_errors.recent.length > 0 &&
+      doc.models.some((m) => m.latency['1m'].requests >= ALPHA_REQUESTS + BETA_REQUESTS + 1);
+  }, { timeoutMs: 5000, what: 'every request in /status.json' });
+  return { sim, proxy, statuses, resetStatus: reset.status };
+}
