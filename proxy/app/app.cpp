@@ -153,11 +153,17 @@ int run(const config::settings& settings, const reloader& reload) try {
                        usage.unacknowledged_at_start);
     }
     // SIGHUP: reload what can change in place; streams are not touched.
-    reload_signal hangups(main_ioc, settings, reload, {&tenants, &registry, &edge_metrics, [&tls] {
-                                                           if (tls) {
-                                                               tls->reload("SIGHUP");
-                                                           }
-                                                       }});
+    reload_signal hangups(main_ioc, settings, reload,
+                          {&tenants, &registry, &edge_metrics, [&tls, &usage] {
+                               if (tls) {
+                                   tls->reload("SIGHUP");
+                               }
+                               if (usage.shipper) {
+                                   if (auto e = usage.shipper->reload_tls(); !e.empty()) {
+                                       spdlog::error("usage shipper: {}; the CAs in use stay", e);
+                                   }
+                               }
+                           }});
     drain_controller drain(main_ioc, settings.timeouts.drain, context.draining,
                            context.requests_in_flight,
                            {[&] {

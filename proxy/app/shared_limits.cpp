@@ -2,9 +2,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "app/start_up.hpp"
@@ -14,33 +11,8 @@ namespace {
 
 // The password from the file or environment variable the config names; "" when neither is set.
 std::string redis_password(const config::redis_limit_settings& r) {
-    std::string password;
-    if (!r.password_env.empty()) {
-        const char* value = std::getenv(r.password_env.c_str());
-        if (value == nullptr || *value == '\0') {
-            throw start_up_error("tenants.shared_limits.redis.password_env: environment variable " +
-                                 r.password_env + " is not set or empty");
-        }
-        password = value;
-    } else if (!r.password_file.empty()) {
-        std::ifstream in(r.password_file, std::ios::binary);
-        std::ostringstream text;
-        text << in.rdbuf();
-        if (!in) {
-            throw start_up_error("tenants.shared_limits.redis.password_file: cannot read " +
-                                 r.password_file);
-        }
-        password = text.str();
-        // A file written with echo ends with a newline that is not part of the password.
-        while (!password.empty() && (password.back() == '\n' || password.back() == '\r')) {
-            password.pop_back();
-        }
-        if (password.empty()) {
-            throw start_up_error("tenants.shared_limits.redis.password_file: " + r.password_file +
-                                 " is empty");
-        }
-    }
-    return password;
+    return configured_secret("tenants.shared_limits.redis.password_env", r.password_env,
+                             "tenants.shared_limits.redis.password_file", r.password_file);
 }
 
 }  // namespace

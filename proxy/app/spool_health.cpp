@@ -9,6 +9,8 @@
 
 namespace tokenmeter::app {
 
+static_assert(http::ship_failure_count == 6, "spool_health::ship_errors_seen_ has one per reason");
+
 spool_health::spool_health(http::asio::io_context& ioc, usage::spool_writer& spool,
                            const http::usage_shipper* shipper, metrics::billing_metrics& metrics,
                            std::atomic<bool>& failing, std::uint64_t unacknowledged_at_start)
@@ -40,8 +42,12 @@ void spool_health::update() {
         std::uint64_t written = unacknowledged_at_start_ + stats.closes_durable;
         std::uint64_t acked = shipper_->acknowledged();
         pending = written > acked ? written - acked : 0;
-        metrics_.add_ship_errors(shipper_->errors() - ship_errors_seen_);
-        ship_errors_seen_ = shipper_->errors();
+        for (std::size_t i = 0; i < http::ship_failure_count; ++i) {
+            const auto reason = static_cast<http::ship_failure>(i);
+            const std::uint64_t errors = shipper_->errors(reason);
+            metrics_.add_ship_errors(http::to_string(reason), errors - ship_errors_seen_[i]);
+            ship_errors_seen_[i] = errors;
+        }
         auto oldest = shipper_->oldest_unacknowledged_ms();
         if (pending > 0 && oldest > 0) {
             auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(

@@ -2,6 +2,7 @@
 // gauges and counters, and into the flag /readyz reads (usage.readyz_fail_on_spool_error).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 
@@ -41,7 +42,7 @@ class spool_health {
     std::atomic<bool>& failing_;
     std::uint64_t unacknowledged_at_start_;
     std::uint64_t spool_errors_seen_ = 0;
-    std::uint64_t ship_errors_seen_ = 0;
+    std::array<std::uint64_t, 6> ship_errors_seen_{};  // per http::ship_failure
     http::asio::steady_timer timer_;
     bool stopped_ = false;
 };

@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
 
 #include "app/module_options.hpp"
 #include "app/tokenizers.hpp"
+#include "core/secret_file.hpp"
 #include "http/headers.hpp"
 #include "http/listener.hpp"
 #include "usage/tenant.hpp"
@@ -100,6 +102,27 @@ std::shared_ptr<const tokenizer::catalog> load_tokenizers_or_explain(const confi
         spdlog::info("{}", line);
     }
     return std::move(loaded.value);
+}
+
+std::string configured_secret(const std::string& env_key, const std::string& env_name,
+                              const std::string& file_key, const std::string& file_path) {
+    if (!env_name.empty()) {
+        const char* value = std::getenv(env_name.c_str());
+        if (value == nullptr || *value == '\0') {
+            throw start_up_error(env_key + ": environment variable " + env_name +
+                                 " is not set or empty");
+        }
+        return value;
+    }
+    if (!file_path.empty()) {
+        std::string why;
+        auto secret = core::read_secret_file(file_path, why);
+        if (!secret) {
+            throw start_up_error(file_key + ": " + why);
+        }
+        return std::move(*secret);
+    }
+    return {};
 }
 
 std::string tenant_secret_or_throw(const usage::tenant_options& options) {

@@ -38,6 +38,11 @@ http::tcp::endpoint resolve_listen(http::asio::io_context& ioc, const config::en
 // Loads every tokenizer the config names and logs what was loaded; throws start_up_error with
 // each error by its key.
 std::shared_ptr<const tokenizer::catalog> load_tokenizers_or_explain(const config::settings& settings);
+// A secret the config names by an environment variable (env_key = its dotted key, env_name its
+// value) or a file (file_key, file_path); "" when both are empty. Throws start_up_error naming
+// the key, never holding the secret.
+std::string configured_secret(const std::string& env_key, const std::string& env_name,
+                              const std::string& file_key, const std::string& file_path);
 // The HMAC secret for tenants.source api_key ("" for other sources); throws start_up_error.
 std::string tenant_secret_or_throw(const usage::tenant_options& options);
 observe::metering_options metering_options_from(const config::settings& settings);

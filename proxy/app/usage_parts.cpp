@@ -5,6 +5,7 @@
 #include <csignal>
 #include <filesystem>
 
+#include "app/start_up.hpp"
 #include "usage/recovery.hpp"
 
 namespace tokenmeter::app {
@@ -56,14 +57,20 @@ usage_parts open_usage(const config::usage_settings& settings) {
     if (!settings.sink.url.empty()) {
         const auto& sink = settings.sink;
         const auto target = config::parse_upstream(sink.url).value_or(config::upstream_target{});
-        parts.shipper = std::make_unique<http::usage_shipper>(
-            dir, http::shipper_options{sink.url,
-                                       {target.scheme, target.host, target.port, target.base_path},
-                                       sink.batch_size,
-                                       sink.backoff_initial,
-                                       sink.backoff_max,
-                                       sink.request_timeout,
-                                       sink.source});
+        http::shipper_options options;
+        options.url = sink.url;
+        options.target = {target.scheme, target.host, target.port, target.base_path};
+        options.batch_size = sink.batch_size;
+        options.backoff_initial = sink.backoff_initial;
+        options.backoff_max = sink.backoff_max;
+        options.request_timeout = sink.request_timeout;
+        options.source = sink.source;
+        options.ca_file = sink.ca_file;
+        options.token = configured_secret("usage.sink.token_env", sink.token_env,
+                                          "usage.sink.token_file", sink.token_file);
+        options.token_file = sink.token_file;
+        // A CA file that does not load throws, naming usage.sink.ca_file.
+        parts.shipper = std::make_unique<http::usage_shipper>(dir, std::move(options));
         parts.spool->set_on_commit([s = parts.shipper.get()] { s->wake(); });
         parts.shipper->start();
     }

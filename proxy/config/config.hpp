@@ -144,7 +144,10 @@ struct tenants_settings {
 };
 
 struct usage_sink {
-    std::string url;  // "": no shipping; http://host:port/path
+    std::string url;         // "": no shipping; http[s]://host[:port]/path
+    std::string ca_file;     // https: PEM CAs trusted instead of the system bundle
+    std::string token_file;  // file holding the bearer token (re-read for every batch)
+    std::string token_env;   // env var holding the bearer token (never in the file itself)
     std::uint32_t batch_size = 100;
     milliseconds backoff_initial{200};
     milliseconds backoff_max{30'000};

@@ -67,10 +67,17 @@ void check_sink(schema::checker& c, const usage_settings& u) {
                     "shipping needs usage.spool_dir (records ship from the spool)");
         }
         const auto target = parse_upstream(u.sink.url);
-        if (!target || target->scheme != "http") {
+        if (!target) {
             c.error("usage.sink.url",
-                    "expected http://host:port/path, got " + detail::quote(u.sink.url));
+                    "expected http[s]://host[:port]/path, got " + detail::quote(u.sink.url));
+        } else if (target->scheme != "https" && !u.sink.ca_file.empty()) {
+            c.error("usage.sink.ca_file", "is only for an https:// usage.sink.url");
         }
+    } else if (!u.sink.token_file.empty() || !u.sink.token_env.empty() || !u.sink.ca_file.empty()) {
+        c.error("usage.sink.url", "is required when usage.sink has a token or a ca_file");
+    }
+    if (!u.sink.token_file.empty() && !u.sink.token_env.empty()) {
+        c.error("usage.sink.token_file", "set either token_env or token_file, not both");
     }
     if (u.sink.backoff_max < u.sink.backoff_initial) {
         c.error("usage.sink.backoff_max", "must not be shorter than usage.sink.backoff_initial");

@@ -353,6 +353,12 @@ const table<K>& sink_table() {
     static const table<K> t{
         value<K, std::string>("url", &K::url, read_string, nullptr,
                               "where records are POSTed as CloudEvents"),
+        value<K, std::string>("ca_file", &K::ca_file, read_string, nullptr,
+                              "https: PEM CAs trusted instead of the system bundle"),
+        value<K, std::string>("token_file", &K::token_file, read_string, nullptr,
+                              "file holding the sink's bearer token"),
+        value<K, std::string>("token_env", &K::token_env, read_string, nullptr,
+                              "environment variable holding the sink's bearer token"),
         value("batch_size", &K::batch_size, read_count, check_batch_size, "records per POST"),
         value("backoff_initial", &K::backoff_initial, read_duration, check_positive,
               "first retry delay after a failed POST"),

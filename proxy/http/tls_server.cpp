@@ -12,10 +12,10 @@
 #include <stdexcept>
 #include <utility>
 
+#include "http/tls_stream.hpp"
+
 namespace tokenmeter::http {
 namespace {
-
-namespace ssl = boost::asio::ssl;
 
 // Mozilla's "intermediate" server profile (TLS 1.2 suites: forward secrecy and AEAD only; the
 // TLS 1.3 suites are OpenSSL's defaults, all AEAD).
@@ -29,18 +29,6 @@ constexpr const char* groups = "X25519:P-256:P-384";
 // The session ID context: resumed sessions must come from this proxy (required with client
 // certificates, or OpenSSL refuses to resume).
 constexpr unsigned char session_context[] = "tokenmeter";
-
-// The oldest error OpenSSL queued, in words; clears the queue.
-std::string openssl_reason() {
-    const unsigned long code = ERR_peek_error();
-    std::string out;
-    if (code != 0) {
-        const char* reason = ERR_reason_error_string(code);
-        out = reason != nullptr ? reason : "OpenSSL error " + std::to_string(code);
-    }
-    ERR_clear_error();
-    return out.empty() ? "unknown OpenSSL error" : out;
-}
 
 // A readable error for a file that cannot be opened, before OpenSSL's vaguer one.
 std::string unreadable(const std::string& path) {
@@ -108,15 +96,15 @@ tls_load_result load_tls_server_context(const tls_server_options& o) {
     if (SSL_CTX_set_cipher_list(ctx, tls12_ciphers) != 1 ||
         SSL_CTX_set_ciphersuites(ctx, tls13_suites) != 1 ||
         SSL_CTX_set1_groups_list(ctx, groups) != 1) {
-        return fail("min_version",
-                    "this OpenSSL lacks the intermediate profile's ciphers: " + openssl_reason());
+        return fail("min_version", "this OpenSSL lacks the intermediate profile's ciphers: " +
+                                       take_openssl_error());
     }
     if (auto e = unreadable(o.cert_file); !e.empty()) {
         return fail("cert_file", e);
     }
     if (SSL_CTX_use_certificate_chain_file(ctx, o.cert_file.c_str()) != 1) {
         return fail("cert_file",
-                    "not a PEM certificate chain (" + o.cert_file + "): " + openssl_reason());
+                    "not a PEM certificate chain (" + o.cert_file + "): " + take_openssl_error());
     }
     if (auto e = unreadable(o.key_file); !e.empty()) {
         return fail("key_file", e);
@@ -128,7 +116,8 @@ tls_load_result load_tls_server_context(const tls_server_options& o) {
             return fail("key_file",
                         "does not match the certificate in " + key_name(o, "cert_file"));
         }
-        return fail("key_file", "not a PEM private key (" + o.key_file + "): " + openssl_reason());
+        return fail("key_file",
+                    "not a PEM private key (" + o.key_file + "): " + take_openssl_error());
     }
     if (SSL_CTX_check_private_key(ctx) != 1) {
         ERR_clear_error();
@@ -144,8 +133,8 @@ tls_load_result load_tls_server_context(const tls_server_options& o) {
             if (names != nullptr) {
                 sk_X509_NAME_pop_free(names, X509_NAME_free);
             }
-            return fail("client_ca_file",
-                        "no PEM CA certificate in " + o.client_ca_file + ": " + openssl_reason());
+            return fail("client_ca_file", "no PEM CA certificate in " + o.client_ca_file + ": " +
+                                              take_openssl_error());
         }
         SSL_CTX_set_client_CA_list(ctx, names);  // takes ownership
     }

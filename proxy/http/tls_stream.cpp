@@ -5,6 +5,17 @@
 
 namespace tokenmeter::http {
 
+std::string take_openssl_error() {
+    const unsigned long code = ERR_peek_error();
+    std::string out;
+    if (code != 0) {
+        const char* reason = ERR_reason_error_string(code);
+        out = reason != nullptr ? reason : "OpenSSL error " + std::to_string(code);
+    }
+    ERR_clear_error();
+    return out.empty() ? "unknown OpenSSL error" : out;
+}
+
 std::string_view classify_handshake_error(const error_code& ec) {
     if (ec == beast::error::timeout) {
         return "timeout";

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <boost/beast/ssl.hpp>
+#include <string>
 #include <string_view>
 #include <type_traits>
 
@@ -16,6 +17,9 @@ using tls_stream = beast::ssl_stream<tcp_stream>;
 
 template <class Stream>
 inline constexpr bool is_tls_stream = std::is_same_v<Stream, tls_stream>;
+
+// The oldest error OpenSSL queued on this thread, in words; clears the queue.
+std::string take_openssl_error();
 
 // A failed server handshake's reason, for tokenmeter_tls_handshake_errors_total: one of
 // protocol_version, no_shared_cipher, no_client_certificate, bad_client_certificate,

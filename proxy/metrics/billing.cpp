@@ -70,7 +70,7 @@ billing_metrics::billing_metrics(registry& base, const billing_options& options)
                              .Register(reg);
     ship_errors_ = &BuildCounter()
                         .Name("tokenmeter_usage_ship_errors_total")
-                        .Help("Batches the sink did not acknowledge with 2xx (each is retried)")
+                        .Help("Batches the sink did not acknowledge with 2xx, by reason (retried)")
                         .Register(reg);
     spool_errors_ = &BuildCounter()
                          .Name("tokenmeter_usage_spool_errors_total")
@@ -123,8 +123,8 @@ void billing_metrics::set_spool(std::uint64_t records_pending, double oldest_age
     spool_oldest_age_->Add({}).Set(oldest_age_seconds);
 }
 
-void billing_metrics::add_ship_errors(std::uint64_t n) {
-    ship_errors_->Add({}).Increment(static_cast<double>(n));
+void billing_metrics::add_ship_errors(std::string_view reason, std::uint64_t n) {
+    ship_errors_->Add({{"reason", std::string(reason)}}).Increment(static_cast<double>(n));
 }
 
 void billing_metrics::add_spool_errors(std::uint64_t n) {

@@ -9,7 +9,7 @@ import http from 'node:http';
 import {
   chatBody, makeTempDir, request, startProxy, startSim, stopAll, waitFor, waitMetrics,
 } from './lib/harness.mjs';
-import { readRecords } from './lib/usage.mjs';
+import { readRecords, takeCloudEventsBatch } from './lib/usage.mjs';
 
 after(stopAll);
 
@@ -34,21 +34,7 @@ class Receiver {
           res.end('{"error":"try later"}');
           return;
         }
-        if (req.headers['content-type'] !== 'application/cloudevents-batch+json') {
-          this.problems.push(`content-type ${req.headers['content-type']}`);
-        }
-        let batch;
-        try { batch = JSON.parse(Buffer.concat(chunks).toString()); } catch (e) {
-          this.problems.push(`not JSON: ${e.message}`);
-        }
-        for (const event of Array.isArray(batch) ? batch : []) {
-          if (event.specversion !== '1.0' || event.type !== 'tokenmeter.usage.v1' ||
-            event.datacontenttype !== 'application/json' || !event.source || !event.time ||
-            event.subject !== event.data.tenant || event.id !== event.data.id) {
-            this.problems.push(`bad event ${JSON.stringify(event)}`);
-          }
-          this.received.set(event.id, (this.received.get(event.id) || 0) + 1);
-        }
+        takeCloudEventsBatch(req, Buffer.concat(chunks), this.received, this.problems);
         res.writeHead(202);
         res.end();
       });

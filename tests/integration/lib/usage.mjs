@@ -48,3 +48,24 @@ export function runUsage(args) {
     });
   });
 }
+
+// What a billing receiver checks in one POSTed body: the CloudEvents batch content type and
+// shape of every event. Counts each event by id in `received` (id -> times) and pushes each
+// problem found onto `problems`.
+export function takeCloudEventsBatch(req, body, received, problems) {
+  if (req.headers['content-type'] !== 'application/cloudevents-batch+json') {
+    problems.push(`content-type ${req.headers['content-type']}`);
+  }
+  let batch;
+  try { batch = JSON.parse(body.toString()); } catch (e) {
+    problems.push(`not JSON: ${e.message}`);
+  }
+  for (const event of Array.isArray(batch) ? batch : []) {
+    if (event.specversion !== '1.0' || event.type !== 'tokenmeter.usage.v1' ||
+      event.datacontenttype !== 'application/json' || !event.source || !event.time ||
+      event.subject !== event.data.tenant || event.id !== event.data.id) {
+      problems.push(`bad event ${JSON.stringify(event)}`);
+    }
+    received.set(event.id, (received.get(event.id) || 0) + 1);
+  }
+}

@@ -101,10 +101,37 @@ TEST(UsageConfig, SemanticRulesNameTheirKeys) {
               (std::vector<std::string>{"usage.sink.url"}));
     EXPECT_EQ(keys_of(load_yaml("usage:\n  spool_dir: /s\n  sink:\n    url: ftp://x/e\n")),
               (std::vector<std::string>{"usage.sink.url"}));
+    EXPECT_EQ(keys_of(load_yaml("usage:\n  sink:\n    token_env: T\n")),
+              (std::vector<std::string>{"usage.sink.url"}));
+    EXPECT_EQ(keys_of(load_yaml("usage:\n  spool_dir: /s\n  sink:\n    url: http://x:1/e\n"
+                                "    ca_file: /ca.pem\n")),
+              (std::vector<std::string>{"usage.sink.ca_file"}));
+    EXPECT_EQ(keys_of(load_yaml("usage:\n  spool_dir: /s\n  sink:\n    url: https://x/e\n"
+                                "    token_env: T\n    token_file: /t\n")),
+              (std::vector<std::string>{"usage.sink.token_file"}));
     EXPECT_EQ(keys_of(load_yaml("usage:\n  segment_bytes: 100\n  fsync_interval: 0ms\n")),
               (std::vector<std::string>{"usage.fsync_interval", "usage.segment_bytes"}));
     EXPECT_EQ(keys_of(load_yaml("usage:\n  sink:\n    batch_size: 0\n    backoff_max: 10ms\n")),
               (std::vector<std::string>{"usage.sink.batch_size", "usage.sink.backoff_max"}));
+}
+
+TEST(UsageConfig, HttpsSinkWithCaAndToken) {
+    auto r = load_yaml(
+        "usage:\n  spool_dir: /s\n  sink:\n    url: https://billing.example/api/v1/events\n"
+        "    ca_file: /etc/ca.pem\n    token_file: /run/secrets/sink-token\n");
+    ASSERT_TRUE(r.ok()) << to_string(r.errors.front());
+    EXPECT_EQ(r.value.usage.sink.url, "https://billing.example/api/v1/events");
+    EXPECT_EQ(r.value.usage.sink.ca_file, "/etc/ca.pem");
+    EXPECT_EQ(r.value.usage.sink.token_file, "/run/secrets/sink-token");
+    EXPECT_TRUE(r.value.usage.sink.token_env.empty());
+    auto env = load_yaml(
+        "usage:\n  spool_dir: /s\n  sink:\n    url: http://127.0.0.1:9/e\n    token_env: TOK\n");
+    ASSERT_TRUE(env.ok()) << to_string(env.errors.front());
+    EXPECT_EQ(env.value.usage.sink.token_env, "TOK");
+    auto typo = load_yaml("usage:\n  sink:\n    token_fil: /t\n");
+    ASSERT_EQ(typo.errors.size(), 1u);
+    EXPECT_EQ(to_string(typo.errors[0]),
+              "usage.sink.token_fil: unknown key (did you mean \"token_file\"?)");
 }
 
 }  // namespace

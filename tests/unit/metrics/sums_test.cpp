@@ -164,7 +164,7 @@ TEST(Sums, EveryFamilySumsToAKnownTotal) {
     }
     billing.rate_limited("team-a");
     billing.set_spool(3, 1.5);
-    billing.add_ship_errors(2);
+    billing.add_ship_errors("status", 2);
     billing.add_spool_errors(1);
 
     // Task time: two requests with a task (one complete), one ended session of two requests.
@@ -322,7 +322,7 @@ TEST(Sums, EveryServedFamilyAndLabelIsDocumented) {
     billing.record(tenant_request("t", 1));
     billing.rate_limited("t");
     billing.set_spool(0, 0);
-    billing.add_ship_errors(0);
+    billing.add_ship_errors("tls", 0);
     billing.add_spool_errors(0);
     process_metrics process(*r.prometheus_registry());
     edge_metrics edge(*r.prometheus_registry());
