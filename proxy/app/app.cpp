@@ -108,7 +108,14 @@ int run(const config::settings& settings, const reloader& reload) try {
     const http::session_settings session_settings = session_settings_from(settings);
     http::proxy_context context{session_settings, observer, clock};
     context.edge.attach(&edge_metrics);
+    worker_pool workers(threads, pool_settings_from(settings), context,
+                        settings.limits.max_client_connections);
+
+    // Declared after the workers: its pending accepts hold sockets of the workers' contexts, so
+    // it must be destroyed first.
     http::asio::io_context main_ioc{1};
+    // After main_ioc (its file-watch timer lives there); connections keep the OpenSSL context
+    // they were accepted with, so destroying this before the workers is safe.
     std::optional<tls_watch> tls;
     if (settings.tls.enabled()) {
         try {
@@ -117,10 +124,8 @@ int run(const config::settings& settings, const reloader& reload) try {
             throw start_up_error(e.what());
         }
         context.edge.attach_tls(&tls->counters());
+        workers.serve_tls(&tls->server());
     }
-    worker_pool workers(threads, pool_settings_from(settings), context,
-                        settings.limits.max_client_connections, tls ? &tls->server() : nullptr);
-
     std::atomic<bool> upstream_ready{false};
     std::atomic<bool> spool_failing{false};
     http::admin_state admin_state{registry, context.draining, upstream_ready};

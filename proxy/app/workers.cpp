@@ -11,9 +11,8 @@ namespace tokenmeter::app {
 using namespace tokenmeter::http;
 
 worker_pool::worker_pool(std::uint32_t threads, const upstream_pool_settings& pool,
-                         proxy_context& context, std::int64_t max_client_connections,
-                         const tls_server* tls)
-    : context_(context), max_clients_(max_client_connections), tls_(tls) {
+                         proxy_context& context, std::int64_t max_client_connections)
+    : context_(context), max_clients_(max_client_connections) {
     threads = std::max(1u, threads);
     upstream_pool_settings share = pool;
     // 0 stays 0 (no cap): each worker then opens what its requests need.

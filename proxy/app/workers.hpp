@@ -22,11 +22,10 @@ namespace tokenmeter::app {
 class worker_pool {
   public:
     // `pool` is the whole process's upstream pool; each worker gets its share of the caps.
-    // `tls`: the listener's TLS (every client handshakes with its current context); null for
-    // plain TCP.
     worker_pool(std::uint32_t threads, const http::upstream_pool_settings& pool,
-                http::proxy_context& context, std::int64_t max_client_connections,
-                const http::tls_server* tls = nullptr);
+                http::proxy_context& context, std::int64_t max_client_connections);
+    // From now on every client handshakes TLS with `tls`'s current context (before start()).
+    void serve_tls(const http::tls_server* tls) noexcept { tls_ = tls; }
     worker_pool(const worker_pool&) = delete;
     worker_pool& operator=(const worker_pool&) = delete;
 
@@ -53,7 +52,7 @@ class worker_pool {
 
     http::proxy_context& context_;
     std::int64_t max_clients_;
-    const http::tls_server* tls_;
+    const http::tls_server* tls_ = nullptr;
     std::list<worker> workers_;
     std::vector<worker*> ring_;
     std::size_t next_ = 0;
