@@ -78,6 +78,20 @@ const seconds = (text) => {
   return Number(m[1]) * { ms: 0.001, s: 1, m: 60 }[m[2]];
 };
 
+// `tokenmeter --check-config` on a config text; returns its spawnSync result.
+function checkConfig(text) {
+  const bin = process.env.TOKENMETER_BIN;
+  assert.ok(bin, 'TOKENMETER_BIN must point at the tokenmeter binary (ctest sets it)');
+  const dir = mkdtempSync(path.join(tmpdir(), 'tokenmeter-k8s-'));
+  try {
+    const file = path.join(dir, 'tokenmeter.yaml');
+    writeFileSync(file, text);
+    return spawnSync(bin, ['--check-config', file], { encoding: 'utf8' });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 test('base and overlays render, and every object validates against its schema', () => {
   for (const [name, docs] of Object.entries(RENDERED)) {
     const kinds = docs.map((d) => d.kind).sort();
@@ -253,17 +267,8 @@ test('the shared-limits overlay: a Redis Service, and every replica\'s config po
   assert.equal(url.protocol, 'redis:');
   assert.equal(url.hostname, redisService.metadata.name);
   assert.equal(Number(url.port), redisService.spec.ports[0].port);
-  const bin = process.env.TOKENMETER_BIN;
-  assert.ok(bin, 'TOKENMETER_BIN must point at the tokenmeter binary (ctest sets it)');
-  const dir = mkdtempSync(path.join(tmpdir(), 'tokenmeter-k8s-'));
-  try {
-    const file = path.join(dir, 'tokenmeter.yaml');
-    writeFileSync(file, configMaps[0].data['tokenmeter.yaml']);
-    const ok = spawnSync(bin, ['--check-config', file], { encoding: 'utf8' });
-    assert.equal(ok.status, 0, `check-config failed: ${ok.stdout}${ok.stderr}`);
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  const ok = checkConfig(configMaps[0].data['tokenmeter.yaml']);
+  assert.equal(ok.status, 0, `check-config failed: ${ok.stdout}${ok.stderr}`);
 });
 
 test('the tls overlay: a cert-manager Certificate whose Secret the sidecar mounts, and a config naming its files', () => {
@@ -288,15 +293,6 @@ test('the tls overlay: a cert-manager Certificate whose Secret the sidecar mount
   // The sidecar runs as a non-root user; the Secret's files (owned by root) must be readable.
   assert.equal(volume.secret.defaultMode & 0o004, 0o004, 'readable by the sidecar\'s user');
   assert.ok(p.sidecar.volumeMounts.some((m) => m.name === 'tokenmeter-config'), 'the config is still mounted');
-  const bin = process.env.TOKENMETER_BIN;
-  assert.ok(bin, 'TOKENMETER_BIN must point at the tokenmeter binary (ctest sets it)');
-  const dir = mkdtempSync(path.join(tmpdir(), 'tokenmeter-k8s-'));
-  try {
-    const file = path.join(dir, 'tokenmeter.yaml');
-    writeFileSync(file, p.configMap.data['tokenmeter.yaml']);
-    const ok = spawnSync(bin, ['--check-config', file], { encoding: 'utf8' });
-    assert.equal(ok.status, 0, `check-config failed: ${ok.stdout}${ok.stderr}`);
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  const ok = checkConfig(p.configMap.data['tokenmeter.yaml']);
+  assert.equal(ok.status, 0, `check-config failed: ${ok.stdout}${ok.stderr}`);
 });
