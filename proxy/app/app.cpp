@@ -31,6 +31,7 @@
 #include "metrics/registry.hpp"
 #include "metrics/status_board.hpp"
 #include "metrics/tasks.hpp"
+#include "metrics/tls.hpp"
 #include "metrics/tokenizer_info.hpp"
 #include "observe/metering_observer.hpp"
 #include "observe/task_meter.hpp"
@@ -108,8 +109,16 @@ int run(const config::settings& settings, const reloader& reload) try {
     const http::session_settings session_settings = session_settings_from(settings);
     http::proxy_context context{session_settings, observer, clock};
     context.edge.attach(&edge_metrics);
-    worker_pool workers(threads, pool_settings_from(settings), context,
-                        settings.limits.max_client_connections);
+    http::upstream_pool_settings pool_settings = pool_settings_from(settings);
+    std::optional<metrics::upstream_tls_metrics> upstream_tls;
+    if (pool_settings.tls) {
+        upstream_tls.emplace(*registry.prometheus_registry(),
+                             settings.upstream_tls.insecure_skip_verify);
+        pool_settings.on_tls_handshake = [&upstream_tls](bool resumed) {
+            upstream_tls->handshake(resumed);
+        };
+    }
+    worker_pool workers(threads, pool_settings, context, settings.limits.max_client_connections);
 
     // Declared after the workers: its pending accepts hold sockets of the workers' contexts, so
     // it must be destroyed first.
@@ -152,6 +161,9 @@ int run(const config::settings& settings, const reloader& reload) try {
     http::readiness_probe probe(
         main_ioc, settings.upstream.host, std::to_string(settings.upstream.port),
         settings.readiness.probe_interval, settings.timeouts.upstream_connect, upstream_ready);
+    if (pool_settings.tls) {
+        probe.use_tls(pool_settings.tls, pool_settings.tls_server_name);
+    }
     std::optional<spool_health> health;
     if (usage.spool) {
         health.emplace(main_ioc, *usage.spool, usage.shipper.get(), billing_metrics, spool_failing,

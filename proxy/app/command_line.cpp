@@ -26,7 +26,7 @@ Prometheus metrics. Bytes are forwarded unchanged.
 options (flags override the config file; --flag VALUE or --flag=VALUE):
   --config FILE        YAML config (see config/README.md)
   --listen HOST:PORT   where clients connect          (default 127.0.0.1:8080)
-  --upstream URL       the model server, http://HOST:PORT[/base]   (default http://127.0.0.1:8000)
+  --upstream URL       the model server, http[s]://HOST:PORT[/base] (default http://127.0.0.1:8000)
   --admin HOST:PORT    /metrics, /healthz, /readyz    (default 127.0.0.1:9090)
   --threads N          worker threads (0 = one per core)
   --log-level LEVEL    trace|debug|info|warn|error|off
@@ -149,7 +149,7 @@ config::load_result build_settings(const command_line& flags) {
             settings.upstream = *u;
         } else {
             errors.push_back(
-                {"--upstream", "expected http://HOST:PORT[/base], got '" + *flags.upstream + "'"});
+                {"--upstream", "expected http[s]://HOST:PORT[/base], got '" + *flags.upstream + "'"});
         }
     }
     if (flags.threads) {

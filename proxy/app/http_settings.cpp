@@ -2,7 +2,11 @@
 
 #include <string>
 
+#include <spdlog/spdlog.h>
+
 #include "app/config_checks.hpp"
+#include "app/start_up.hpp"
+#include "http/tls_client.hpp"
 
 namespace tokenmeter::app {
 
@@ -32,14 +36,53 @@ http::session_settings session_settings_from(const config::settings& settings) {
     return out;
 }
 
+namespace {
+
+std::shared_ptr<http::ssl::context> upstream_tls_context(const config::upstream_tls_settings& t) {
+    http::tls_client_options options;
+    options.ca_file = t.ca_file;
+    options.ca_file_key = "upstream_tls.ca_file";
+    options.cert_file = t.cert_file;
+    options.cert_file_key = "upstream_tls.cert_file";
+    options.key_file = t.key_file;
+    options.key_file_key = "upstream_tls.key_file";
+    options.insecure_skip_verify = t.insecure_skip_verify;
+    auto loaded = http::load_tls_client_context(options);
+    if (!loaded.context) {
+        throw start_up_error(loaded.error);
+    }
+    if (t.insecure_skip_verify) {
+        spdlog::warn(
+            "upstream_tls.insecure_skip_verify is on: the upstream's certificate is NOT verified, "
+            "so anyone on the path can read and change the traffic (for tests only)");
+    }
+    http::tls_session_cache::enable(loaded.context->native_handle());
+    return std::move(loaded.context);
+}
+
+}  // namespace
+
 http::upstream_pool_settings pool_settings_from(const config::settings& settings) {
-    return {settings.upstream.host,
-            std::to_string(settings.upstream.port),
-            settings.upstream_pool.max_connections,
-            settings.upstream_pool.max_idle_connections,
-            settings.timeouts.upstream_connect,
-            settings.upstream_pool.idle_keepalive,
-            settings.upstream_pool.acquire_timeout};
+    http::upstream_pool_settings out;
+    out.host = settings.upstream.host;
+    out.port = std::to_string(settings.upstream.port);
+    out.max_connections = settings.upstream_pool.max_connections;
+    out.max_idle = settings.upstream_pool.max_idle_connections;
+    out.connect_timeout = settings.timeouts.upstream_connect;
+    out.idle_keepalive = settings.upstream_pool.idle_keepalive;
+    out.acquire_timeout = settings.upstream_pool.acquire_timeout;
+    if (settings.upstream.scheme != "https") {
+        if (settings.upstream_tls != config::upstream_tls_settings{}) {
+            spdlog::warn("upstream_tls is set but the upstream is {}://; it is not used",
+                         settings.upstream.scheme);
+        }
+    } else {
+        out.tls = upstream_tls_context(settings.upstream_tls);
+        out.tls_server_name = settings.upstream_tls.server_name.empty()
+                                  ? settings.upstream.host
+                                  : settings.upstream_tls.server_name;
+    }
+    return out;
 }
 
 }  // namespace tokenmeter::app

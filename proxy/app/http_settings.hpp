@@ -8,7 +8,9 @@
 namespace tokenmeter::app {
 
 http::session_settings session_settings_from(const config::settings& settings);
-// The process-wide pool; worker_pool splits the caps between its workers.
+// The process-wide pool; worker_pool splits the caps between its workers. For an https://
+// upstream its TLS context is loaded here (throws start_up_error naming the upstream_tls key of
+// a file that does not load; warns when verification is off).
 http::upstream_pool_settings pool_settings_from(const config::settings& settings);
 
 }  // namespace tokenmeter::app

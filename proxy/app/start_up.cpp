@@ -151,7 +151,7 @@ void announce(const config::settings& settings, const http::tcp::endpoint& proxy
     const auto listen_text = describe(proxy);
     const auto admin_text = describe(admin);
     const std::string upstream_text =
-        "http://" +
+        settings.upstream.scheme + "://" +
         http::upstream_host_header({settings.upstream.scheme, settings.upstream.host,
                                     settings.upstream.port, settings.upstream.base_path}) +
         settings.upstream.base_path;

@@ -170,6 +170,17 @@ struct tls_settings {
     bool operator==(const tls_settings&) const = default;
 };
 
+// TLS to an https:// upstream. Verification is on unless insecure_skip_verify (which warns at
+// start and is exported as a gauge).
+struct upstream_tls_settings {
+    std::string ca_file;      // PEM CAs trusted instead of the system bundle
+    std::string cert_file;    // client certificate (PEM, with its chain) for upstreams that ask
+    std::string key_file;     // its PEM private key
+    std::string server_name;  // SNI and the name the certificate must carry; "": the URL's host
+    bool insecure_skip_verify = false;
+    bool operator==(const upstream_tls_settings&) const = default;
+};
+
 // Billing records: the durable spool and its shipper (issue 5). Off while spool_dir is empty.
 struct usage_settings {
     std::string spool_dir;
@@ -251,6 +262,7 @@ struct settings {
     bool preserve_host = false;  // false: Host sent upstream is the upstream's host:port
     forwarded_for_mode forwarded_for = forwarded_for_mode::keep;
     tls_settings tls;
+    upstream_tls_settings upstream_tls;
     timeouts_settings timeouts;
     limits_settings limits;
     upstream_pool_settings upstream_pool;

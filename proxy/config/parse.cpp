@@ -211,7 +211,7 @@ parsed<upstream_target> parse_upstream_detailed(std::string_view text) {
     out.scheme = lowercase(text.substr(0, sep));
     if (out.scheme != "http" && out.scheme != "https") {
         return failure<upstream_target>("unsupported scheme " + quote(out.scheme) +
-                                        "; only http:// is supported");
+                                        "; use http:// or https://");
     }
     const std::string_view rest = text.substr(sep + 3);
     if (rest.find_first_of("?#") != std::string_view::npos) {

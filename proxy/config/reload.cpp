@@ -19,6 +19,7 @@ reload_diff diff_for_reload(const settings& running, const settings& next) {
     check(running.listen != next.listen, "listen", false);
     check(running.admin != next.admin, "admin", false);
     check(running.upstream != next.upstream, "upstream", false);
+    check(running.upstream_tls != next.upstream_tls, "upstream_tls", false);
     check(running.threads != next.threads, "threads", false);
     check(running.preserve_host != next.preserve_host, "preserve_host", false);
     check(running.timeouts != next.timeouts, "timeouts", false);

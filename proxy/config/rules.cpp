@@ -127,6 +127,21 @@ void check_tls(schema::checker& c, const std::string& prefix, const tls_settings
     }
 }
 
+// upstream_tls is used only with an https:// upstream (which --upstream may set after the file
+// is read, so a plain upstream with these keys is a start-up warning, not an error).
+void check_upstream_tls(schema::checker& c, const settings& s) {
+    const upstream_tls_settings& t = s.upstream_tls;
+    if (t.cert_file.empty() != t.key_file.empty()) {
+        c.error(t.cert_file.empty() ? "upstream_tls.cert_file" : "upstream_tls.key_file",
+                "must be set together with upstream_tls." +
+                    std::string(t.cert_file.empty() ? "key_file" : "cert_file") +
+                    " (a client certificate and its key)");
+    }
+    if (t.insecure_skip_verify && !t.ca_file.empty()) {
+        c.error("upstream_tls.ca_file", "has no effect with upstream_tls.insecure_skip_verify");
+    }
+}
+
 }  // namespace
 
 std::vector<config_error> validate(const settings& s, const unknown_words& words) {
@@ -137,6 +152,7 @@ std::vector<config_error> validate(const settings& s, const unknown_words& words
     check_tenants(c, s.tenants);
     check_sink(c, s.usage);
     check_tls(c, "tls", s.tls);
+    check_upstream_tls(c, s);
     check_slo_models(c, s);
     return c.take();
 }

@@ -20,8 +20,8 @@ void check_host(checker& c, key_ref key, const endpoint& e) {
 }
 
 void check_upstream(checker& c, key_ref key, const upstream_target& u) {
-    if (u.scheme != "http") {
-        c.error(key, "only http:// upstreams are supported in this version");
+    if (u.scheme != "http" && u.scheme != "https") {
+        c.error(key, "the scheme must be http:// or https://, got " + detail::quote(u.scheme));
     }
     if (u.host.empty()) {
         c.error(key, "the host must not be empty");
@@ -573,6 +573,23 @@ const table<TS>& tls_table() {
     return t;
 }
 
+using UT = upstream_tls_settings;
+const table<UT>& upstream_tls_table() {
+    static const table<UT> t{
+        value<UT, std::string>("ca_file", &UT::ca_file, read_text, nullptr,
+                               "PEM CAs trusted instead of the system bundle"),
+        value<UT, std::string>("cert_file", &UT::cert_file, read_text, nullptr,
+                               "client certificate (PEM, with chain) for upstreams that ask"),
+        value<UT, std::string>("key_file", &UT::key_file, read_text, nullptr,
+                               "PEM private key of cert_file"),
+        value<UT, std::string>("server_name", &UT::server_name, read_text, nullptr,
+                               "SNI and the name the certificate must carry; default: the host"),
+        value<UT, bool>("insecure_skip_verify", &UT::insecure_skip_verify, read_bool, nullptr,
+                        "do not verify the upstream's certificate (warns; for tests only)"),
+    };
+    return t;
+}
+
 using S = settings;
 
 // Naming the reference tokenizer makes a missing file an error rather than a warning.
@@ -611,6 +628,8 @@ const table<S>& root() {
         choice("forwarded_for", &S::forwarded_for,
                "the client's X-Forwarded-For upstream: keep, append or drop"),
         section("tls", &S::tls, tls_table, "TLS on the proxy listener"),
+        section("upstream_tls", &S::upstream_tls, upstream_tls_table,
+                "TLS to an https:// upstream"),
         section("timeouts", &S::timeouts, timeouts_table, "timeouts; each greater than 0"),
         section("limits", &S::limits, limits_table, "size limits"),
         section("upstream_pool", &S::upstream_pool, upstream_pool_table, "upstream connections"),

@@ -167,7 +167,7 @@ std::string upstream_host_header(const upstream_address& upstream) {
     } else {
         host.append(upstream.host);
     }
-    if (upstream.port != 80) {
+    if (upstream.port != (upstream.scheme == "https" ? 443 : 80)) {
         host.append(":").append(std::to_string(upstream.port));
     }
     return host;

@@ -1,5 +1,6 @@
 #include "http/local_failure.hpp"
 
+#include <boost/asio/ssl/error.hpp>
 #include <nlohmann/json.hpp>
 
 #include "http/upstream_pool.hpp"
@@ -38,6 +39,8 @@ failure_answer answer_for(local_failure failure) noexcept {
             return {s::bad_gateway, "upstream_closed", false, o::upstream_error};
         case local_failure::upstream_unreachable:
             return {s::bad_gateway, "upstream_unreachable", false, o::upstream_error};
+        case local_failure::upstream_tls:
+            return {s::bad_gateway, "upstream_tls_failed", false, o::upstream_error};
         case local_failure::internal_error:
             return {s::internal_server_error, "internal_error", true, o::upstream_error};
     }
@@ -66,6 +69,10 @@ std::string_view upstream_reason(const error_code& ec, upstream_stage stage) {
     if (ec == make_error_code(pool_errc::exhausted)) {
         return "pool_exhausted";
     }
+    if (ec.category() == asio::error::get_ssl_category() ||
+        ec.category() == asio::ssl::error::get_stream_category()) {
+        return "tls";
+    }
     if (ec == asio::error::connection_refused) {
         return "connect_refused";
     }
@@ -86,8 +93,13 @@ std::string_view upstream_reason(const error_code& ec, upstream_stage stage) {
 
 }  // namespace
 
-upstream_failure classify_upstream_error(const error_code& ec, upstream_stage stage) {
+upstream_failure classify_upstream_error(const error_code& ec, upstream_stage stage,
+                                         std::string_view detail) {
     const std::string_view reason = upstream_reason(ec, stage);
+    const std::string why = detail.empty() ? ec.message() : std::string(detail);
+    if (reason == "tls") {
+        return {reason, local_failure::upstream_tls, "TLS with the upstream failed: " + why};
+    }
     if (reason == "pool_exhausted") {
         return {reason, local_failure::pool_exhausted,
                 "every upstream connection is busy; try again"};
@@ -98,15 +110,14 @@ upstream_failure classify_upstream_error(const error_code& ec, upstream_stage st
     }
     if (reason == "bad_response") {
         return {reason, local_failure::upstream_bad_response,
-                "the upstream's response was not valid HTTP/1.1: " + ec.message()};
+                "the upstream's response was not valid HTTP/1.1: " + why};
     }
     if (reason == "connection_closed") {
         return {reason, local_failure::upstream_closed,
-                "the upstream closed the connection before a whole response head: " +
-                    ec.message()};
+                "the upstream closed the connection before a whole response head: " + why};
     }
     return {reason, local_failure::upstream_unreachable,
-            "the upstream could not be reached: " + ec.message()};
+            "the upstream could not be reached: " + why};
 }
 
 std::string error_body(std::string_view code, std::string_view message) {

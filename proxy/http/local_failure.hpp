@@ -28,6 +28,7 @@ enum class local_failure : std::uint8_t {
     upstream_bad_response,
     upstream_closed,
     upstream_unreachable,
+    upstream_tls,
     internal_error,
 };
 
@@ -50,7 +51,9 @@ struct upstream_failure {
     std::string message;  // for the JSON body
 };
 
-[[nodiscard]] upstream_failure classify_upstream_error(const error_code& ec, upstream_stage stage);
+// detail: more than the error code says, when known (a TLS certificate verdict).
+[[nodiscard]] upstream_failure classify_upstream_error(const error_code& ec, upstream_stage stage,
+                                                       std::string_view detail = {});
 
 // The JSON body of every local answer: {"error":{"type":"tokenmeter_error","code":…,"message":…}}.
 [[nodiscard]] std::string error_body(std::string_view code, std::string_view message);

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "http/tls_client.hpp"
+
 namespace tokenmeter::http {
 
 readiness_probe::readiness_probe(asio::io_context& ioc, std::string host, std::string port,
@@ -17,6 +19,11 @@ readiness_probe::readiness_probe(asio::io_context& ioc, std::string host, std::s
       resolver_(ioc),
       timer_(ioc) {}
 
+void readiness_probe::use_tls(std::shared_ptr<ssl::context> context, std::string server_name) {
+    tls_ = std::move(context);
+    server_name_ = std::move(server_name);
+}
+
 void readiness_probe::start() {
     stopped_ = false;
     probe();
@@ -26,6 +33,9 @@ void readiness_probe::stop() {
     stopped_ = true;
     timer_.cancel();
     resolver_.cancel();
+    if (tls_stream_) {
+        tls_stream_->next_layer().cancel();
+    }
     if (stream_) {
         stream_->cancel();
     }
@@ -47,9 +57,19 @@ void readiness_probe::on_resolved(error_code ec, const tcp::resolver::results_ty
         rearm();
         return;
     }
-    stream_ = std::make_unique<beast::tcp_stream>(ioc_);
-    stream_->expires_after(connect_timeout_);
-    stream_->async_connect(results, [this](error_code connect_ec, const tcp::endpoint&) {
+    tls_stream_.reset();
+    stream_.reset();
+    tcp_stream* lowest = nullptr;
+    if (tls_) {
+        tls_stream_ = std::make_unique<tls_stream>(ioc_, *tls_);
+        lowest = &tls_stream_->next_layer();
+    } else {
+        stream_ = std::make_unique<tcp_stream>(ioc_.get_executor());
+        lowest = stream_.get();
+    }
+    // One deadline for the connect and the handshake.
+    lowest->expires_after(connect_timeout_);
+    lowest->async_connect(results, [this](error_code connect_ec, const tcp::endpoint&) {
         on_connected(connect_ec);
     });
 }
@@ -58,14 +78,35 @@ void readiness_probe::on_connected(error_code ec) {
     if (stopped_) {
         return;
     }
-    const bool ready = !ec;
+    if (ec || !tls_stream_) {
+        report(!ec, ec ? ec.message() : std::string());
+        return;
+    }
+    std::string error;
+    if (!prepare_tls_client(tls_stream_->native_handle(), server_name_, error)) {
+        report(false, error);
+        return;
+    }
+    tls_stream_->async_handshake(ssl::stream_base::client, [this](error_code handshake_ec) {
+        if (stopped_) {
+            return;
+        }
+        report(!handshake_ec,
+               handshake_ec ? "TLS handshake: " + describe_tls_client_error(
+                                                      handshake_ec, tls_stream_->native_handle())
+                            : std::string());
+    });
+}
+
+void readiness_probe::report(bool ready, const std::string& why) {
     if (ready != ready_.load()) {
-        spdlog::info("upstream {} {}", ready ? "reachable" : "unreachable",
-                     ec ? ec.message() : "");
+        spdlog::info("upstream {}{}{}", ready ? "reachable" : "unreachable", why.empty() ? "" : ": ",
+                     why);
     }
     ready_ = ready;
+    // Closed without close_notify: the probe sent nothing, and the server sees a plain hang-up.
     error_code ignored;
-    stream_->socket().close(ignored);
+    (tls_stream_ ? tls_stream_->next_layer() : *stream_).socket().close(ignored);
     rearm();
 }
 

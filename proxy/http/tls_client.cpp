@@ -51,9 +51,100 @@ tls_client_load_result load_tls_client_context(const tls_client_options& o) {
             return result;
         }
     }
-    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
+    if (o.cert_file.empty() != o.key_file.empty()) {
+        result.error = (o.cert_file.empty() ? o.cert_file_key : o.key_file_key) +
+                       ": is required with " +
+                       (o.cert_file.empty() ? o.key_file_key : o.cert_file_key);
+        return result;
+    }
+    if (!o.cert_file.empty()) {
+        for (const auto* f : {&o.cert_file, &o.key_file}) {
+            std::FILE* file = std::fopen(f->c_str(), "rb");
+            if (file == nullptr) {
+                result.error = (f == &o.cert_file ? o.cert_file_key : o.key_file_key) +
+                               ": cannot read " + *f + ": " + std::strerror(errno);
+                return result;
+            }
+            std::fclose(file);
+        }
+        if (SSL_CTX_use_certificate_chain_file(ctx, o.cert_file.c_str()) != 1) {
+            result.error = o.cert_file_key + ": no PEM certificate in " + o.cert_file + ": " +
+                           take_openssl_error();
+            return result;
+        }
+        if (SSL_CTX_use_PrivateKey_file(ctx, o.key_file.c_str(), SSL_FILETYPE_PEM) != 1) {
+            const std::string why = take_openssl_error();
+            result.error = o.key_file_key + ": " +
+                           (why.find("mismatch") != std::string::npos
+                                ? o.key_file + " is not the key of " + o.cert_file_key
+                                : "no PEM private key in " + o.key_file) +
+                           ": " + why;
+            return result;
+        }
+        if (SSL_CTX_check_private_key(ctx) != 1) {
+            result.error = o.key_file_key + ": " + o.key_file + " is not the key of " +
+                           o.cert_file_key + " (" + take_openssl_error() + ")";
+            return result;
+        }
+    }
+    SSL_CTX_set_verify(ctx, o.insecure_skip_verify ? SSL_VERIFY_NONE : SSL_VERIFY_PEER, nullptr);
     result.context = std::move(context);
     return result;
+}
+
+namespace {
+
+// Where a connection's SSL finds the cache it reports new sessions to.
+int cache_index() {
+    static const int index = SSL_get_ex_new_index(0, nullptr, nullptr, nullptr, nullptr);
+    return index;
+}
+
+}  // namespace
+
+tls_session_cache::~tls_session_cache() {
+    forget();
+}
+
+void tls_session_cache::enable(SSL_CTX* ctx) {
+    // Client mode without OpenSSL's own store: the callback hands each session to the cache of
+    // the connection's thread.
+    SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
+    SSL_CTX_sess_set_new_cb(ctx, &tls_session_cache::on_new_session);
+}
+
+void tls_session_cache::attach(SSL* ssl) {
+    if (!sessions_.empty()) {
+        SSL_SESSION* newest = sessions_.back();
+        SSL_set_session(ssl, newest);  // takes its own reference
+        if (SSL_SESSION_get_protocol_version(newest) >= TLS1_3_VERSION) {
+            sessions_.pop_back();
+            SSL_SESSION_free(newest);
+        }
+    }
+    SSL_set_ex_data(ssl, cache_index(), this);
+}
+
+void tls_session_cache::forget() {
+    for (SSL_SESSION* session : sessions_) {
+        SSL_SESSION_free(session);
+    }
+    sessions_.clear();
+}
+
+int tls_session_cache::on_new_session(SSL* ssl, SSL_SESSION* session) {
+    auto* cache = static_cast<tls_session_cache*>(SSL_get_ex_data(ssl, cache_index()));
+    if (cache == nullptr || SSL_SESSION_is_resumable(session) != 1) {
+        return 0;  // not kept: OpenSSL frees it
+    }
+    if (SSL_SESSION_get_protocol_version(session) < TLS1_3_VERSION) {
+        cache->forget();  // a TLS 1.2 session replaces the others: it can be offered again
+    } else if (cache->sessions_.size() >= max_sessions) {
+        SSL_SESSION_free(cache->sessions_.front());
+        cache->sessions_.erase(cache->sessions_.begin());
+    }
+    cache->sessions_.push_back(session);  // returning 1 keeps OpenSSL's reference for us
+    return 1;
 }
 
 bool prepare_tls_client(SSL* ssl, const std::string& host, std::string& error) {
@@ -89,5 +180,6 @@ std::string describe_tls_client_error(const error_code& ec, SSL* ssl) {
     }
     return out;
 }
+
 
 }  // namespace tokenmeter::http

@@ -82,13 +82,15 @@ void upstream_exchange<Stream>::abort() noexcept {
 template <class Stream>
 void upstream_exchange<Stream>::acquire(bool allow_reuse) {
     pool_.acquire(allow_reuse,
-                  owner_.guarded([this](error_code ec, upstream_ptr connection, bool reused) {
-                      on_upstream(ec, std::move(connection), reused);
+                  owner_.guarded([this](error_code ec, upstream_ptr connection, bool reused,
+                                        std::string detail) {
+                      on_upstream(ec, std::move(connection), reused, std::move(detail));
                   }));
 }
 
 template <class Stream>
-void upstream_exchange<Stream>::on_upstream(error_code ec, upstream_ptr connection, bool reused) {
+void upstream_exchange<Stream>::on_upstream(error_code ec, upstream_ptr connection, bool reused,
+                                            std::string detail) {
     if (client_gone()) {
         pool_.release(std::move(connection), true);
         owner_.finish_exchange(observe::end_reason::client_cancel);
@@ -96,7 +98,7 @@ void upstream_exchange<Stream>::on_upstream(error_code ec, upstream_ptr connecti
         return;
     }
     if (ec) {
-        fail_before_response(ec, upstream_stage::connect);
+        fail_before_response(ec, upstream_stage::connect, detail);
         return;
     }
     upstream_ = std::move(connection);
@@ -339,10 +341,12 @@ void upstream_exchange<Stream>::on_complete() {
 }
 
 template <class Stream>
-void upstream_exchange<Stream>::fail_before_response(error_code ec, upstream_stage stage) {
-    upstream_failure failure = classify_upstream_error(ec, stage);
+void upstream_exchange<Stream>::fail_before_response(error_code ec, upstream_stage stage,
+                                                     std::string_view detail) {
+    upstream_failure failure = classify_upstream_error(ec, stage, detail);
     owner_.context_.observer.upstream_error(failure.reason);
-    spdlog::warn("upstream {} failed ({}): {}", to_string(stage), failure.reason, ec.message());
+    spdlog::warn("upstream {} failed ({}): {}", to_string(stage), failure.reason,
+                 detail.empty() ? ec.message() : std::string(detail));
     owner_.respond_local(failure.failure, failure.message);
 }
 

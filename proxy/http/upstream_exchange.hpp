@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "http/beast.hpp"
@@ -53,7 +54,7 @@ class upstream_exchange {
 
   private:
     void acquire(bool allow_reuse);
-    void on_upstream(error_code ec, upstream_ptr connection, bool reused);
+    void on_upstream(error_code ec, upstream_ptr connection, bool reused, std::string detail);
     void do_write_request();
     void on_write_request(error_code ec);
     void do_read_head();
@@ -74,7 +75,7 @@ class upstream_exchange {
     void write_last_body();
     void on_complete();
     // Upstream failed before any response byte reached the client: the owner answers locally.
-    void fail_before_response(error_code ec, upstream_stage stage);
+    void fail_before_response(error_code ec, upstream_stage stage, std::string_view detail = {});
     void end_for_client_gone();
     // Runs `next` once the observer's wait is over (now, when there is nothing to wait for).
     template <typename Wait>

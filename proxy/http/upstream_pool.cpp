@@ -90,7 +90,7 @@ void upstream_pool::acquire(bool allow_reuse, acquire_handler handler) {
     if (allow_reuse) {
         if (upstream_ptr connection = take_idle()) {
             asio::post(ioc_, [h = std::move(handler), c = std::move(connection)]() mutable {
-                h({}, std::move(c), true);
+                h({}, std::move(c), true, {});
             });
             return;
         }
@@ -117,40 +117,74 @@ void upstream_pool::acquire(bool allow_reuse, acquire_handler handler) {
         }
         std::erase(waiters_, self);
         auto h = std::move(self->handler);
-        h(make_error_code(pool_errc::exhausted), nullptr, false);
+        h(make_error_code(pool_errc::exhausted), nullptr, false, {});
     });
     waiters_.push_back(std::move(w));
 }
 
+void upstream_pool::fail_connect(acquire_handler& handler, error_code ec, std::string detail) {
+    --open_;
+    auto h = std::move(handler);
+    h(ec, nullptr, false, std::move(detail));
+    serve_waiters();
+}
+
 void upstream_pool::connect(acquire_handler handler) {
-    auto connection = std::make_unique<upstream_connection>(ioc_);
-    resolver_.async_resolve(settings_.host, settings_.port,
-                            [this, h = std::move(handler), c = std::move(connection)](
-                                error_code ec, resolver::results_type results) mutable {
-                                if (ec) {
-                                    --open_;
-                                    h(ec, nullptr, false);
-                                    serve_waiters();
-                                    return;
-                                }
-                                auto* raw = c.get();
-                                raw->stream.expires_after(settings_.connect_timeout);
-                                raw->stream.async_connect(
-                                    results,
-                                    [this, h = std::move(h), c = std::move(c)](
-                                        error_code connect_ec, const tcp::endpoint&) mutable {
-                                        if (connect_ec) {
-                                            --open_;
-                                            h(connect_ec, nullptr, false);
-                                            serve_waiters();
-                                            return;
-                                        }
-                                        c->stream.expires_never();
-                                        error_code ignored;
-                                        c->stream.socket().set_option(tcp::no_delay(true), ignored);
-                                        h({}, std::move(c), false);
-                                    });
-                            });
+    auto connection = std::make_unique<upstream_connection>(ioc_, settings_.tls.get());
+    resolver_.async_resolve(
+        settings_.host, settings_.port,
+        [this, h = std::move(handler), c = std::move(connection)](
+            error_code ec, resolver::results_type results) mutable {
+            if (ec) {
+                fail_connect(h, ec);
+                return;
+            }
+            auto* raw = c.get();
+            // One deadline for the TCP connect and the TLS handshake.
+            raw->stream.expires_after(settings_.connect_timeout);
+            raw->stream.lowest().async_connect(
+                results, [this, h = std::move(h), c = std::move(c)](
+                             error_code connect_ec, const tcp::endpoint&) mutable {
+                    if (connect_ec) {
+                        fail_connect(h, connect_ec);
+                        return;
+                    }
+                    error_code ignored;
+                    c->stream.socket().set_option(tcp::no_delay(true), ignored);
+                    if (c->stream.tls() != nullptr) {
+                        handshake(std::move(c), std::move(h));
+                        return;
+                    }
+                    c->stream.expires_never();
+                    h({}, std::move(c), false, {});
+                });
+        });
+}
+
+void upstream_pool::handshake(upstream_ptr connection, acquire_handler handler) {
+    tls_stream& tls = *connection->stream.tls();
+    std::string error;
+    if (!prepare_tls_client(tls.native_handle(), settings_.tls_server_name, error)) {
+        fail_connect(handler, make_error_code(ssl::error::unspecified_system_error), error);
+        return;
+    }
+    sessions_.attach(tls.native_handle());
+    tls.async_handshake(ssl::stream_base::client, [this, h = std::move(handler),
+                                                   c = std::move(connection)](
+                                                      error_code ec) mutable {
+        SSL* ssl = c->stream.tls()->native_handle();
+        if (ec) {
+            // A session the server no longer takes is not offered again.
+            sessions_.forget();
+            fail_connect(h, ec, describe_tls_client_error(ec, ssl));
+            return;
+        }
+        if (settings_.on_tls_handshake) {
+            settings_.on_tls_handshake(SSL_session_reused(ssl) == 1);
+        }
+        c->stream.expires_never();
+        h({}, std::move(c), false, {});
+    });
 }
 
 void upstream_pool::release(upstream_ptr connection, bool reusable) {
@@ -187,7 +221,7 @@ void upstream_pool::serve_waiters() {
         auto handler = std::move(w->handler);
         if (connection) {
             asio::post(ioc_, [h = std::move(handler), c = std::move(connection)]() mutable {
-                h({}, std::move(c), true);
+                h({}, std::move(c), true, {});
             });
         } else {
             ++open_;

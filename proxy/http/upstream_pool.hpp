@@ -1,23 +1,89 @@
 // http/upstream_pool: a bounded set of keep-alive connections to the model server, one pool per
 // worker thread so the request path takes no lock. Stale idle connections are detected before
-// reuse; callers wait (bounded) when every connection is in use.
+// reuse; callers wait (bounded) when every connection is in use. For an https:// upstream each
+// new connection does its TLS handshake here (under the connect timeout), offering the worker's
+// last session so that pooled connections resume rather than repeat the full handshake.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "http/beast.hpp"
+#include "http/tls_client.hpp"
+#include "http/tls_stream.hpp"
 
 namespace tokenmeter::http {
 
+// The connection to the upstream: TCP, or TLS over TCP for an https:// upstream. Beast's HTTP
+// algorithms see one stream type either way; which one is chosen per connection at run time, so
+// the sessions (already one per client stream type) are not instantiated twice more.
+class upstream_stream {
+  public:
+    // TLS when `tls` is given (the context must outlive the stream).
+    upstream_stream(asio::io_context& ioc, ssl::context* tls) {
+        if (tls != nullptr) {
+            tls_.emplace(ioc, *tls);
+        } else {
+            plain_.emplace(ioc);
+        }
+    }
+
+    using executor_type = tcp_stream::executor_type;
+    executor_type get_executor() noexcept { return lowest().get_executor(); }
+    tcp_stream& lowest() noexcept { return tls_ ? tls_->next_layer() : *plain_; }
+    tls_stream* tls() noexcept { return tls_ ? &*tls_ : nullptr; }
+    socket_type& socket() noexcept { return lowest().socket(); }
+    void expires_after(std::chrono::steady_clock::duration d) { lowest().expires_after(d); }
+    void expires_never() { lowest().expires_never(); }
+    void cancel() { lowest().cancel(); }
+
+    template <class MutableBuffers, class Handler>
+    void async_read_some(const MutableBuffers& buffers, Handler&& handler) {
+        if (tls_) {
+            tls_->async_read_some(buffers,
+                                  truncation_as_eof<std::decay_t<Handler>>{
+                                      std::forward<Handler>(handler)});
+        } else {
+            plain_->async_read_some(buffers, std::forward<Handler>(handler));
+        }
+    }
+    template <class ConstBuffers, class Handler>
+    void async_write_some(const ConstBuffers& buffers, Handler&& handler) {
+        if (tls_) {
+            tls_->async_write_some(buffers, std::forward<Handler>(handler));
+        } else {
+            plain_->async_write_some(buffers, std::forward<Handler>(handler));
+        }
+    }
+
+  private:
+    // A server that closes without close_notify ends the stream as a TCP close does: HTTP's own
+    // framing (Content-Length, the last chunk) says whether the body was whole, and a body that
+    // ends at the close is read to the close, as over TCP.
+    template <class Handler>
+    struct truncation_as_eof {
+        Handler handler;
+        void operator()(error_code ec, std::size_t bytes) {
+            if (ec == ssl::error::stream_truncated) {
+                ec = asio::error::eof;
+            }
+            std::move(handler)(ec, bytes);
+        }
+    };
+
+    std::optional<tcp_stream> plain_;
+    std::optional<tls_stream> tls_;
+};
+
 struct upstream_connection {
-    explicit upstream_connection(asio::io_context& ioc) : stream(ioc) {}
-    tcp_stream stream;
+    upstream_connection(asio::io_context& ioc, ssl::context* tls) : stream(ioc, tls) {}
+    upstream_stream stream;
     beast::flat_buffer buffer;
     std::chrono::steady_clock::time_point idle_since{};
     std::uint64_t requests = 0;
@@ -32,6 +98,12 @@ struct upstream_pool_settings {
     std::chrono::milliseconds connect_timeout{5000};
     std::chrono::milliseconds idle_keepalive{60000};
     std::chrono::milliseconds acquire_timeout{5000};
+    // https:// upstreams: the verifying client context (null: plain TCP) and the name sent as
+    // SNI and checked in the certificate.
+    std::shared_ptr<ssl::context> tls;
+    std::string tls_server_name;
+    // Called after each successful upstream handshake (resumed: an earlier session was reused).
+    std::function<void(bool resumed)> on_tls_handshake;
 };
 
 // Errors the pool reports besides socket errors.
@@ -50,8 +122,9 @@ inline error_code make_error_code(upstream_errc e) noexcept {
 
 class upstream_pool {
   public:
-    // (error, connection, reused): on error the connection is null.
-    using acquire_handler = std::function<void(error_code, upstream_ptr, bool)>;
+    // (error, connection, reused, detail): on error the connection is null, and detail may say
+    // more than the error code (a certificate verdict: "certificate has expired").
+    using acquire_handler = std::function<void(error_code, upstream_ptr, bool, std::string)>;
 
     upstream_pool(asio::io_context& ioc, upstream_pool_settings settings);
     upstream_pool(const upstream_pool&) = delete;
@@ -77,6 +150,8 @@ class upstream_pool {
         return settings_.max_connections != 0 && open_ >= settings_.max_connections;
     }
     void connect(acquire_handler handler);
+    void handshake(upstream_ptr connection, acquire_handler handler);
+    void fail_connect(acquire_handler& handler, error_code ec, std::string detail = {});
     void serve_waiters();
     upstream_ptr take_idle();
 
@@ -86,6 +161,7 @@ class upstream_pool {
     std::vector<upstream_ptr> idle_;
     std::deque<std::shared_ptr<waiter>> waiters_;
     std::uint32_t open_ = 0;  // idle + in use + connecting
+    tls_session_cache sessions_;  // this worker's last upstream TLS session
 };
 
 }  // namespace tokenmeter::http

@@ -59,4 +59,35 @@ void tls_metrics::certificate_not_after(std::int64_t unix_seconds) {
     not_after_->Set(static_cast<double>(unix_seconds));
 }
 
+namespace {
+
+prometheus::Family<prometheus::Counter>& upstream_handshakes_family(prometheus::Registry& registry) {
+    return prometheus::BuildCounter()
+        .Name("tokenmeter_upstream_tls_handshakes_total")
+        .Help(
+            "Completed TLS handshakes with the https:// upstream; session=resumed when an "
+            "earlier session of the same worker was reused, else new.")
+        .Register(registry);
+}
+
+}  // namespace
+
+upstream_tls_metrics::upstream_tls_metrics(prometheus::Registry& registry,
+                                           bool insecure_skip_verify)
+    : new_sessions_(&upstream_handshakes_family(registry).Add({{"session", "new"}})),
+      resumed_sessions_(&upstream_handshakes_family(registry).Add({{"session", "resumed"}})) {
+    prometheus::BuildGauge()
+        .Name("tokenmeter_upstream_tls_insecure_skip_verify")
+        .Help(
+            "1 when upstream_tls.insecure_skip_verify is set: the upstream's certificate is not "
+            "verified.")
+        .Register(registry)
+        .Add({})
+        .Set(insecure_skip_verify ? 1.0 : 0.0);
+}
+
+void upstream_tls_metrics::handshake(bool resumed) {
+    (resumed ? resumed_sessions_ : new_sessions_)->Increment();
+}
+
 }  // namespace tokenmeter::metrics

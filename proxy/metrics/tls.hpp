@@ -37,4 +37,17 @@ class tls_metrics {
     prometheus::Gauge* not_after_;
 };
 
+// What the proxy's TLS to an https:// upstream exports: handshakes by whether the worker's
+// earlier session was resumed, and whether verification is off (an alert can catch a forgotten
+// test setting). Failures are counted by tokenmeter_upstream_errors_total{reason="tls"}.
+class upstream_tls_metrics {
+  public:
+    upstream_tls_metrics(prometheus::Registry& registry, bool insecure_skip_verify);
+    void handshake(bool resumed);
+
+  private:
+    prometheus::Counter* new_sessions_;
+    prometheus::Counter* resumed_sessions_;
+};
+
 }  // namespace tokenmeter::metrics

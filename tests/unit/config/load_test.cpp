@@ -343,9 +343,12 @@ TEST(Errors, BadUpstream) {
     EXPECT_EQ(only_error("upstream: \"http://h:80/v1?debug=1\"\n").key, "upstream");
 }
 
-TEST(Errors, HttpsUpstreamIsALaterFeature) {
-    const config_error e = only_error("upstream: \"https://api.example.com\"\n");
-    EXPECT_EQ(to_string(e), "upstream: only http:// upstreams are supported in this version");
+TEST(Errors, UnknownUpstreamSchemeNamesTheOnesThatWork) {
+    const config_error e = only_error("upstream: \"ws://api.example.com\"\n");
+    EXPECT_EQ(e.key, "upstream");
+    EXPECT_NE(e.message.find("unsupported scheme \"ws\"; use http:// or https://"),
+              std::string::npos)
+        << e.message;
 }
 
 TEST(Errors, NonIncreasingBucketsNameTheIndex) {

@@ -71,5 +71,46 @@ TEST(TlsConfig, BadWordsNameTheKeyAndTheChoices) {
     EXPECT_NE(f.errors[0].message.find("append"), std::string::npos);
 }
 
+TEST(UpstreamTlsConfig, HttpsUpstreamAndEveryKey) {
+    auto r = load_yaml(R"(
+upstream: https://api.example.com/openai
+upstream_tls:
+  ca_file: /etc/ca.pem
+  cert_file: /etc/client.pem
+  key_file: /etc/client.key
+  server_name: model.internal
+)");
+    ASSERT_TRUE(r.ok()) << to_string(r.errors.at(0));
+    EXPECT_EQ(r.value.upstream.scheme, "https");
+    EXPECT_EQ(r.value.upstream.port, 443);
+    EXPECT_EQ(r.value.upstream.base_path, "/openai");
+    const upstream_tls_settings& t = r.value.upstream_tls;
+    EXPECT_EQ(t.ca_file, "/etc/ca.pem");
+    EXPECT_EQ(t.cert_file, "/etc/client.pem");
+    EXPECT_EQ(t.key_file, "/etc/client.key");
+    EXPECT_EQ(t.server_name, "model.internal");
+    EXPECT_FALSE(t.insecure_skip_verify);
+    EXPECT_EQ(default_settings().upstream_tls, upstream_tls_settings{});
+}
+
+TEST(UpstreamTlsConfig, ImpossibleCombinationsNameTheKey) {
+    auto no_key = load_yaml("upstream: https://m\nupstream_tls:\n  cert_file: /c\n");
+    ASSERT_EQ(no_key.errors.size(), 1u);
+    EXPECT_EQ(no_key.errors[0].key, "upstream_tls.key_file");
+    auto no_cert = load_yaml("upstream: https://m\nupstream_tls:\n  key_file: /k\n");
+    ASSERT_EQ(no_cert.errors.size(), 1u);
+    EXPECT_EQ(no_cert.errors[0].key, "upstream_tls.cert_file");
+    auto both = load_yaml(
+        "upstream: https://m\nupstream_tls:\n  ca_file: /ca\n  insecure_skip_verify: true\n");
+    ASSERT_EQ(both.errors.size(), 1u);
+    EXPECT_EQ(both.errors[0].key, "upstream_tls.ca_file");
+    auto scheme = load_yaml("upstream: ftp://m\n");
+    ASSERT_FALSE(scheme.ok());
+    EXPECT_EQ(scheme.errors[0].key, "upstream");
+    auto typo = load_yaml("upstream: https://m\nupstream_tls:\n  insecure_skip_verify: maybe\n");
+    ASSERT_FALSE(typo.ok());
+    EXPECT_EQ(typo.errors[0].key, "upstream_tls.insecure_skip_verify");
+}
+
 }  // namespace
 }  // namespace tokenmeter::config

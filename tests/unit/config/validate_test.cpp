@@ -69,13 +69,14 @@ TEST(Validate, EmptyHosts) {
     EXPECT_EQ(keys_of(validate(s)), (keys{"listen", "admin", "upstream"}));
 }
 
-TEST(Validate, UpstreamMustBePlainHttpOnARealPort) {
+TEST(Validate, UpstreamMustBeHttpOrHttpsOnARealPort) {
     settings s;
     s.upstream.scheme = "https";
+    EXPECT_TRUE(validate(s).empty());
+    s.upstream.scheme = "ftp";
     auto errors = validate(s);
     ASSERT_EQ(errors.size(), 1u);
-    EXPECT_EQ(to_string(errors[0]),
-              "upstream: only http:// upstreams are supported in this version");
+    EXPECT_EQ(to_string(errors[0]), "upstream: the scheme must be http:// or https://, got \"ftp\"");
     s = settings{};
     s.upstream.port = 0;
     EXPECT_EQ(keys_of(validate(s)), keys{"upstream"});

@@ -128,6 +128,13 @@ TEST(HostHeader, OmitsPort80AndBracketsIpv6) {
     EXPECT_EQ(upstream_host_header(target), "model:8000");
     target.host = "::1";
     EXPECT_EQ(upstream_host_header(target), "[::1]:8000");
+    // https leaves out its own default port, and keeps 80 (not its default).
+    target.scheme = "https";
+    target.host = "api.example.com";
+    target.port = 443;
+    EXPECT_EQ(upstream_host_header(target), "api.example.com");
+    target.port = 80;
+    EXPECT_EQ(upstream_host_header(target), "api.example.com:80");
 }
 
 }  // namespace

@@ -5,6 +5,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
+#include <boost/asio/ssl/error.hpp>
+
 #include "http/upstream_pool.hpp"
 
 namespace tokenmeter::http {
@@ -52,6 +57,26 @@ TEST(LocalFailure, UpstreamErrorsGetTheirMetricLabelAndAnswer) {
     EXPECT_EQ(garbage.reason, "bad_response");
     EXPECT_EQ(garbage.failure, local_failure::upstream_bad_response);
     EXPECT_NE(garbage.message.find("not valid HTTP/1.1"), std::string::npos);
+}
+
+TEST(LocalFailure, UpstreamTlsFailuresAreTheirOwnReason) {
+    const error_code verify(static_cast<int>(ERR_PACK(ERR_LIB_SSL, 0, SSL_R_CERTIFICATE_VERIFY_FAILED)),
+                            asio::error::get_ssl_category());
+    auto failed = classify_upstream_error(verify, upstream_stage::connect,
+                                          "certificate verify failed: certificate has expired");
+    EXPECT_EQ(failed.reason, "tls");
+    EXPECT_EQ(failed.failure, local_failure::upstream_tls);
+    EXPECT_EQ(failed.message,
+              "TLS with the upstream failed: certificate verify failed: certificate has expired");
+    EXPECT_EQ(answer_for(local_failure::upstream_tls).status, bhttp::status::bad_gateway);
+    EXPECT_EQ(answer_for(local_failure::upstream_tls).code, "upstream_tls_failed");
+
+    // A server that hangs up mid-handshake, and an alert after it (a refused client certificate
+    // under TLS 1.3 arrives with the response read).
+    auto truncated = classify_upstream_error(asio::ssl::error::stream_truncated,
+                                             upstream_stage::response_header);
+    EXPECT_EQ(truncated.reason, "tls");
+    EXPECT_NE(truncated.message.find("stream truncated"), std::string::npos);
 }
 
 TEST(LocalFailure, ErrorBodyIsJson) {

@@ -59,5 +59,52 @@ TEST(TlsClient, SniForHostNamesNotForAddresses) {
     EXPECT_EQ(SSL_get_servername(address.get(), TLSEXT_NAMETYPE_host_name), nullptr);
 }
 
+TEST(TlsClient, ClientCertificateErrorsNameTheirKeys) {
+    tls_client_options o;
+    o.cert_file = "/nonexistent/client.pem";
+    o.cert_file_key = "upstream_tls.cert_file";
+    o.key_file = "/nonexistent/client.key";
+    o.key_file_key = "upstream_tls.key_file";
+    auto missing = load_tls_client_context(o);
+    EXPECT_FALSE(missing.context);
+    EXPECT_EQ(missing.error, "upstream_tls.cert_file: cannot read /nonexistent/client.pem: No such "
+                             "file or directory");
+    o.key_file.clear();
+    auto alone = load_tls_client_context(o);
+    EXPECT_FALSE(alone.context);
+    EXPECT_EQ(alone.error, "upstream_tls.key_file: is required with upstream_tls.cert_file");
+    const auto garbage = temp_file("tokenmeter-not-a-cert.pem", "not a certificate\n");
+    o.cert_file = garbage;
+    o.key_file = garbage;
+    auto bad = load_tls_client_context(o);
+    EXPECT_FALSE(bad.context);
+    EXPECT_EQ(bad.error.rfind("upstream_tls.cert_file: no PEM certificate in " + garbage, 0), 0u)
+        << bad.error;
+    std::filesystem::remove(garbage);
+}
+
+TEST(TlsClient, InsecureSkipVerifyIsTheOnlyWayVerificationIsOff) {
+    tls_client_options o;
+    o.insecure_skip_verify = true;
+    auto loaded = load_tls_client_context(o);
+    ASSERT_TRUE(loaded.context) << loaded.error;
+    EXPECT_EQ(SSL_CTX_get_verify_mode(loaded.context->native_handle()), SSL_VERIFY_NONE);
+}
+
+TEST(TlsClient, SessionCacheIsClientSideWithoutOpenSslsStore) {
+    auto loaded = load_tls_client_context({});
+    ASSERT_TRUE(loaded.context);
+    SSL_CTX* ctx = loaded.context->native_handle();
+    tls_session_cache::enable(ctx);
+    EXPECT_EQ(SSL_CTX_get_session_cache_mode(ctx),
+              SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
+    EXPECT_NE(SSL_CTX_sess_get_new_cb(ctx), nullptr);
+    // A connection attached to an empty cache offers no session.
+    tls_session_cache cache;
+    std::unique_ptr<SSL, ssl_deleter> ssl(SSL_new(ctx));
+    cache.attach(ssl.get());
+    EXPECT_EQ(SSL_get_session(ssl.get()), nullptr);
+}
+
 }  // namespace
 }  // namespace tokenmeter::http
