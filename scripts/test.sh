@@ -5,8 +5,9 @@
 #      against the real proxy and simulator, and the official SDK tests (npm, pinned);
 #   2. an AddressSanitizer/UBSan build of the same code: the unit tests again, and the proxy's
 #      functional integration tests (not the timing ones: a sanitized build is slower);
-#   3. a ThreadSanitizer build of the proxy and the simulator only, running the integration tests
-#      where threads meet (label tsan); any race report fails the stage;
+#   3. a ThreadSanitizer build of the proxy and the simulator only (and unit_core, for the
+#      threaded test of core::shared_snapshot), running the tests where threads meet (label
+#      tsan); any race report fails the stage;
 #   4. the request-path and upstream-response-head fuzzers (clang, libFuzzer), 60 s each
 #      (TOKENMETER_FUZZ_SECONDS), after replaying their seed corpora.
 # Set TOKENMETER_SKIP_SANITIZE=1 to run only the first stage.
@@ -70,10 +71,10 @@ if [[ "${TOKENMETER_SKIP_SANITIZE:-0}" != 1 ]]; then
         UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
         ctest --output-on-failure --timeout 600 -j"$jobs" -L 'unit|sanitize')
 
-    step "building with ThreadSanitizer ($tsan_dir: the proxy and the simulator only)"
+    step "building with ThreadSanitizer ($tsan_dir: the proxy, the simulator and unit_core)"
     "$root/scripts/build.sh" "$tsan_dir" -DTOKENMETER_SANITIZE_THREAD=ON -DTOKENMETER_BENCH=OFF \
-        --target tokenmeter tokenmeter-sim
-    step "running the threaded integration tests under ThreadSanitizer"
+        --target tokenmeter tokenmeter-sim unit_core
+    step "running the threaded tests under ThreadSanitizer"
     tsan_logs="$tsan_dir/tsan-reports"
     rm -rf "$tsan_logs" && mkdir -p "$tsan_logs"
     # A race aborts the process (the test then fails) and leaves its report in $tsan_logs.

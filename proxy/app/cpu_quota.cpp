@@ -8,21 +8,13 @@
 #include <sstream>
 #include <vector>
 
+#include "core/text.hpp"
+
 namespace tokenmeter::app {
 namespace {
 
-std::string_view trim(std::string_view s) {
-    while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\n')) {
-        s.remove_prefix(1);
-    }
-    while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\n')) {
-        s.remove_suffix(1);
-    }
-    return s;
-}
-
 std::optional<std::int64_t> to_int(std::string_view s) {
-    s = trim(s);
+    s = core::trim(s);
     std::int64_t v = 0;
     const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
     if (ec != std::errc{} || end != s.data() + s.size()) {
@@ -74,7 +66,7 @@ std::vector<std::string> up_to_root(std::string path) {
 }  // namespace
 
 std::optional<double> parse_cpu_max(std::string_view text) {
-    text = trim(text);
+    text = core::trim(text);
     const auto space = text.find(' ');
     if (space == std::string_view::npos) {
         return std::nullopt;

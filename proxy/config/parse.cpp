@@ -9,6 +9,8 @@
 #include <limits>
 #include <system_error>
 
+#include "core/text.hpp"
+
 namespace tokenmeter::config {
 
 using std::chrono::milliseconds;
@@ -17,17 +19,6 @@ namespace detail {
 
 std::string quote(std::string_view s) {
     return "\"" + std::string(s) + "\"";
-}
-
-std::string_view trim(std::string_view s) {
-    const auto is_space = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; };
-    while (!s.empty() && is_space(s.front())) {
-        s.remove_prefix(1);
-    }
-    while (!s.empty() && is_space(s.back())) {
-        s.remove_suffix(1);
-    }
-    return s;
 }
 
 namespace {
@@ -187,7 +178,7 @@ struct unit {
 }  // namespace
 
 parsed<endpoint> parse_endpoint_detailed(std::string_view text) {
-    text = trim(text);
+    text = core::trim(text);
     if (text.empty()) {
         return failure<endpoint>("empty address");
     }
@@ -199,7 +190,7 @@ parsed<endpoint> parse_endpoint_detailed(std::string_view text) {
 }
 
 parsed<upstream_target> parse_upstream_detailed(std::string_view text) {
-    text = trim(text);
+    text = core::trim(text);
     if (text.empty()) {
         return failure<upstream_target>("empty URL");
     }
@@ -250,7 +241,7 @@ parsed<upstream_target> parse_upstream_detailed(std::string_view text) {
 }
 
 parsed<milliseconds> parse_duration_detailed(std::string_view text) {
-    text = trim(text);
+    text = core::trim(text);
     if (text.empty()) {
         return failure<milliseconds>("empty duration");
     }
@@ -272,7 +263,7 @@ parsed<milliseconds> parse_duration_detailed(std::string_view text) {
         frac_part = rest.substr(1, frac_len);
         rest = rest.substr(1 + frac_len);
     }
-    const std::string_view unit_text = trim(rest);
+    const std::string_view unit_text = core::trim(rest);
     static constexpr std::array<unit, 4> units{{
         {"ms", 1},
         {"s", 1'000},
@@ -320,7 +311,7 @@ parsed<milliseconds> parse_duration_detailed(std::string_view text) {
 }
 
 parsed<std::uint64_t> parse_size_detailed(std::string_view text) {
-    text = trim(text);
+    text = core::trim(text);
     if (text.empty()) {
         return failure<std::uint64_t>("empty size");
     }
@@ -335,7 +326,7 @@ parsed<std::uint64_t> parse_size_detailed(std::string_view text) {
     if (!rest.empty() && rest.front() == '.') {
         return failure<std::uint64_t>("a size is a whole number; write 1536KiB, not 1.5MiB");
     }
-    const std::string unit_text = lowercase(trim(rest));
+    const std::string unit_text = lowercase(core::trim(rest));
     static constexpr std::array<unit, 5> units{{
         {"", 1},
         {"b", 1},
@@ -348,7 +339,7 @@ parsed<std::uint64_t> parse_size_detailed(std::string_view text) {
     if (it == units.end()) {
         static constexpr std::array<std::string_view, 8> decimal{"k", "kb", "m", "mb",
                                                                  "g", "gb", "t", "tb"};
-        const std::string shown(trim(rest));
+        const std::string shown(core::trim(rest));
         if (std::find(decimal.begin(), decimal.end(), unit_text) != decimal.end()) {
             return failure<std::uint64_t>("the unit " + quote(shown) +
                                           " is ambiguous; write KiB, MiB or GiB, which are powers "
@@ -373,7 +364,7 @@ std::string format_number(double v) {
 }
 
 parsed<std::uint32_t> parse_count(std::string_view text) {
-    text = trim(text);
+    text = core::trim(text);
     if (!text.empty() && text.front() == '-') {
         return failure<std::uint32_t>("cannot be negative");
     }
@@ -388,7 +379,7 @@ parsed<std::uint32_t> parse_count(std::string_view text) {
 }
 
 parsed<bool> parse_bool(std::string_view text) {
-    const std::string t = lowercase(trim(text));
+    const std::string t = lowercase(core::trim(text));
     if (t == "true" || t == "yes" || t == "on") {
         return success(true);
     }
@@ -399,7 +390,7 @@ parsed<bool> parse_bool(std::string_view text) {
 }
 
 std::optional<double> parse_number(std::string_view text) {
-    const std::string_view t = trim(text);
+    const std::string_view t = core::trim(text);
     double v = 0;
     const auto [ptr, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
     if (t.empty() || ec != std::errc{} || ptr != t.data() + t.size()) {
@@ -409,10 +400,10 @@ std::optional<double> parse_number(std::string_view text) {
 }
 
 parsed<double> parse_objective(std::string_view text) {
-    text = trim(text);
+    text = core::trim(text);
     if (!text.empty() && text.back() == '%') {
         text.remove_suffix(1);
-        text = trim(text);
+        text = core::trim(text);
     }
     double v = 0;
     const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);

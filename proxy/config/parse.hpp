@@ -57,7 +57,6 @@ parsed<T> success(T v) {
 }
 
 std::string quote(std::string_view s);
-std::string_view trim(std::string_view s);
 std::string lowercase(std::string_view s);
 // Shortest text that reads back as v ("0.005", "1e+20").
 std::string format_number(double v);

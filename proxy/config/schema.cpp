@@ -9,6 +9,7 @@
 #include <string>
 
 #include "config/walk.hpp"
+#include "core/text.hpp"
 
 namespace tokenmeter::config::schema {
 namespace {
@@ -602,7 +603,7 @@ field<S> reference_tokenizer_row() {
                {}};
     f.read = [](walker& w, node_ref n, key_ref k, S& s) {
         if (const auto text = w.scalar(n, k, "a tokenizer name or a path to tokenizer.json")) {
-            s.reference_tokenizer = std::string(detail::trim(*text));
+            s.reference_tokenizer = std::string(core::trim(*text));
             s.reference_explicit = true;
         }
     };

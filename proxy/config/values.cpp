@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "config/walk.hpp"
+#include "core/text.hpp"
 
 namespace tokenmeter::config::schema {
 
@@ -73,14 +74,14 @@ void read_optional_bool(walker& w, node_ref node, key_ref key, std::optional<boo
 
 void read_text(walker& w, node_ref node, key_ref key, std::string& out) {
     if (const auto text = w.scalar(node, key, "a string")) {
-        out = std::string(detail::trim(*text));
+        out = std::string(core::trim(*text));
     }
 }
 
 // Validity against the allowed set is checked later; case is forgiven here.
 void read_word(walker& w, node_ref node, key_ref key, std::string& out) {
     if (const auto text = w.scalar(node, key, "a word")) {
-        out = detail::lowercase(detail::trim(*text));
+        out = detail::lowercase(core::trim(*text));
     }
 }
 
@@ -111,7 +112,7 @@ void read_price(walker& w, node_ref node, key_ref key, std::optional<std::int64_
     if (!text) {
         return;
     }
-    const std::string_view digits = detail::trim(*text);
+    const std::string_view digits = core::trim(*text);
     const auto complain = [&](std::string_view why) {
         out = 0;  // present but wrong: this error, not also "is required"
         w.error(key, "expected a price per million tokens like 2.5, got " + detail::quote(*text) +

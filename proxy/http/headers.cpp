@@ -3,6 +3,7 @@
 #include <array>
 #include <vector>
 
+#include "core/text.hpp"
 #include "protocol/dialects.hpp"
 
 namespace tokenmeter::http {
@@ -13,16 +14,6 @@ constexpr std::array<std::string_view, 8> hop_by_hop = {
     "connection", "keep-alive",        "proxy-connection", "te",
     "trailer",    "transfer-encoding", "upgrade",          "content-length"};
 
-std::string_view trim(std::string_view text) {
-    while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) {
-        text.remove_prefix(1);
-    }
-    while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) {
-        text.remove_suffix(1);
-    }
-    return text;
-}
-
 // Comma-separated tokens of every instance of a field.
 std::vector<std::string> field_tokens(const bhttp::fields& fields, bhttp::field name) {
     std::vector<std::string> tokens;
@@ -31,7 +22,7 @@ std::vector<std::string> field_tokens(const bhttp::fields& fields, bhttp::field 
         std::string_view value = it->value();
         while (!value.empty()) {
             auto comma = value.find(',');
-            auto token = trim(value.substr(0, comma));
+            auto token = core::trim(value.substr(0, comma), core::http_whitespace);
             if (!token.empty()) {
                 tokens.emplace_back(token);
             }

@@ -188,7 +188,7 @@ std::string tls_server::reload() {
     if (!loaded.context) {
         return loaded.error;
     }
-    context_.store(std::move(loaded.context), std::memory_order_release);
+    context_.store(std::move(loaded.context));
     not_after_.store(loaded.not_after_unix);
     return {};
 }

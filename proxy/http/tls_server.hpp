@@ -15,6 +15,8 @@
 #include <optional>
 #include <string>
 
+#include "core/shared_snapshot.hpp"
+
 namespace tokenmeter::http {
 
 enum class client_auth : std::uint8_t { none, optional, require };
@@ -56,7 +58,7 @@ class tls_server {
     explicit tls_server(tls_server_options options);
 
     [[nodiscard]] std::shared_ptr<boost::asio::ssl::context> current() const {
-        return context_.load(std::memory_order_acquire);
+        return context_.load();
     }
     // Loads the files again. Returns "" when the new context is in use, else the error (the old
     // context stays).
@@ -70,7 +72,7 @@ class tls_server {
 
   private:
     tls_server_options options_;
-    std::atomic<std::shared_ptr<boost::asio::ssl::context>> context_;
+    core::shared_snapshot<boost::asio::ssl::context> context_;
     std::atomic<std::int64_t> not_after_{0};
     tls_files_stamp stamp_;
 };

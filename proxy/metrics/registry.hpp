@@ -2,7 +2,6 @@
 // Observations arrive once per request (a summary), never once per token.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -13,6 +12,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "core/shared_snapshot.hpp"
 #include "meter/stream_meter.hpp"
 #include "metrics/slo.hpp"
 
@@ -167,7 +167,7 @@ class registry {
     prometheus::Family<prometheus::Counter>* upstream_errors_;
     prometheus::Gauge* streams_active_;
 
-    std::atomic<std::shared_ptr<const slo_options>> slo_;
+    core::shared_snapshot<const slo_options> slo_;
     std::vector<std::uint64_t> prompt_bounds_;
     std::vector<std::string> prompt_labels_;  // one per bound, then the open class, then unknown
     prometheus::Family<prometheus::Counter>* slo_requests_;

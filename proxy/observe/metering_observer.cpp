@@ -308,6 +308,20 @@ class metering_exchange final : public exchange_observer {
         const bool used = summary.result != meter::outcome::rejected;
         auto input = used ? usage::best_input(summary).value.value_or(0) : 0;
         auto output = used ? usage::best_output(summary).value.value_or(0) : 0;
+        // The bucket first: once the tenant's counters show this request, the next request of
+        // the tenant meets the debt it left.
+        if (state_.shared) {
+            // Settled only once admitted (a refusal charged nothing); a request whose admission
+            // never came back (the proxy shutting down) is left to the estimate.
+            if (slot_->decided.load(std::memory_order_acquire) && slot_->admitted) {
+                parts_.shared->settle(
+                    state_.tenant,
+                    static_cast<double>(input + output) - static_cast<double>(state_.estimate),
+                    summary.end);
+            }
+        } else if (parts_.throughput != nullptr) {
+            parts_.throughput->charge(state_.tenant, input + output, summary.end);
+        }
         if (parts_.billing != nullptr) {
             // tenant_usage holds views: the label must outlive it.
             const std::string model_label = parts_.registry->model_label(summary.model);
@@ -329,18 +343,6 @@ class metering_exchange final : public exchange_observer {
                 u.currency = priced.currency;
             }
             parts_.billing->record(u);
-        }
-        if (state_.shared) {
-            // Settled only once admitted (a refusal charged nothing); a request whose admission
-            // never came back (the proxy shutting down) is left to the estimate.
-            if (slot_->decided.load(std::memory_order_acquire) && slot_->admitted) {
-                parts_.shared->settle(
-                    state_.tenant,
-                    static_cast<double>(input + output) - static_cast<double>(state_.estimate),
-                    summary.end);
-            }
-        } else if (parts_.throughput != nullptr) {
-            parts_.throughput->charge(state_.tenant, input + output, summary.end);
         }
     }
 

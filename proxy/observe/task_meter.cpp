@@ -1,5 +1,6 @@
 #include "observe/task_meter.hpp"
 
+#include "core/text.hpp"
 #include "metrics/tasks.hpp"
 #include "usage/record.hpp"
 
@@ -9,21 +10,11 @@ namespace {
 // Longer values are never a configured name (config checks names to 64 bytes).
 constexpr std::size_t max_task_length = 64;
 
-std::string_view trim(std::string_view s) {
-    while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
-        s.remove_prefix(1);
-    }
-    while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) {
-        s.remove_suffix(1);
-    }
-    return s;
-}
-
 }  // namespace
 
 std::optional<std::string> task_label(std::string_view value,
                                       const std::unordered_set<std::string>& allowed) {
-    value = trim(value);
+    value = core::trim(value, core::http_whitespace);
     if (value.empty()) {
         return std::nullopt;
     }
@@ -68,7 +59,8 @@ task_state task_meter::begin(const header_lookup& header, std::string_view model
     if (id.empty()) {
         return state;
     }
-    state.session = sessions_.key_for(trim(id), state.task, state.model);
+    state.session =
+        sessions_.key_for(core::trim(id, core::http_whitespace), state.task, state.model);
     if (!state.session) {
         metrics_.sessions_dropped("invalid_id", 1);
         return state;

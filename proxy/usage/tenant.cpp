@@ -9,21 +9,12 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/text.hpp"
+
 namespace tokenmeter::usage {
 namespace {
 
 constexpr std::size_t max_tenant_length = 128;
-
-std::string_view trim(std::string_view s) {
-    while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
-        s.remove_prefix(1);
-    }
-    while (!s.empty() &&
-           (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n')) {
-        s.remove_suffix(1);
-    }
-    return s;
-}
 
 bool plausible_name(std::string_view s) {
     if (s.empty() || s.size() > max_tenant_length) {
@@ -86,7 +77,7 @@ std::string tenant_resolver::resolve(const tenant_headers& headers) const {
         case tenant_source::none:
             return std::string(anonymous_tenant);
         case tenant_source::header: {
-            std::string_view value = trim(headers.tenant);
+            std::string_view value = core::trim(headers.tenant);
             if (value.empty()) {
                 return std::string(anonymous_tenant);
             }
@@ -94,12 +85,12 @@ std::string tenant_resolver::resolve(const tenant_headers& headers) const {
         }
         case tenant_source::api_key: {
             std::string_view key;
-            std::string_view auth = trim(headers.authorization);
+            std::string_view auth = core::trim(headers.authorization);
             if (iequals_prefix(auth, "bearer ")) {
-                key = trim(auth.substr(7));
+                key = core::trim(auth.substr(7));
             }
             if (key.empty()) {
-                key = trim(headers.x_api_key);
+                key = core::trim(headers.x_api_key);
             }
             if (key.empty()) {
                 return std::string(anonymous_tenant);
@@ -138,7 +129,7 @@ std::string load_tenant_secret(const tenant_options& options, std::string& error
         }
         std::ostringstream text;
         text << in.rdbuf();
-        secret = std::string(trim(text.str()));
+        secret = std::string(core::trim(text.str()));
         if (secret.empty()) {
             error = "tenants.api_key_secret_file: " + options.api_key_secret_file + " is empty";
             return {};

@@ -4,12 +4,13 @@
 // so no client can bill its traffic to someone else.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
 #include <string_view>
+
+#include "core/shared_snapshot.hpp"
 
 namespace tokenmeter::usage {
 
@@ -55,7 +56,7 @@ class tenant_resolver {
     tenant_source source_;
     std::string header_;
     std::string secret_;
-    std::atomic<std::shared_ptr<const name_table>> names_;
+    core::shared_snapshot<const name_table> names_;
 };
 
 // The secret for source api_key from the environment variable or file the config names.

@@ -29,9 +29,9 @@ export function statusConfig(extra = '') {
     `    "${keyTenant(ALPHA_KEY)}": team-alpha`,
     `    "${keyTenant(BETA_KEY)}": team-beta`,
     '  enforce_provisioned: true',
-    '  provisioned_burst: 1s',
+    '  provisioned_burst: 5s',
     '  limits:',
-    '    team-beta: { provisioned_tokens_per_second: 5 }',
+    '    team-beta: { provisioned_tokens_per_second: 1 }',
     'slo:',
     '  models:',
     `    ${MODEL}: { ttft: 500ms, tpot: 100ms }`,
@@ -52,10 +52,18 @@ export async function startStatusScenario() {
   for (let i = 0; i < ALPHA_REQUESTS; i += 1) {
     statuses.alpha.push((await send(ALPHA_KEY)).status);
   }
-  // team-beta's bucket holds 5 tokens: the first request is admitted and leaves it in debt for
-  // seconds, so the ones right after it are refused.
-  for (let i = 0; i < BETA_REQUESTS; i += 1) {
-    statuses.beta.push((await send(BETA_KEY, { 'x-sim-ttft-ms': '0', 'x-sim-itl-ms': '0' })).status);
+  // team-beta's bucket holds 5 tokens (1 a second for 5 s): the first request is admitted and
+  // leaves it more than 15 tokens in debt, so the ones sent within 15 s after it are refused.
+  // The debt is charged when the request is recorded, just after the client has its response:
+  // wait for the tenant's counters to show it (the proxy charges the bucket before them), or a
+  // slow (sanitized) proxy admits the next request before its predecessor's charge.
+  const sendBeta = () => send(BETA_KEY, { 'x-sim-ttft-ms': '0', 'x-sim-itl-ms': '0' });
+  statuses.beta.push((await sendBeta()).status);
+  await waitFor(async () => (await proxy.metrics())
+    .value('tokenmeter_tenant_requests_total', { tenant: 'team-beta' }) === 1,
+  { timeoutMs: 5000, what: "team-beta's first request in /metrics" });
+  for (let i = 1; i < BETA_REQUESTS; i += 1) {
+    statuses.beta.push((await sendBeta()).status);
   }
   const reset = await send(ALPHA_KEY, { 'x-sim-fail': 'reset' });
   // The last request's end is recorded just after its response: wait until the page has it.
