@@ -251,6 +251,7 @@ struct settings {
     bool preserve_host = false;  // false: Host sent upstream is the upstream's host:port
     forwarded_for_mode forwarded_for = forwarded_for_mode::keep;
     tls_settings tls;
+    tls_settings admin_tls;  // the admin listener's own certificate and client policy
     timeouts_settings timeouts;
     limits_settings limits;
     upstream_pool_settings upstream_pool;

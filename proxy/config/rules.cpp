@@ -137,6 +137,7 @@ std::vector<config_error> validate(const settings& s, const unknown_words& words
     check_tenants(c, s.tenants);
     check_sink(c, s.usage);
     check_tls(c, "tls", s.tls);
+    check_tls(c, "admin_tls", s.admin_tls);
     check_slo_models(c, s);
     return c.take();
 }

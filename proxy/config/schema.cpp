@@ -611,6 +611,8 @@ const table<S>& root() {
         choice("forwarded_for", &S::forwarded_for,
                "the client's X-Forwarded-For upstream: keep, append or drop"),
         section("tls", &S::tls, tls_table, "TLS on the proxy listener"),
+        section("admin_tls", &S::admin_tls, tls_table,
+                "TLS on the admin listener (/metrics, probes, status page)"),
         section("timeouts", &S::timeouts, timeouts_table, "timeouts; each greater than 0"),
         section("limits", &S::limits, limits_table, "size limits"),
         section("upstream_pool", &S::upstream_pool, upstream_pool_table, "upstream connections"),
