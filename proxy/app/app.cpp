@@ -135,6 +135,18 @@ int run(const config::settings& settings, const reloader& reload) try {
         context.edge.attach_tls(&tls->counters());
         workers.serve_tls(&tls->server());
     }
+    // The admin listener's own certificate (admin_tls), watched and reloaded like the proxy's.
+    std::optional<tls_watch> admin_tls;
+    http::tls_handshake_counters admin_handshakes{"admin"};
+    if (settings.admin_tls.enabled()) {
+        try {
+            admin_tls.emplace(main_ioc, settings.admin_tls, *registry.prometheus_registry(),
+                              "admin");
+        } catch (const std::exception& e) {
+            throw start_up_error(e.what());
+        }
+        admin_handshakes.attach(&admin_tls->counters());
+    }
     std::atomic<bool> upstream_ready{false};
     std::atomic<bool> spool_failing{false};
     http::admin_state admin_state{registry, context.draining, upstream_ready};
@@ -157,7 +169,8 @@ int run(const config::settings& settings, const reloader& reload) try {
         [&](http::socket_type s, http::asio::io_context& ioc) { workers.serve(std::move(s), ioc); },
         [&] { return context.client_connections.load(std::memory_order_relaxed) >= fd_budget; });
     http::admin_listener admin(main_ioc, resolve_listen(main_ioc, settings.admin, "admin"),
-                               admin_state, context.edge);
+                               admin_state, context.edge,
+                               {admin_tls ? &admin_tls->server() : nullptr, &admin_handshakes});
     http::readiness_probe probe(
         main_ioc, settings.upstream.host, std::to_string(settings.upstream.port),
         settings.readiness.probe_interval, settings.timeouts.upstream_connect, upstream_ready);
@@ -171,9 +184,12 @@ int run(const config::settings& settings, const reloader& reload) try {
     }
     // SIGHUP: reload what can change in place; streams are not touched.
     reload_signal hangups(main_ioc, settings, reload,
-                          {&tenants, &registry, &edge_metrics, [&tls, &usage] {
+                          {&tenants, &registry, &edge_metrics, [&tls, &admin_tls, &usage] {
                                if (tls) {
                                    tls->reload("SIGHUP");
+                               }
+                               if (admin_tls) {
+                                   admin_tls->reload("SIGHUP");
                                }
                                if (usage.shipper) {
                                    if (auto e = usage.shipper->reload_tls(); !e.empty()) {
@@ -196,6 +212,9 @@ int run(const config::settings& settings, const reloader& reload) try {
                                 if (tls) {
                                     tls->stop();
                                 }
+                                if (admin_tls) {
+                                    admin_tls->stop();
+                                }
                                 admin.stop();
                                 drain.stop();
                                 workers.stop();
@@ -208,6 +227,9 @@ int run(const config::settings& settings, const reloader& reload) try {
     hangups.start();
     if (tls) {
         tls->start();
+    }
+    if (admin_tls) {
+        admin_tls->start();
     }
     drain.start();
     probe.start();

@@ -1,6 +1,7 @@
-// app/tls_watch: the proxy listener's certificate, kept current. Loads it at start (a bad file
-// stops the start with an error naming the key), then reloads it on SIGHUP and whenever the
-// files change (checked every tls.watch_interval: a Kubernetes secret rotation swaps a symlink).
+// app/tls_watch: a TLS listener's certificate (the proxy's `tls`, the admin's `admin_tls`), kept
+// current. Loads it at start (a bad file stops the start with an error naming the key), then
+// reloads it on SIGHUP and whenever the files change (checked every watch_interval: a Kubernetes
+// secret rotation swaps a symlink).
 // A reload that fails is logged and counted, and the certificate in use stays. Connections keep
 // the context they were accepted with, so no stream is touched.
 #pragma once
@@ -21,6 +22,7 @@ http::tls_server_options tls_options_from(const config::tls_settings& tls, std::
 class tls_watch {
   public:
     // Throws start_up_error-style std::runtime_error naming the key when the files do not load.
+    // listener: "proxy" (keys under tls) or "admin" (keys under admin_tls).
     tls_watch(http::asio::io_context& ioc, const config::tls_settings& settings,
               prometheus::Registry& registry, std::string listener);
     tls_watch(const tls_watch&) = delete;

@@ -263,6 +263,7 @@ struct settings {
     forwarded_for_mode forwarded_for = forwarded_for_mode::keep;
     tls_settings tls;
     upstream_tls_settings upstream_tls;
+    tls_settings admin_tls;  // the admin listener's own certificate and client policy
     timeouts_settings timeouts;
     limits_settings limits;
     upstream_pool_settings upstream_pool;

@@ -22,6 +22,9 @@ reload_diff diff_for_reload(const settings& running, const settings& next) {
     check(running.upstream_tls != next.upstream_tls, "upstream_tls", false);
     check(running.threads != next.threads, "threads", false);
     check(running.preserve_host != next.preserve_host, "preserve_host", false);
+    // SIGHUP reads the certificate files again, but other paths or policies need a restart.
+    check(running.tls != next.tls, "tls", false);
+    check(running.admin_tls != next.admin_tls, "admin_tls", false);
     check(running.timeouts != next.timeouts, "timeouts", false);
     check(running.limits != next.limits, "limits", false);
     check(running.upstream_pool != next.upstream_pool, "upstream_pool", false);

@@ -153,6 +153,7 @@ std::vector<config_error> validate(const settings& s, const unknown_words& words
     check_sink(c, s.usage);
     check_tls(c, "tls", s.tls);
     check_upstream_tls(c, s);
+    check_tls(c, "admin_tls", s.admin_tls);
     check_slo_models(c, s);
     return c.take();
 }

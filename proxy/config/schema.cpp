@@ -631,6 +631,8 @@ const table<S>& root() {
         section("tls", &S::tls, tls_table, "TLS on the proxy listener"),
         section("upstream_tls", &S::upstream_tls, upstream_tls_table,
                 "TLS to an https:// upstream"),
+        section("admin_tls", &S::admin_tls, tls_table,
+                "TLS on the admin listener (/metrics, probes, status page)"),
         section("timeouts", &S::timeouts, timeouts_table, "timeouts; each greater than 0"),
         section("limits", &S::limits, limits_table, "size limits"),
         section("upstream_pool", &S::upstream_pool, upstream_pool_table, "upstream connections"),

@@ -5,6 +5,8 @@
 #include <string>
 
 #include "http/status_page.hpp"
+#include "http/tls_server.hpp"
+#include "http/tls_stream.hpp"
 #include "metrics/native_histogram.hpp"
 
 namespace tokenmeter::http {
@@ -14,6 +16,16 @@ namespace {
 constexpr std::chrono::milliseconds max_drain_wait{std::chrono::hours(1)};
 constexpr std::chrono::milliseconds default_drain_wait{std::chrono::seconds(60)};
 constexpr std::chrono::milliseconds drain_poll{20};
+// A read or a write of a request or response.
+constexpr std::chrono::seconds io_timeout{30};
+// A client that connects to the TLS admin port and does not finish its handshake in this long is
+// closed (a scraper's handshake takes milliseconds).
+constexpr std::chrono::seconds handshake_timeout{10};
+// After the plain HTTP answer on the TLS port: how long, and how much, of what the client still
+// sends is read and dropped, so that closing does not reset the connection before it reads the
+// answer.
+constexpr std::chrono::seconds linger_time{2};
+constexpr std::size_t max_linger_bytes = 64 * 1024;
 
 std::string_view query_value(std::string_view target, std::string_view key) {
     const auto q = target.find('?');
@@ -33,19 +45,112 @@ std::string_view query_value(std::string_view target, std::string_view key) {
     return {};
 }
 
-class admin_session : public std::enable_shared_from_this<admin_session> {
+// One admin connection, plain or TLS (Beast's flex pattern: one session over either stream).
+template <class Stream>
+class admin_session : public std::enable_shared_from_this<admin_session<Stream>> {
   public:
-    admin_session(socket_type socket, admin_state& state)
-        : stream_(std::move(socket)), drain_timer_(stream_.get_executor()), state_(state) {}
+    admin_session(Stream stream, admin_state& state, tls_handshake_counters* handshakes)
+        : stream_(std::move(stream)),
+          drain_timer_(stream_.get_executor()),
+          state_(state),
+          handshakes_(handshakes) {}
 
-    void start() { do_read(); }
+    void start() {
+        if constexpr (is_tls_stream<Stream>) {
+            lowest().expires_after(handshake_timeout);
+            stream_.async_handshake(
+                ssl::stream_base::server,
+                beast::bind_front_handler(&admin_session::on_handshake, this->shared_from_this()));
+        } else {
+            do_read();
+        }
+    }
 
   private:
+    tcp_stream& lowest() { return beast::get_lowest_layer(stream_); }
+
+    void close() {
+        error_code ignored;
+        lowest().socket().shutdown(tcp::socket::shutdown_send, ignored);
+        lowest().socket().close(ignored);
+    }
+
+    void on_handshake(error_code ec) {
+        try {
+            after_handshake(ec);
+        } catch (const std::exception&) {
+            close();  // out of memory, say: this connection ends, the listener stays
+        }
+    }
+
+    void after_handshake(error_code ec) {
+        if constexpr (is_tls_stream<Stream>) {
+            if (ec == asio::error::operation_aborted) {
+                close();
+                return;
+            }
+            if (ec) {
+                const std::string_view reason = classify_handshake_error(ec);
+                if (handshakes_ != nullptr) {
+                    handshakes_->failed(reason, ec.message());
+                }
+                if (reason == "plaintext_http") {
+                    lowest().expires_after(io_timeout);
+                    asio::async_write(lowest().socket(),
+                                      asio::buffer(plain_http_on_tls_port_answer()),
+                                      beast::bind_front_handler(&admin_session::on_plain_answer,
+                                                                this->shared_from_this()));
+                    return;
+                }
+                close();
+                return;
+            }
+            if (handshakes_ != nullptr) {
+                handshakes_->done(SSL_session_reused(stream_.native_handle()) == 1);
+            }
+        }
+        do_read();
+    }
+
+    // The plain HTTP answer went out: stop sending, then read and drop what the client still
+    // sends until it closes, for a bounded time and size.
+    void on_plain_answer(error_code ec, std::size_t /*bytes*/) {
+        if (ec) {
+            close();
+            return;
+        }
+        error_code ignored;
+        lowest().socket().shutdown(tcp::socket::shutdown_send, ignored);
+        lowest().expires_after(linger_time);
+        linger_read(0);
+    }
+
+    void linger_read(std::size_t lingered) {
+        if (lingered > max_linger_bytes) {
+            close();
+            return;
+        }
+        try {
+            lowest().async_read_some(
+                buffer_.prepare(4096),
+                [self = this->shared_from_this(), lingered](error_code ec, std::size_t n) {
+                    if (ec) {
+                        self->close();
+                        return;
+                    }
+                    self->linger_read(lingered + n);
+                });
+        } catch (const std::exception&) {
+            close();
+        }
+    }
+
     void do_read() {
         request_ = {};
-        stream_.expires_after(std::chrono::seconds(30));
-        bhttp::async_read(stream_, buffer_, request_,
-                          beast::bind_front_handler(&admin_session::on_read, shared_from_this()));
+        lowest().expires_after(io_timeout);
+        bhttp::async_read(
+            stream_, buffer_, request_,
+            beast::bind_front_handler(&admin_session::on_read, this->shared_from_this()));
     }
 
     void on_read(error_code ec, std::size_t bytes) {
@@ -53,15 +158,14 @@ class admin_session : public std::enable_shared_from_this<admin_session> {
             handle(ec, bytes);
         } catch (const std::exception&) {
             // One scrape failed (out of memory, say): close it, keep the listener.
-            error_code ignored;
-            stream_.socket().close(ignored);
+            close();
         }
     }
 
     void handle(error_code ec, std::size_t /*bytes*/) {
         if (ec) {
             error_code ignored;
-            stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+            lowest().socket().shutdown(tcp::socket::shutdown_send, ignored);
             return;
         }
         response_ = {};
@@ -153,9 +257,10 @@ class admin_session : public std::enable_shared_from_this<admin_session> {
         if (request_.method() == bhttp::verb::head) {
             response_.body().clear();
         }
-        stream_.expires_after(std::chrono::seconds(30));
-        bhttp::async_write(stream_, response_,
-                           beast::bind_front_handler(&admin_session::on_write, shared_from_this()));
+        lowest().expires_after(io_timeout);
+        bhttp::async_write(
+            stream_, response_,
+            beast::bind_front_handler(&admin_session::on_write, this->shared_from_this()));
     }
 
     // A GET, so that a Kubernetes preStop httpGet can call it: the model container's preStop
@@ -195,9 +300,9 @@ class admin_session : public std::enable_shared_from_this<admin_session> {
             return;
         }
         // Nothing else happens on this connection meanwhile: no read is pending.
-        stream_.expires_never();
+        lowest().expires_never();
         drain_timer_.expires_after(drain_poll);
-        drain_timer_.async_wait([self = shared_from_this()](error_code ec) {
+        drain_timer_.async_wait([self = this->shared_from_this()](error_code ec) {
             if (ec) {
                 return;
             }
@@ -216,19 +321,20 @@ class admin_session : public std::enable_shared_from_this<admin_session> {
     void on_write(error_code ec, std::size_t /*bytes*/) {
         if (ec || !response_.keep_alive()) {
             error_code ignored;
-            stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+            lowest().socket().shutdown(tcp::socket::shutdown_send, ignored);
             return;
         }
         do_read();
     }
 
-    tcp_stream stream_;
+    Stream stream_;
     steady_timer drain_timer_;
     std::chrono::steady_clock::time_point drain_deadline_{};
     beast::flat_buffer buffer_;
     bhttp::request<bhttp::string_body> request_;
     bhttp::response<bhttp::string_body> response_;
     admin_state& state_;
+    tls_handshake_counters* handshakes_;
 };
 
 }  // namespace
@@ -253,13 +359,25 @@ std::optional<std::chrono::milliseconds> parse_drain_wait(std::string_view text)
 }
 
 admin_listener::admin_listener(asio::io_context& ioc, const tcp::endpoint& endpoint,
-                               admin_state& state, edge_counters& edge)
+                               admin_state& state, edge_counters& edge, admin_tls tls)
     : state_(state),
+      tls_(tls),
       listener_(
           ioc, "admin", endpoint, edge, [&ioc]() -> asio::io_context& { return ioc; },
-          [this](socket_type socket, asio::io_context&) {
-              std::make_shared<admin_session>(std::move(socket), state_)->start();
-          }) {}
+          [this](socket_type socket, asio::io_context&) { serve(std::move(socket)); }) {}
+
+void admin_listener::serve(socket_type socket) {
+    if (tls_.server != nullptr) {
+        // The context current now; a certificate reload after this affects later connections.
+        const auto context = tls_.server->current();
+        std::make_shared<admin_session<tls_stream>>(tls_stream(std::move(socket), *context), state_,
+                                                    tls_.handshakes)
+            ->start();
+        return;
+    }
+    std::make_shared<admin_session<tcp_stream>>(tcp_stream(std::move(socket)), state_, nullptr)
+        ->start();
+}
 
 void admin_listener::start() {
     listener_.start();

@@ -1,7 +1,8 @@
 // http/admin: the admin listener: /metrics (Prometheus text), /healthz (alive), /readyz (the
 // upstream accepts connections and the proxy is not draining), /drain (start draining: /readyz
 // fails from now on; answers once no request is in flight, or when its wait is over), and the
-// status page: / and /status (HTML; its CSS, JS and icon under /status/), /status.json.
+// status page: / and /status (HTML; its CSS, JS and icon under /status/), /status.json. Plain
+// HTTP, or TLS with admin_tls (the same session code over either stream).
 #pragma once
 
 #include <atomic>
@@ -18,6 +19,8 @@
 #include "metrics/status_board.hpp"
 
 namespace tokenmeter::http {
+
+class tls_server;
 
 struct admin_state {
     metrics::registry& metrics;
@@ -43,17 +46,26 @@ inline constexpr std::string_view status_page_csp =
 // "30s", "500ms", "2m", "45" (seconds): the wait= of /drain. nullopt: not a duration.
 std::optional<std::chrono::milliseconds> parse_drain_wait(std::string_view text);
 
+// TLS on the admin listener. server null: plain HTTP. Both outlive the listener.
+struct admin_tls {
+    const tls_server* server = nullptr;  // the context each new connection handshakes with
+    tls_handshake_counters* handshakes = nullptr;  // listener="admin" in the TLS metrics
+};
+
 class admin_listener {
   public:
     // Throws std::runtime_error naming the address when it cannot listen.
     admin_listener(asio::io_context& ioc, const tcp::endpoint& endpoint, admin_state& state,
-                   edge_counters& edge);
+                   edge_counters& edge, admin_tls tls = {});
     void start();
     void stop();
     [[nodiscard]] tcp::endpoint local_endpoint() const { return listener_.local_endpoint(); }
 
   private:
+    void serve(socket_type socket);
+
     admin_state& state_;
+    admin_tls tls_;
     listener listener_;
 };
 

@@ -64,19 +64,9 @@ void client_connection<Stream>::on_handshake(error_code ec) {
             const std::string_view reason = classify_handshake_error(ec);
             context_.edge.tls_handshake_failed(reason, ec.message());
             if (reason == "plaintext_http") {
-                // A plain HTTP client on the TLS port gets a readable answer in plain HTTP, as
-                // nginx gives, rather than a closed connection it cannot explain.
-                static const std::string answer = [] {
-                    const std::string body =
-                        error_body("plain_http_on_tls_port",
-                                   "this port speaks TLS; connect with https://") +
-                        "\n";
-                    return "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n"
-                           "connection: close\r\ncontent-length: " +
-                           std::to_string(body.size()) + "\r\n\r\n" + body;
-                }();
+                // A readable answer in plain HTTP (http/tls_stream), then the close.
                 lowest().expires_after(context_.settings.client_write);
-                asio::async_write(lowest().socket(), asio::buffer(answer),
+                asio::async_write(lowest().socket(), asio::buffer(plain_http_on_tls_port_answer()),
                                   guarded([this](error_code, std::size_t) { linger_close(); }));
                 return;
             }

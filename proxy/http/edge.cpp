@@ -80,27 +80,27 @@ void edge_counters::connection_refused() noexcept {
     }
 }
 
-void edge_counters::tls_handshake_done(bool resumed) noexcept {
+void tls_handshake_counters::done(bool resumed) noexcept {
     try {
-        if (tls_ != nullptr) {
-            tls_->handshake(resumed);
+        if (metrics_ != nullptr) {
+            metrics_->handshake(resumed);
         }
     } catch (...) {
         // Counting must not add a failure of its own.
     }
 }
 
-void edge_counters::tls_handshake_failed(std::string_view reason,
-                                         const std::string& detail) noexcept {
+void tls_handshake_counters::failed(std::string_view reason, const std::string& detail) noexcept {
     try {
-        if (tls_ != nullptr) {
-            tls_->handshake_error(reason);
+        if (metrics_ != nullptr) {
+            metrics_->handshake_error(reason);
         }
         // A client's mistake, not the proxy's: debug, and never more than a line a second.
         std::uint64_t suppressed = 0;
-        if (spdlog::should_log(spdlog::level::debug) && tls_log_.allow(suppressed)) {
-            spdlog::debug("TLS handshake failed ({}): {} ({} more since the last report)", reason,
-                          detail, suppressed);
+        if (spdlog::should_log(spdlog::level::debug) && log_.allow(suppressed)) {
+            spdlog::debug(
+                "{} listener: TLS handshake failed ({}): {} ({} more since the last report)",
+                listener_, reason, detail, suppressed);
         }
     } catch (...) {
         // Counting must not add a failure of its own.

@@ -28,10 +28,27 @@ class log_limiter {
     std::atomic<std::uint64_t> suppressed_{0};
 };
 
+// One TLS listener's handshakes: counted by the listener's tls_metrics (when attached), failures
+// logged at debug, at most one line a second. Thread-safe.
+class tls_handshake_counters {
+  public:
+    explicit tls_handshake_counters(std::string_view listener) : listener_(listener) {}
+    void attach(metrics::tls_metrics* metrics) noexcept { metrics_ = metrics; }
+    // A handshake completed, or failed for `reason` (http/tls_stream's classification; `detail`
+    // is OpenSSL's words, logged at debug).
+    void done(bool resumed) noexcept;
+    void failed(std::string_view reason, const std::string& detail) noexcept;
+
+  private:
+    std::string_view listener_;  // a literal: "proxy", "admin"
+    metrics::tls_metrics* metrics_ = nullptr;
+    log_limiter log_;
+};
+
 class edge_counters {
   public:
     void attach(metrics::edge_metrics* metrics) noexcept { metrics_ = metrics; }
-    void attach_tls(metrics::tls_metrics* metrics) noexcept { tls_ = metrics; }
+    void attach_tls(metrics::tls_metrics* metrics) noexcept { tls_.attach(metrics); }
 
     // A connection ended because handling it threw.
     void internal_error(const char* what) noexcept;
@@ -40,18 +57,18 @@ class edge_counters {
     bool accept_error(std::string_view listener, int error_value,
                       std::string_view message) noexcept;
     void connection_refused() noexcept;
-    // A client's TLS handshake on the proxy listener completed, or failed for `reason`
-    // (http/tls_stream's classification; `detail` is OpenSSL's words, logged at debug).
-    void tls_handshake_done(bool resumed) noexcept;
-    void tls_handshake_failed(std::string_view reason, const std::string& detail) noexcept;
+    // A client's TLS handshake on the proxy listener (the admin listener counts its own).
+    void tls_handshake_done(bool resumed) noexcept { tls_.done(resumed); }
+    void tls_handshake_failed(std::string_view reason, const std::string& detail) noexcept {
+        tls_.failed(reason, detail);
+    }
 
   private:
     metrics::edge_metrics* metrics_ = nullptr;
-    metrics::tls_metrics* tls_ = nullptr;
+    tls_handshake_counters tls_{"proxy"};
     log_limiter internal_log_;
     log_limiter accept_log_;
     log_limiter refused_log_;
-    log_limiter tls_log_;
 };
 
 }  // namespace tokenmeter::http

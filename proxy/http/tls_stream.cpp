@@ -3,6 +3,8 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
+#include "http/local_failure.hpp"
+
 namespace tokenmeter::http {
 
 std::string take_openssl_error() {
@@ -47,6 +49,18 @@ std::string_view classify_handshake_error(const error_code& ec) {
         default:
             return "other";
     }
+}
+
+std::string_view plain_http_on_tls_port_answer() {
+    static const std::string answer = [] {
+        const std::string body =
+            error_body("plain_http_on_tls_port", "this port speaks TLS; connect with https://") +
+            "\n";
+        return "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n"
+               "connection: close\r\ncontent-length: " +
+               std::to_string(body.size()) + "\r\n\r\n" + body;
+    }();
+    return answer;
 }
 
 }  // namespace tokenmeter::http

@@ -26,4 +26,9 @@ std::string take_openssl_error();
 // no_application_protocol, plaintext_http, timeout, closed, other.
 std::string_view classify_handshake_error(const error_code& ec);
 
+// What a client that speaks plain HTTP to a TLS port (a handshake failed as "plaintext_http") is
+// sent, in plain HTTP on the TCP socket, before the connection closes: a 400 with the JSON error
+// body, as nginx answers, rather than a closed connection it cannot explain.
+std::string_view plain_http_on_tls_port_answer();
+
 }  // namespace tokenmeter::http

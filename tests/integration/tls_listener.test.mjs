@@ -7,7 +7,6 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { copyFileSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
-import https from 'node:https';
 import path from 'node:path';
 import tls from 'node:tls';
 
@@ -17,6 +16,7 @@ import {
   startSim, stopAll, waitFor,
   waitMetrics,
 } from './lib/harness.mjs';
+import { httpsRequest as httpsRequestTrusting } from './lib/https.mjs';
 import { startRecordingUpstream } from './lib/recording_upstream.mjs';
 
 after(stopAll);
@@ -49,33 +49,9 @@ function tlsConfig(files, extra = '') {
   return `tls:\n  cert_file: ${files.cert}\n  key_file: ${files.key}\n${extra}`;
 }
 
-// One HTTPS request; resolves {status, headers, body, socket facts}.
-function httpsRequest(port, { method = 'POST', pathName = '/v1/chat/completions', body, headers = {},
-  cert, key, caFile = ca.cert, agent = false, servername = 'localhost' } = {}) {
-  return new Promise((resolve, reject) => {
-    const req = https.request({
-      host: '127.0.0.1', port, method, path: pathName, servername, agent,
-      ca: readFileSync(caFile), cert: cert && readFileSync(cert), key: key && readFileSync(key),
-      headers: { 'content-type': 'application/json', ...headers },
-      timeout: 20_000,
-    }, (res) => {
-      const parts = [];
-      res.on('data', (d) => parts.push(d));
-      res.on('end', () => resolve({
-        status: res.statusCode,
-        headers: res.headers,
-        body: Buffer.concat(parts).toString(),
-        peerSerial: res.socket.getPeerCertificate?.()?.serialNumber,
-        protocol: res.socket.getProtocol?.(),
-        alpn: res.socket.alpnProtocol,
-      }));
-      res.on('error', reject);
-    });
-    req.on('error', reject);
-    req.on('timeout', () => req.destroy(new Error('timeout')));
-    if (body) req.write(typeof body === 'string' ? body : JSON.stringify(body));
-    req.end();
-  });
+// One HTTPS request trusting the test CA (lib/https.mjs).
+function httpsRequest(port, options = {}) {
+  return httpsRequestTrusting(port, { caFile: ca.cert, ...options });
 }
 
 // A TLS handshake alone: {ok, serial, error}.

@@ -46,5 +46,17 @@ TEST(Reload, EverythingElseWaitsForARestart) {
     EXPECT_EQ(after.log.level, log_level::warn);
 }
 
+// SIGHUP reads the files named in tls and admin_tls again; naming other files waits.
+TEST(Reload, TlsSectionsWaitForARestart) {
+    const settings running = default_settings();
+    settings next = running;
+    next.tls.cert_file = "/other/tls.crt";
+    next.admin_tls.client_auth = tls_client_auth::require;
+    const auto diff = diff_for_reload(running, next);
+    EXPECT_TRUE(diff.applied.empty());
+    EXPECT_EQ(diff.needs_restart, (std::vector<std::string>{"tls", "admin_tls"}));
+    EXPECT_EQ(apply_reloadable(running, next), running);
+}
+
 }  // namespace
 }  // namespace tokenmeter::config
