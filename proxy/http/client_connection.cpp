@@ -81,7 +81,7 @@ void client_connection<Stream>::on_handshake(error_code ec) {
 template <class Stream>
 void client_connection<Stream>::close_if_idle() {
     if (phase_ == phase::reading_request) {
-        close_client();
+        close_client();  // a read is pending: no close_notify can be written beside it
     }
 }
 
@@ -472,7 +472,24 @@ void client_connection<Stream>::next_request_or_close() {
         do_read_header();
         return;
     }
-    close_client();
+    if (request_.client_gone) {
+        close_client();
+        return;
+    }
+    close_gracefully();
+}
+
+template <class Stream>
+void client_connection<Stream>::close_gracefully() {
+    if constexpr (is_tls_stream<Stream>) {
+        stop_watching_client();
+        phase_ = phase::closed;
+        // Sends close_notify, then waits (bounded) for the client's or its hang-up.
+        lowest().expires_after(close_notify_time);
+        client_.async_shutdown(guarded([this](error_code) { close_client(); }));
+    } else {
+        close_client();
+    }
 }
 
 template class client_connection<tcp_stream>;

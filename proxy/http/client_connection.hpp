@@ -101,6 +101,10 @@ class client_connection : public idle_closable,
     // The forwarded request is over: the observer records it.
     void finish_exchange(observe::end_reason reason);
     void close_client();
+    // A close the proxy chose after a response (no operation pending): over TLS a close_notify first
+    // (bounded by close_notify_time), so the client knows the stream was not cut and keeps its
+    // session for resumption; over TCP close_client().
+    void close_gracefully();
     void linger_close();
     void on_linger_read(error_code ec, std::size_t bytes);
     void next_request_or_close();
@@ -129,6 +133,7 @@ class client_connection : public idle_closable,
 
     static constexpr std::size_t client_buffer_slack = 16 * 1024;
     static constexpr std::chrono::seconds linger_time{2};
+    static constexpr std::chrono::seconds close_notify_time{2};
     static constexpr std::uint64_t max_linger_bytes = 1024 * 1024;
 };
 

@@ -93,6 +93,8 @@ tls_load_result load_tls_server_context(const tls_server_options& o) {
     SSL_CTX_set_min_proto_version(
         ctx, o.min_version == tls_version::v1_3 ? TLS1_3_VERSION : TLS1_2_VERSION);
     SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION);
+    // An idle connection (a stream between chunks) gives its record buffers back.
+    SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
     if (SSL_CTX_set_cipher_list(ctx, tls12_ciphers) != 1 ||
         SSL_CTX_set_ciphersuites(ctx, tls13_suites) != 1 ||
         SSL_CTX_set1_groups_list(ctx, groups) != 1) {

@@ -86,6 +86,30 @@ function sClient(port, args) {
   return { ok, output };
 }
 
+// A close the proxy chooses (Connection: close) ends with close_notify, so the client knows the
+// response was not cut and keeps the session: the next connection resumes it.
+test('a Connection: close answer ends with close_notify, and the session resumes', { timeout: 60_000 }, async () => {
+  const sim = await startSim();
+  const proxy = await startProxy({ upstream: sim.port, config: tlsConfig(liveFiles('close')) });
+  const session = path.join(dir, 'close-session.pem');
+  const ask = (args) => {
+    const r = spawnSync('openssl', ['s_client', '-connect', `127.0.0.1:${proxy.port}`, '-servername', 'localhost',
+      '-CAfile', ca.cert, '-ign_eof', ...args],
+    { input: 'GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n', timeout: 10_000, encoding: 'utf8' });
+    return `${r.stdout}\n${r.stderr}`;
+  };
+  const first = ask(['-sess_out', session]);
+  assert.match(first, /HTTP\/1\.1 200/);
+  assert.doesNotMatch(first, /unexpected eof/i, 'the proxy sent close_notify before closing');
+  assert.match(first, /^New, TLSv1\.3/m);
+  const second = ask(['-sess_in', session]);
+  assert.match(second, /^Reused, TLSv1\.3/m, second);
+  assert.doesNotMatch(second, /unexpected eof/i);
+  const m = await waitMetrics(proxy, (x) => x.value('tokenmeter_tls_handshakes_total', { session: 'resumed' }) >= 1);
+  assert.equal(m.value('tokenmeter_tls_handshakes_total', { listener: 'proxy', session: 'resumed' }), 1);
+  await proxy.stop();
+});
+
 test('a stream through the TLS listener arrives whole, and the handshake is TLS 1.3 with ALPN http/1.1', { timeout: 60_000 }, async () => {
   const sim = await startSim();
   const proxy = await startProxy({ upstream: sim.port, config: tlsConfig(liveFiles('stream')) });
