@@ -6,10 +6,15 @@
 #   tokenmeter-bare  no reference tokenizer, no usage injection (what metering itself costs)
 #   nginx            Debian's nginx, 1 worker, proxy_buffering off, upstream keep-alive
 #   haproxy          Debian's haproxy, 1 thread, option http-no-delay
+#   tokenmeter-tls   the tokenmeter config with TLS on its listener
+#   nginx-tls        the nginx config with TLS on its listener, the same certificate and key
 # and runs `tokenmeter-load bench` over all of them in one run: CPU per forwarded chunk, latency
 # added per chunk (p50/p99) against the simulator direct, peak RSS, RSS per open stream, errors
 # and chunks delivered, with every ratio to nginx. tokenmeter runs one worker thread, like
-# nginx's one worker and haproxy's one thread. Builds nothing.
+# nginx's one worker and haproxy's one thread. With a -tls target, the certificate is an ECDSA
+# P-256 one the openssl CLI makes in the temporary directory, and a handshake phase follows the
+# bench (see the handshakes below). scripts/bench-tls.sh runs the TLS targets beside the plain
+# ones. Builds nothing.
 set -euo pipefail
 
 usage() {
@@ -21,7 +26,8 @@ usage: scripts/bench-proxies.sh [BUILD_DIR] [-- extra tokenmeter-load bench flag
                cmake --build build-release --target tokenmeter tokenmeter-sim tokenmeter-load
 
 Needs nginx and haproxy (apt-get install nginx haproxy); either can be left out with
-NO_NGINX=1 or NO_HAPROXY=1 (then ratios are to the first one present, or none).
+NO_NGINX=1 or NO_HAPROXY=1 (then ratios are to the first one present, or none). The -tls
+targets need the openssl CLI (apt-get install openssl).
 
 Environment (defaults: the headroom issue's load; about 6 minutes on 2 cores):
   CONCURRENCY=1000    streams at once in each round
@@ -32,7 +38,10 @@ Environment (defaults: the headroom issue's load; about 6 minutes on 2 cores):
   ROUNDS=3            rounds over every target, order rotated; medians are reported
   HOLD_STREAMS=       streams held open in the memory phase (default CONCURRENCY)
   THREADS=1           tokenmeter --threads
-  TARGETS="tokenmeter tokenmeter-bare nginx haproxy"   which proxies to run
+  TARGETS="tokenmeter tokenmeter-bare nginx haproxy"   which proxies to run; also
+                      tokenmeter-tls and nginx-tls (TLS on the listener)
+  HANDSHAKE_SECONDS=5 with -tls targets: seconds per `openssl s_time` run in the handshake
+                      phase (0: none); HANDSHAKE_ROUNDS=3 rounds of them
   JSON=1              print the report as JSON
 USAGE
 }
@@ -53,16 +62,25 @@ hold_streams=${HOLD_STREAMS:-$concurrency}
 threads=${THREADS:-1}
 targets=${TARGETS:-tokenmeter tokenmeter-bare nginx haproxy}
 wants() { [[ " $targets " == *" $1 "* ]]; }
-if [[ ${NO_NGINX:-0} == 1 ]]; then targets=${targets//nginx/}; fi
+if [[ ${NO_NGINX:-0} == 1 ]]; then targets=${targets//nginx-tls/}; targets=${targets//nginx/}; fi
 if [[ ${NO_HAPROXY:-0} == 1 ]]; then targets=${targets//haproxy/}; fi
+
+handshake_seconds=${HANDSHAKE_SECONDS:-5}
+handshake_rounds=${HANDSHAKE_ROUNDS:-3}
+tls=0
+if [[ " $targets " == *"-tls "* ]]; then tls=1; fi
 
 require_release_build
 for tool in nginx haproxy; do
-  if wants "$tool" && ! command -v "$tool" >/dev/null && [[ ! -x /usr/sbin/$tool ]]; then
+  if { wants "$tool" || wants "$tool-tls"; } && ! command -v "$tool" >/dev/null && [[ ! -x /usr/sbin/$tool ]]; then
     echo "bench-proxies: $tool is not installed (apt-get install $tool), or set NO_${tool^^}=1" >&2
     exit 2
   fi
 done
+if ((tls)) && ! command -v openssl >/dev/null; then
+  echo "bench-proxies: the -tls targets need the openssl CLI (apt-get install openssl)" >&2
+  exit 2
+fi
 export PATH=$PATH:/usr/sbin
 
 # Every stream is a socket on each side of each proxy: raise the soft limit to the hard one.
@@ -122,9 +140,29 @@ sim_port=${sim_addr##*:}
 
 via=()
 baseline=
+declare -A server_port server_pid_list  # by target name, for the handshake phase
+
+# One CA and a server certificate it signs, both ECDSA P-256, naming 127.0.0.1 and localhost.
+if ((tls)); then
+  mkdir -p "$work/tls"
+  (
+    cd "$work/tls"
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+      -subj "/CN=tokenmeter bench CA" -keyout ca.key -out ca.pem
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=localhost" \
+      -keyout server.key -out server.csr
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n' >server.ext
+    openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 \
+      -extfile server.ext -out server.pem
+  ) >"$work/tls.log" 2>&1 || {
+    echo "bench-proxies: making the test certificate failed:" >&2
+    cat "$work/tls.log" >&2
+    exit 1
+  }
+fi
 
 start_tokenmeter() {
-  local name=$1 config=$2 line addr pid
+  local name=$1 config=$2 scheme=${3:-http} line addr pid
   printf '%s' "$config" >"$work/$name.yaml"
   "$proxy_bin" --config "$work/$name.yaml" --listen 127.0.0.1:0 --admin 127.0.0.1:0 \
     --upstream "http://$sim_addr" --threads "$threads" >"$work/$name.out" 2>"$work/$name.err" &
@@ -132,11 +170,12 @@ start_tokenmeter() {
   server_pids+=("$pid")
   line=$(wait_for_line "$work/$name.out" '^tokenmeter listening: ' "$pid" "$name")
   addr=$(sed -n 's/.* proxy=\([^ ]*\).*/\1/p' <<<"$line")
-  via+=(--via "$name=http://$addr,$pid")
+  via+=(--via "$name=$scheme://$addr,$pid")
+  server_port[$name]=${addr##*:}
+  server_pid_list[$name]=$pid
 }
 
-if wants tokenmeter; then
-  start_tokenmeter tokenmeter "log:
+full_metering="log:
   level: warn
 reference_tokenizer: o200k_base
 usage_injection: true
@@ -144,6 +183,14 @@ models:
   bench-model:
     tokenizer: cl100k_base
 "
+if wants tokenmeter; then
+  start_tokenmeter tokenmeter "$full_metering"
+fi
+if wants tokenmeter-tls; then
+  start_tokenmeter tokenmeter-tls "${full_metering}tls:
+  cert_file: $work/tls/server.pem
+  key_file: $work/tls/server.key
+" https
 fi
 if wants tokenmeter-bare; then
   start_tokenmeter tokenmeter-bare "log:
@@ -153,25 +200,38 @@ usage_injection: false
 "
 fi
 
-if wants nginx; then
-  nginx_port=$(free_port)
-  mkdir -p "$work/nginx"
-  cat >"$work/nginx/nginx.conf" <<EOF
+# start_nginx NAME [tls]: an nginx of its own per target, so each one's memory phase starts fresh.
+start_nginx() {
+  local name=$1 with_tls=${2:-} port pid workers listen_options="" tls_lines="" scheme=http
+  port=$(free_port)
+  if [[ $with_tls == tls ]]; then
+    listen_options=" ssl"
+    scheme=https
+    # The protocols and the session cache and tickets as tokenmeter's TLS profile has them.
+    tls_lines="ssl_certificate $work/tls/server.pem;
+    ssl_certificate_key $work/tls/server.key;
+    ssl_protocols TLSv1.2 TLSv1.3;
+    ssl_session_cache shared:SSL:10m;
+    ssl_session_tickets on;"
+  fi
+  mkdir -p "$work/$name"
+  cat >"$work/$name/nginx.conf" <<EOF
 worker_processes 1;
 worker_rlimit_nofile $(ulimit -n);
-pid $work/nginx/nginx.pid;
-error_log $work/nginx.err warn;
+pid $work/$name/nginx.pid;
+error_log $work/$name.err warn;
 events { worker_connections $((2 * hold_streams + 1000)); }
 http {
   access_log off;
-  client_body_temp_path $work/nginx/body;
-  proxy_temp_path $work/nginx/proxy;
-  fastcgi_temp_path $work/nginx/fastcgi;
-  uwsgi_temp_path $work/nginx/uwsgi;
-  scgi_temp_path $work/nginx/scgi;
+  client_body_temp_path $work/$name/body;
+  proxy_temp_path $work/$name/proxy;
+  fastcgi_temp_path $work/$name/fastcgi;
+  uwsgi_temp_path $work/$name/uwsgi;
+  scgi_temp_path $work/$name/scgi;
   upstream model { server 127.0.0.1:$sim_port; keepalive 1024; }
   server {
-    listen 127.0.0.1:$nginx_port backlog=4096;
+    listen 127.0.0.1:$port$listen_options backlog=4096;
+    $tls_lines
     keepalive_requests 100000;
     location / {
       proxy_pass http://model;
@@ -183,14 +243,23 @@ http {
   }
 }
 EOF
-  nginx -p "$work/nginx" -c "$work/nginx/nginx.conf" -g 'daemon off; master_process on;' \
-    >"$work/nginx.out" 2>>"$work/nginx.err" &
-  nginx_pid=$!
-  server_pids+=("$nginx_pid")
-  wait_port "$nginx_port" "$nginx_pid" nginx
-  nginx_workers=$(pgrep -P "$nginx_pid" | paste -sd+ -)
-  via+=(--via "nginx=http://127.0.0.1:$nginx_port,$nginx_pid+$nginx_workers")
-  baseline=nginx
+  nginx -p "$work/$name" -c "$work/$name/nginx.conf" -g 'daemon off; master_process on;' \
+    >"$work/$name.out" 2>>"$work/$name.err" &
+  pid=$!
+  server_pids+=("$pid")
+  wait_port "$port" "$pid" "$name"
+  workers=$(pgrep -P "$pid" | paste -sd+ -)
+  via+=(--via "$name=$scheme://127.0.0.1:$port,$pid+$workers")
+  server_port[$name]=$port
+  server_pid_list[$name]="$pid ${workers//+/ }"
+  baseline=${baseline:-$name}
+}
+
+if wants nginx; then
+  start_nginx nginx
+fi
+if wants nginx-tls; then
+  start_nginx nginx-tls tls
 fi
 
 if wants haproxy; then
@@ -228,6 +297,9 @@ fi
 
 echo "machine: $(nproc) CPUs, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n1), kernel $(uname -r)" >&2
 echo "versions: $(nginx -v 2>&1 | sed 's/.*version: //') $(haproxy -v 2>/dev/null | head -n1 | cut -d' ' -f1-3); build $build_dir" >&2
+if ((tls)); then
+  echo "tls: $(openssl version), certificate ECDSA P-256 from $work/tls" >&2
+fi
 
 json_flag=()
 if [[ ${JSON:-0} == 1 ]]; then
@@ -237,12 +309,97 @@ baseline_flag=()
 if [[ -n $baseline ]]; then
   baseline_flag=(--baseline "$baseline")
 fi
+tls_flag=()
+if ((tls)); then
+  tls_flag=(--ca-file "$work/tls/ca.pem")
+fi
 
 status=0
 "$load_bin" bench --direct "http://$sim_addr" "${via[@]}" "${baseline_flag[@]}" \
   --concurrency "$concurrency" --requests "$requests" --output-tokens "$output_tokens" \
   --itl-ms "$itl_ms" --ttft-ms "$ttft_ms" --rounds "$rounds" --hold-streams "$hold_streams" \
-  "${json_flag[@]}" "${extra[@]}" || status=$?
+  "${tls_flag[@]}" "${json_flag[@]}" "${extra[@]}" || status=$?
+
+# Handshakes: `openssl s_time` opens one connection after another to each -tls target for
+# HANDSHAKE_SECONDS, in rounds that alternate the targets' order. Kinds: -new (a full handshake
+# each) and -reuse (each resuming the first one's session), TLS 1.3 and 1.2, with no request;
+# TLS 1.3 resumes from a ticket the server sends after the handshake, which s_time reads only
+# when it fetches a page, so TLS 1.3 -reuse runs with `-www /` (a GET / over HTTP/1.0, proxied
+# to the simulator) and so does a TLS 1.3 -new run to compare it with. The server's utime+stime
+# (/proc/PID/stat, all its processes) after − before the run, over the connections s_time made,
+# is its CPU per connection.
+cpu_ticks() {
+  local total=0 pid fields
+  local -a stat
+  for pid in "$@"; do
+    fields=$(sed 's/.*) //' "/proc/$pid/stat") || return 1
+    read -r -a stat <<<"$fields"
+    # After the command name, utime and stime (fields 14 and 15 of proc(5)) are at 11 and 12.
+    total=$((total + stat[11] + stat[12]))
+  done
+  echo "$total"
+}
+
+tls_targets=()
+for name in tokenmeter-tls nginx-tls; do
+  if wants "$name"; then tls_targets+=("$name"); fi
+done
+if ((tls && handshake_seconds > 0 && ${#tls_targets[@]} > 0)); then
+  tick=$(getconf CLK_TCK)
+  echo "handshakes: openssl s_time, $handshake_seconds s per run, $handshake_rounds rounds" >&2
+  : >"$work/handshakes.tsv"
+  for ((round = 1; round <= handshake_rounds; round++)); do
+    order=("${tls_targets[@]}")
+    if ((round % 2 == 0)); then
+      order=()
+      for ((i = ${#tls_targets[@]} - 1; i >= 0; i--)); do order+=("${tls_targets[i]}"); done
+    fi
+    for name in "${order[@]}"; do
+      read -r -a pids <<<"${server_pid_list[$name]}"
+      for kind in tls1_3:new tls1_3:new:www tls1_3:reuse:www tls1_2:new tls1_2:reuse; do
+        IFS=: read -r version mode page <<<"$kind"
+        www=()
+        if [[ -n $page ]]; then www=(-www /); fi
+        before=$(cpu_ticks "${pids[@]}")
+        out=$(openssl s_time -connect "127.0.0.1:${server_port[$name]}" "-$mode" "-$version" \
+          "${www[@]}" -time "$handshake_seconds" -CAfile "$work/tls/ca.pem" 2>&1) || true
+        after=$(cpu_ticks "${pids[@]}")
+        connections=$(sed -n 's/^\([0-9]*\) connections in [0-9.]* real seconds.*/\1/p' <<<"$out" | tail -n1)
+        # s_time prints a character per connection: 'r' resumed, '*' a full handshake.
+        resumed=$(grep -E '^[*r]+$' <<<"$out" | tr -cd 'r' | wc -c)
+        printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$version" "$mode${page:+ + GET /}" \
+          "${connections:-0}" "$resumed" "$((after - before))" >>"$work/handshakes.tsv"
+      done
+    done
+  done
+  # Medians over the rounds, per target, version and mode.
+  printf '%-16s %-7s %-13s %12s %9s %20s\n' target version kind connections resumed \
+    'server CPU us/conn'
+  sort -t "$(printf '\t')" -k1,1 -k2,2 -k3,3 "$work/handshakes.tsv" | awk -F '\t' -v tick="$tick" '
+    function median(values, count,   i, j, swap) {
+      for (i = 1; i <= count; i++) {
+        for (j = i + 1; j <= count; j++) {
+          if (values[j] < values[i]) { swap = values[i]; values[i] = values[j]; values[j] = swap }
+        }
+      }
+      return count % 2 ? values[(count + 1) / 2] : (values[count / 2] + values[count / 2 + 1]) / 2
+    }
+    function flush() {
+      if (count > 0) {
+        printf "%-16s %-7s %-13s %12d %9d %20.0f\n", target, version, mode, median(conns, count),
+          median(resumed, count), median(micros, count)
+      }
+      count = 0
+    }
+    $1 != target || $2 != version || $3 != mode { flush(); target = $1; version = $2; mode = $3 }
+    {
+      count++
+      conns[count] = $4
+      resumed[count] = $5
+      micros[count] = $4 > 0 ? $6 / tick / $4 * 1e6 : 0
+    }
+    END { flush() }'
+fi
 
 for pid in "${server_pids[@]}"; do
   if ! kill -0 "$pid" 2>/dev/null; then

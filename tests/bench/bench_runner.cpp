@@ -77,6 +77,7 @@ class rss_sampler {
 load_options round_options(const bench_options& options, const loopback_url& target) {
     load_options load;
     load.target = target;
+    load.ca_file = options.ca_file;
     load.path = options.path;
     load.concurrency = options.concurrency;
     load.requests = options.requests;

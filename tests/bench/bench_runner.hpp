@@ -29,6 +29,7 @@ struct bench_options {
     std::vector<bench_target> targets;
     std::string baseline;  // a target name: the report adds each target's ratios to it
     std::string path = "/v1/chat/completions";
+    std::string ca_file;  // trusted by https:// targets (see load_options::ca_file)
     std::string model = "bench-model";
     std::size_t concurrency = 64;
     std::uint64_t requests = 1000;  // per round

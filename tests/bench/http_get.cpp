@@ -13,6 +13,10 @@ namespace http = beast::http;
 
 http_get_result http_get(const loopback_url& url, std::chrono::milliseconds timeout) {
     http_get_result result;
+    if (url.tls) {
+        result.error = "https:// is not supported here; scrape the plain admin listener";
+        return result;
+    }
     asio::io_context ioc{1};
     beast::tcp_stream stream(ioc);
     beast::error_code ec;

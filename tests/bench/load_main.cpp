@@ -30,7 +30,9 @@ namespace {
 using namespace tokenmeter::load;
 
 constexpr std::string_view usage_text = R"(usage:
-  tokenmeter-load --target http://127.0.0.1:PORT [options]     run streamed chat-completion load
+  tokenmeter-load --target http[s]://127.0.0.1:PORT [options]  run streamed chat-completion load
+      --ca-file PEM          an https:// target's certificate must chain to this CA (default:
+                             the system's trust store) and name the target's address
       --concurrency N        connections, each sending one request after another (default 8)
       --requests N           total requests (default 200; unlimited if only --duration-s is given)
       --duration-s S         stop after S seconds, whichever comes first (at most 600)
@@ -49,13 +51,14 @@ constexpr std::string_view usage_text = R"(usage:
       [--wait-requests N] [--timeout-s S]   poll until tokenmeter_requests_total reaches N
 
   tokenmeter-load bench --direct http://127.0.0.1:S
-      --via NAME=http://127.0.0.1:P[,PID[+PID...]]   a proxy in front of S (repeatable; its
-                             CPU and memory are summed over the PIDs, e.g. nginx's master+worker)
+      --via NAME=http[s]://127.0.0.1:P[,PID[+PID...]]   a proxy in front of S (repeatable;
+                             its CPU and memory are summed over the PIDs, e.g. nginx's master and
+                             worker; https:// targets trust --ca-file)
       [--baseline NAME]      adds each target's CPU, p99 and RSS ratios to this one
       [--proxy http://127.0.0.1:P [--proxy-pid PID]]  the same as --via proxy=URL,PID
       [--concurrency 64] [--requests 1000] [--output-tokens 100] [--itl-ms 5] [--ttft-ms 10]
       [--tokens-per-chunk N] [--rounds 3] [--hold-streams N] [--hold-output-tokens 200]
-      [--hold-itl-ms 20] [--model bench-model] [--path P] [--json]
+      [--hold-itl-ms 20] [--model bench-model] [--path P] [--ca-file PEM] [--json]
 
 Only loopback targets are accepted: 127.0.0.0/8, [::1] and localhost.
 Exit status: 0 all requests succeeded, 1 some failed, 2 usage error.
@@ -221,8 +224,9 @@ void print_load_text(const load_options& options, const load_result& r) {
     auto rate = [&](double count) {
         return r.wall_seconds > 0 ? count / r.wall_seconds : std::nan("");
     };
-    std::cout << "tokenmeter-load: http://" << options.target.host_header << options.path
-              << ", concurrency " << options.concurrency << ", models";
+    std::cout << "tokenmeter-load: " << (options.target.tls ? "https://" : "http://")
+              << options.target.host_header << options.path << ", concurrency "
+              << options.concurrency << ", models";
     for (const std::string& model : options.models) {
         std::cout << " " << model;
     }
@@ -292,7 +296,8 @@ void print_load_json(const load_options& options, const load_result& r) {
         status[std::to_string(code)] = count;
     }
     nlohmann::json doc = {
-        {"target", "http://" + options.target.host_header + options.path},
+        {"target",
+         (options.target.tls ? "https://" : "http://") + options.target.host_header + options.path},
         {"concurrency", options.concurrency},
         {"requests",
          {{"ok", r.requests_ok},
@@ -319,11 +324,11 @@ void print_load_json(const load_options& options, const load_result& r) {
 }
 
 int run_load_command(std::span<char* const> args) {
-    parsed_args parsed =
-        parse_flags(args,
-                    {"target", "concurrency", "requests", "duration-s", "models", "output-tokens",
-                     "ttft-ms", "itl-ms", "tokens-per-chunk", "path", "idle-timeout-s", "header"},
-                    {"stamp", "json"});
+    parsed_args parsed = parse_flags(
+        args,
+        {"target", "concurrency", "requests", "duration-s", "models", "output-tokens", "ttft-ms",
+         "itl-ms", "tokens-per-chunk", "path", "idle-timeout-s", "header", "ca-file"},
+        {"stamp", "json"});
     if (!parsed.error.empty()) {
         return usage_error(parsed.error);
     }
@@ -359,6 +364,7 @@ int run_load_command(std::span<char* const> args) {
     options.idle_timeout_seconds =
         flags.real("idle-timeout-s", 0.01, max_duration_seconds).value_or(60);
     options.stamp = flags.has("stamp");
+    options.ca_file = flags.text("ca-file").value_or("");
     for (const std::string& header : parsed.headers) {
         std::size_t colon = header.find(':');
         std::string name = header.substr(0, colon);
@@ -449,12 +455,12 @@ int run_summary_command(std::span<char* const> args) {
 }
 
 int run_bench_command(std::span<char* const> args) {
-    parsed_args parsed =
-        parse_flags(args,
-                    {"proxy", "direct", "proxy-pid", "via", "baseline", "concurrency", "requests",
-                     "output-tokens", "itl-ms", "ttft-ms", "tokens-per-chunk", "rounds",
-                     "hold-streams", "hold-output-tokens", "hold-itl-ms", "model", "path"},
-                    {"json"});
+    parsed_args parsed = parse_flags(
+        args,
+        {"proxy", "direct", "proxy-pid", "via", "baseline", "concurrency", "requests",
+         "output-tokens", "itl-ms", "ttft-ms", "tokens-per-chunk", "rounds", "hold-streams",
+         "hold-output-tokens", "hold-itl-ms", "model", "path", "ca-file"},
+        {"json"});
     if (!parsed.error.empty()) {
         return usage_error(parsed.error);
     }
@@ -509,6 +515,7 @@ int run_bench_command(std::span<char* const> args) {
                                               .value_or(options.hold_inter_token_latency_ms);
     options.model = flags.text("model").value_or(options.model);
     options.path = flags.text("path").value_or(options.path);
+    options.ca_file = flags.text("ca-file").value_or("");
     options.json = flags.has("json");
     if (!flags.error().empty()) {
         return usage_error(flags.error());

@@ -5,9 +5,12 @@
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/ssl/host_name_verification.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string_view>
@@ -18,6 +21,7 @@ namespace {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
+namespace ssl = asio::ssl;
 using tcp = asio::ip::tcp;
 using clock_type = std::chrono::steady_clock;
 
@@ -95,7 +99,18 @@ class load_state {
         : options_(options),
           ioc_(ioc),
           endpoint_(asio::ip::make_address(options.target.address), options.target.port),
-          deadline_timer_(ioc) {}
+          deadline_timer_(ioc) {
+        if (options.target.tls) {
+            // Throws when the CA file does not load: a start-up error, reported by main.
+            tls_context_.emplace(ssl::context::tls_client);
+            tls_context_->set_verify_mode(ssl::verify_peer);
+            if (options.ca_file.empty()) {
+                tls_context_->set_default_verify_paths();
+            } else {
+                tls_context_->load_verify_file(options.ca_file);
+            }
+        }
+    }
 
     void start();
 
@@ -187,6 +202,10 @@ class load_state {
     [[nodiscard]] const load_options& options() const noexcept { return options_; }
     [[nodiscard]] const tcp::endpoint& endpoint() const noexcept { return endpoint_; }
     [[nodiscard]] asio::io_context& io_context() noexcept { return ioc_; }
+    // Set only for an https:// target.
+    [[nodiscard]] ssl::context* tls_context() noexcept {
+        return tls_context_ ? &*tls_context_ : nullptr;
+    }
 
     load_result take_result() {
         result_.wall_seconds =
@@ -208,6 +227,7 @@ class load_state {
     asio::io_context& ioc_;
     tcp::endpoint endpoint_;
     asio::steady_timer deadline_timer_;
+    std::optional<ssl::context> tls_context_;
     clock_type::time_point started_at_;
     clock_type::time_point deadline_;
     std::optional<clock_type::time_point> finished_at_;
@@ -224,11 +244,11 @@ class load_state {
 class load_session : public std::enable_shared_from_this<load_session> {
   public:
     load_session(asio::io_context& ioc, load_state& state)
-        : state_(state), stream_(ioc), backoff_(ioc) {}
+        : state_(state), tcp_(ioc), backoff_(ioc) {}
 
     void start() {
         asio::dispatch(
-            stream_.get_executor(),
+            tcp_.get_executor(),
             beast::bind_front_handler(&load_session::do_next_request, shared_from_this()));
     }
 
@@ -236,11 +256,22 @@ class load_session : public std::enable_shared_from_this<load_session> {
     void stop() {
         backoff_.cancel();
         beast::error_code ignored;
-        stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
-        stream_.close();
+        tcp_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+        tcp_.close();
     }
 
   private:
+    // Runs an I/O operation on the TLS stream of an https:// target, else on the TCP stream;
+    // the plain path pays one branch.
+    template <typename Operation>
+    void on_stream(Operation&& operation) {
+        if (tls_) {
+            operation(*tls_);
+        } else {
+            operation(tcp_);
+        }
+    }
+
     void do_next_request() {
         std::optional<std::string> model = state_.next_model();
         if (!model) {
@@ -303,32 +334,53 @@ class load_session : public std::enable_shared_from_this<load_session> {
 
     void do_connect() {
         reused_connection_ = false;
-        stream_.expires_after(idle_timeout());
-        stream_.async_connect(
-            state_.endpoint(),
-            beast::bind_front_handler(&load_session::on_connect, shared_from_this()));
+        tcp_.expires_after(idle_timeout());
+        tcp_.async_connect(state_.endpoint(), beast::bind_front_handler(&load_session::on_connect,
+                                                                        shared_from_this()));
     }
 
     void on_connect(beast::error_code ec) {
         if (ec) {
-            if (state_.stopping()) {
-                end_cancelled();
-                return;
-            }
-            end_stream();
-            if (current_.sent_at == clock_type::time_point{}) {
-                current_.sent_at = clock_type::now();
-            }
-            state_.record(current_, clock_type::now(), "connect: " + ec.message());
-            close_connection();
-            backoff_.expires_after(reconnect_backoff);
-            backoff_.async_wait(
-                beast::bind_front_handler(&load_session::on_backoff, shared_from_this()));
+            fail_connect("connect", ec);
             return;
         }
         connected_ = true;
-        stream_.socket().set_option(tcp::no_delay(true), ec);
+        tcp_.socket().set_option(tcp::no_delay(true), ec);
+        if (ssl::context* context = state_.tls_context()) {
+            tls_.emplace(tcp_, *context);
+            tls_->set_verify_callback(ssl::host_name_verification(state_.options().target.address));
+            tcp_.expires_after(idle_timeout());
+            tls_->async_handshake(
+                ssl::stream_base::client,
+                beast::bind_front_handler(&load_session::on_handshake, shared_from_this()));
+            return;
+        }
         do_write();
+    }
+
+    void on_handshake(beast::error_code ec) {
+        if (ec) {
+            fail_connect("tls handshake", ec);
+            return;
+        }
+        do_write();
+    }
+
+    // A connection that never carried the request costs the request and a short pause.
+    void fail_connect(const char* stage, beast::error_code ec) {
+        if (state_.stopping()) {
+            end_cancelled();
+            return;
+        }
+        end_stream();
+        if (current_.sent_at == clock_type::time_point{}) {
+            current_.sent_at = clock_type::now();
+        }
+        state_.record(current_, clock_type::now(), std::string(stage) + ": " + ec.message());
+        close_connection();
+        backoff_.expires_after(reconnect_backoff);
+        backoff_.async_wait(
+            beast::bind_front_handler(&load_session::on_backoff, shared_from_this()));
     }
 
     void on_backoff(beast::error_code) {
@@ -349,9 +401,12 @@ class load_session : public std::enable_shared_from_this<load_session> {
             in_flight_ = true;
             state_.stream_opened();
         }
-        stream_.expires_after(idle_timeout());
-        http::async_write(stream_, request_,
-                          beast::bind_front_handler(&load_session::on_write, shared_from_this()));
+        tcp_.expires_after(idle_timeout());
+        on_stream([this](auto& stream) {
+            http::async_write(
+                stream, request_,
+                beast::bind_front_handler(&load_session::on_write, shared_from_this()));
+        });
     }
 
     void on_write(beast::error_code ec, std::size_t) {
@@ -363,10 +418,12 @@ class load_session : public std::enable_shared_from_this<load_session> {
     }
 
     void do_read_header() {
-        stream_.expires_after(idle_timeout());
-        http::async_read_header(
-            stream_, buffer_, *parser_,
-            beast::bind_front_handler(&load_session::on_read_header, shared_from_this()));
+        tcp_.expires_after(idle_timeout());
+        on_stream([this](auto& stream) {
+            http::async_read_header(
+                stream, buffer_, *parser_,
+                beast::bind_front_handler(&load_session::on_read_header, shared_from_this()));
+        });
     }
 
     void on_read_header(beast::error_code ec, std::size_t) {
@@ -386,10 +443,12 @@ class load_session : public std::enable_shared_from_this<load_session> {
         auto& body = parser_->get().body();
         body.data = body_chunk_.data();
         body.size = body_chunk_.size();
-        stream_.expires_after(idle_timeout());
-        http::async_read_some(
-            stream_, buffer_, *parser_,
-            beast::bind_front_handler(&load_session::on_read_body, shared_from_this()));
+        tcp_.expires_after(idle_timeout());
+        on_stream([this](auto& stream) {
+            http::async_read_some(
+                stream, buffer_, *parser_,
+                beast::bind_front_handler(&load_session::on_read_body, shared_from_this()));
+        });
     }
 
     void on_read_body(beast::error_code ec, std::size_t) {
@@ -539,9 +598,11 @@ class load_session : public std::enable_shared_from_this<load_session> {
     void close_connection() {
         if (connected_) {
             beast::error_code ignored;
-            stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+            tcp_.socket().shutdown(tcp::socket::shutdown_both, ignored);
         }
-        stream_.close();
+        // A TLS stream cannot be reused: the next connection gets a new one.
+        tls_.reset();
+        tcp_.close();
         connected_ = false;
         buffer_.clear();
     }
@@ -552,7 +613,8 @@ class load_session : public std::enable_shared_from_this<load_session> {
     }
 
     load_state& state_;
-    beast::tcp_stream stream_;
+    beast::tcp_stream tcp_;
+    std::optional<beast::ssl_stream<beast::tcp_stream&>> tls_;  // https:// targets only
     asio::steady_timer backoff_;
     beast::flat_buffer buffer_;
     http::request<http::string_body> request_;

@@ -22,6 +22,9 @@ inline constexpr double max_duration_seconds = 600;
 
 struct load_options {
     loopback_url target;
+    // An https:// target: the PEM file of the CA its certificate must chain to (empty: the
+    // system's trust store). The certificate must also name the target's address.
+    std::string ca_file;
     std::string path = "/v1/chat/completions";
     std::size_t concurrency = 8;
     std::optional<std::uint64_t> requests = 200;  // empty: until the duration ends

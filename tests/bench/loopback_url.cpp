@@ -22,11 +22,20 @@ url_result fail(std::string message) {
 }  // namespace
 
 url_result parse_loopback_url(std::string_view text) {
-    constexpr std::string_view scheme = "http://";
-    if (text.size() < scheme.size() || !iequals(text.substr(0, scheme.size()), scheme)) {
-        return fail("only http:// URLs are supported: " + std::string(text));
+    auto has_scheme = [text](std::string_view scheme) {
+        return text.size() >= scheme.size() && iequals(text.substr(0, scheme.size()), scheme);
+    };
+    loopback_url url;
+    std::string_view rest;
+    if (has_scheme("http://")) {
+        rest = text.substr(7);
+    } else if (has_scheme("https://")) {
+        rest = text.substr(8);
+        url.tls = true;
+        url.port = 443;
+    } else {
+        return fail("only http:// and https:// URLs are supported: " + std::string(text));
     }
-    std::string_view rest = text.substr(scheme.size());
     std::size_t slash = rest.find('/');
     std::string_view authority = rest.substr(0, slash);
     std::string_view path =
@@ -65,7 +74,6 @@ url_result parse_loopback_url(std::string_view text) {
         return fail("missing host: " + std::string(text));
     }
 
-    loopback_url url;
     if (!port_text.empty()) {
         unsigned value = 0;
         auto [end, ec] =

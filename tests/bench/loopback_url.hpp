@@ -1,5 +1,5 @@
-// loopback_url: parses the http:// URLs tokenmeter-load is given and refuses any host that is not
-// this machine, so a mistyped flag can never aim load at someone else's server.
+// loopback_url: parses the http:// and https:// URLs tokenmeter-load is given and refuses any host
+// that is not this machine, so a mistyped flag can never aim load at someone else's server.
 #pragma once
 
 #include <cstdint>
@@ -12,8 +12,9 @@ namespace tokenmeter::load {
 struct loopback_url {
     std::string host_header;  // as written (with the port), for the Host header
     std::string address;      // numeric loopback address to connect to
-    std::uint16_t port = 80;
-    std::string path;  // "/" when the URL has none
+    std::uint16_t port = 80;  // 443 for https:// without a port
+    std::string path;         // "/" when the URL has none
+    bool tls = false;         // https://
 };
 
 struct url_result {
@@ -21,7 +22,8 @@ struct url_result {
     std::string error;
 };
 
-// Accepts http://HOST[:PORT][/PATH] where HOST is an address in 127.0.0.0/8, [::1] or localhost.
+// Accepts http://HOST[:PORT][/PATH] and https://HOST[:PORT][/PATH] where HOST is an address in
+// 127.0.0.0/8, [::1] or localhost.
 url_result parse_loopback_url(std::string_view text);
 
 }  // namespace tokenmeter::load
