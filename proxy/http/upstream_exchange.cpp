@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <charconv>
+#include <cstring>
 #include <limits>
 #include <utility>
 
@@ -220,9 +222,9 @@ void upstream_exchange<Stream>::on_head(error_code ec) {
         return;
     }
 
-    // No retry can come now: the request body (a long prompt, perhaps) is not needed while
-    // the response streams.
-    std::string().swap(request_.body());
+    // No retry can come now: the request sent upstream (its fields, and its body, a long
+    // prompt perhaps) is not needed while the response streams.
+    request_ = {};
     auto& request = owner_.request_;
     const auto& head = parser_->get();
     interim_responses_ = 0;
@@ -240,6 +242,7 @@ void upstream_exchange<Stream>::on_head(error_code ec) {
         usage_filter_.emplace(protocol::usage_filter::default_max_held_bytes,
                               options_.continuous_usage);
     }
+    framing_ = has_body ? body_framing::raw : body_framing::none;
     if (!has_body) {
         // HEAD, 204 and 304 keep the upstream's Content-Length as a description, with no body.
         auto length = head[bhttp::field::content_length];
@@ -250,10 +253,12 @@ void upstream_exchange<Stream>::on_head(error_code ec) {
         client_response_.content_length(*length);
     } else if (request.version >= 11) {
         client_response_.chunked(true);
+        framing_ = body_framing::chunked;
     } else {
         // An HTTP/1.0 client cannot take chunks: the body ends when the connection closes.
         request.keep_alive = false;
     }
+    end_written_ = false;
     client_response_.keep_alive(request.keep_alive && !owner_.draining());
     client_response_.body().data = nullptr;
     client_response_.body().size = 0;
@@ -263,6 +268,9 @@ void upstream_exchange<Stream>::on_head(error_code ec) {
     auto wait = request.observed->response_head(
         static_cast<int>(head.result_int()),
         std::string_view(content_type.data(), content_type.size()), has_body, now);
+    // Everything the head said has been copied or decided on: its fields are not needed while
+    // the body streams (trailers, if any, are parsed into the emptied set).
+    parser_->get().clear();
     serializer_.emplace(client_response_);
     // No byte of a metered response reaches the client before its open entry is on disk, so a
     // client that saw a response always has a record, even if the proxy is killed next.
@@ -315,6 +323,9 @@ void upstream_exchange<Stream>::write_client_header() {
 
 template <class Stream>
 void upstream_exchange<Stream>::on_write_client_header(error_code ec) {
+    // The body's framing is the relay's own: the head and its writer are done with.
+    serializer_.reset();
+    client_response_ = {};
     if (ec || client_gone()) {
         end_for_client_gone();
         return;

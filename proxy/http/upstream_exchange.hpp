@@ -94,7 +94,15 @@ class upstream_exchange {
     unsigned interim_responses_ = 0;
     bhttp::response<bhttp::empty_body> interim_response_;
     bhttp::response<bhttp::buffer_body> client_response_;
+    // Writes the response head only; the body's framing is the relay's own (body_framing).
     std::optional<bhttp::response_serializer<bhttp::buffer_body>> serializer_;
+    // How the body goes to the client: as it is (Content-Length, or until the connection closes
+    // for an HTTP/1.0 client) or in chunks the relay frames itself, one chunk per write, so a
+    // write is one gathered send of the bytes in place (no per-chunk serializer machinery).
+    enum class body_framing : std::uint8_t { none, raw, chunked };
+    body_framing framing_ = body_framing::none;
+    bool end_written_ = false;    // the write in flight carries the end of the body
+    std::array<char, 20> chunk_head_{};  // "<hex size>\r\n" of the chunk being written
     std::optional<protocol::usage_filter> usage_filter_;
     std::uint64_t relayed_bytes_ = 0;
     std::string_view pending_last_;  // the held end of the response (see write_last_body)

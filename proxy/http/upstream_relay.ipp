@@ -117,28 +117,45 @@ error_code upstream_exchange<Stream>::parse_buffered_body() {
     return {};
 }
 
+namespace relay_detail {
+inline constexpr std::string_view crlf = "\r\n";
+inline constexpr std::string_view crlf_last_chunk = "\r\n0\r\n\r\n";
+inline constexpr std::string_view last_chunk = "0\r\n\r\n";
+}  // namespace relay_detail
+
 template <class Stream>
 void upstream_exchange<Stream>::write_client_body(std::string_view bytes, bool last) {
-    auto& out = client_response_.body();
-    // buffer_body takes a mutable pointer but only reads through it.
-    out.data = const_cast<char*>(bytes.data());  // NOLINT(cppcoreguidelines-pro-type-const-cast)
-    out.size = bytes.size();
-    // The last bytes carry the end of the message with them (for chunked framing, the final
-    // chunk goes in the same write), so a client that reads them and hangs up at once has
-    // still received a complete response.
-    out.more = !last;
+    using namespace relay_detail;
+    // At most three pieces, gathered into one send: the chunk's size line, the bytes where the
+    // read left them, and the chunk's end. The last bytes carry the end of the message with them
+    // (for chunked framing, the final chunk goes in the same write), so a client that reads them
+    // and hangs up at once has still received a complete response.
+    std::array<asio::const_buffer, 3> pieces;
+    if (framing_ == body_framing::chunked) {
+        if (!bytes.empty()) {
+            auto [end, ec] = std::to_chars(chunk_head_.data(), chunk_head_.data() + 16,
+                                           bytes.size(), 16);
+            std::memcpy(end, crlf.data(), crlf.size());
+            pieces[0] = asio::buffer(chunk_head_.data(),
+                                     static_cast<std::size_t>(end - chunk_head_.data()) + 2);
+            pieces[1] = asio::buffer(bytes.data(), bytes.size());
+            pieces[2] = asio::buffer(last ? crlf_last_chunk : crlf);
+        } else if (last) {
+            pieces[0] = asio::buffer(last_chunk);
+        }
+    } else if (framing_ == body_framing::raw) {
+        pieces[0] = asio::buffer(bytes.data(), bytes.size());
+    }
+    end_written_ = last;
     owner_.lowest().expires_after(owner_.context_.settings.client_write);
-    bhttp::async_write(
-        owner_.client_, *serializer_,
+    asio::async_write(
+        owner_.client_, pieces,
         owner_.guarded([this](error_code ec, std::size_t) { on_write_client_body(ec); }));
 }
 
 template <class Stream>
 void upstream_exchange<Stream>::on_write_client_body(error_code ec) {
-    if (ec == bhttp::error::need_buffer) {
-        ec = {};
-    }
-    if (!ec && serializer_->is_done()) {
+    if (!ec && end_written_) {
         // Every byte was handed over: the response is complete even if the client hung up
         // right after reading it (the liveness watch may have seen that close first).
         on_complete();
@@ -155,7 +172,7 @@ void upstream_exchange<Stream>::on_write_client_body(error_code ec) {
     do_read_body();
 }
 
-// Tells the serializer the body is over: the final chunk for chunked framing, nothing otherwise.
+// The end of the body: the final chunk for chunked framing, nothing otherwise.
 template <class Stream>
 void upstream_exchange<Stream>::write_body_end() {
     auto& observed = *owner_.request_.observed;
@@ -165,14 +182,7 @@ void upstream_exchange<Stream>::write_body_end() {
             return;
         }
     }
-    auto& out = client_response_.body();
-    out.data = nullptr;
-    out.size = 0;
-    out.more = false;
-    owner_.lowest().expires_after(owner_.context_.settings.client_write);
-    bhttp::async_write(
-        owner_.client_, *serializer_,
-        owner_.guarded([this](error_code ec, std::size_t) { on_write_client_body(ec); }));
+    write_client_body({}, true);
 }
 
 template <class Stream>

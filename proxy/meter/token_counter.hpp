@@ -6,10 +6,11 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 #include "core/time.hpp"
 #include "protocol/types.hpp"
@@ -74,6 +75,33 @@ class token_counter {
         std::uint64_t end = 0;
         core::time_point at;
     };
+    // The reads whose bytes are still pending, oldest first: usually one or two. A vector with a
+    // moving front instead of a std::deque, which allocates a map and a 512-byte block as soon
+    // as it is made (three per counter, every open stream) and a block every 32 reads.
+    class arrival_queue {
+      public:
+        void push_back(arrival a) {
+            if (head_ > 0 && head_ * 2 >= items_.size()) {
+                items_.erase(items_.begin(),
+                             items_.begin() + static_cast<std::ptrdiff_t>(head_));
+                head_ = 0;
+            }
+            items_.push_back(a);
+        }
+        void pop_front() noexcept { ++head_; }
+        [[nodiscard]] std::size_t size() const noexcept { return items_.size() - head_; }
+        [[nodiscard]] bool empty() const noexcept { return size() == 0; }
+        [[nodiscard]] const arrival& front() const noexcept { return items_[head_]; }
+        [[nodiscard]] const arrival& back() const noexcept { return items_.back(); }
+        [[nodiscard]] auto begin() const noexcept {
+            return items_.begin() + static_cast<std::ptrdiff_t>(head_);
+        }
+        [[nodiscard]] auto end() const noexcept { return items_.end(); }
+
+      private:
+        std::vector<arrival> items_;
+        std::size_t head_ = 0;
+    };
 
     // Feeds one kind's delta into every lane; returns the count of timing tokens made final
     // and the time of the read that completed the last of them.
@@ -95,7 +123,7 @@ class token_counter {
     std::optional<lane> native_;
     std::optional<lane> reference_;  // empty when it is the same tokenizer as native
     std::array<std::uint64_t, kinds> fed_{};
-    std::array<std::deque<arrival>, kinds> arrivals_;
+    std::array<arrival_queue, kinds> arrivals_;
     std::uint64_t cut_pieces_ = 0;
 };
 
