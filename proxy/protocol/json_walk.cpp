@@ -79,6 +79,20 @@ constexpr std::array<bool, 256> plain_string_bytes = [] {
     return plain;
 }();
 
+// What "\x" stands for, for each one-character escape x; 0 for a byte that is none.
+constexpr std::array<char, 256> one_character_escapes = [] {
+    std::array<char, 256> escapes{};
+    escapes['"'] = '"';
+    escapes['\\'] = '\\';
+    escapes['/'] = '/';
+    escapes['b'] = '\b';
+    escapes['f'] = '\f';
+    escapes['n'] = '\n';
+    escapes['r'] = '\r';
+    escapes['t'] = '\t';
+    return escapes;
+}();
+
 constexpr bool is_digit(char c) noexcept { return c >= '0' && c <= '9'; }
 
 constexpr bool is_whitespace(char c) noexcept {
@@ -402,32 +416,15 @@ class json_scanner {
             return false;
         }
         const char c = *p_++;
-        switch (c) {
-            case '"':
-            case '\\':
-            case '/':
-                out.push_back(c);
-                return true;
-            case 'b':
-                out.push_back('\b');
-                return true;
-            case 'f':
-                out.push_back('\f');
-                return true;
-            case 'n':
-                out.push_back('\n');
-                return true;
-            case 'r':
-                out.push_back('\r');
-                return true;
-            case 't':
-                out.push_back('\t');
-                return true;
-            case 'u':
-                return unescape_code_point(out);
-            default:
-                return false;
+        if (c == 'u') {
+            return unescape_code_point(out);
         }
+        const char unescaped = one_character_escapes[byte(c)];
+        if (unescaped == 0) {
+            return false;
+        }
+        out.push_back(unescaped);
+        return true;
     }
 
     // The hex digits after "\u" at p_, a surrogate pair as one code point.
@@ -534,7 +531,8 @@ class json_scanner {
     double to_double(const char* start) {
         std::string& text = path_.number_scratch_;
         text.assign(start, p_);
-        const char* point = std::localeconv()->decimal_point;
+        // Read-only here; nothing in the proxy calls setlocale.
+        const char* point = std::localeconv()->decimal_point;  // NOLINT(concurrency-mt-unsafe)
         const char decimal_point = point == nullptr ? '.' : *point;
         for (char& c : text) {
             if (c == '.') {
