@@ -203,32 +203,23 @@ class json_scanner {
             }
             switch (*p_) {
                 case '{':
+                case '[': {
+                    const bool object = *p_ == '{';
                     ++p_;
-                    if (!open(true)) {
+                    if (!open(object)) {
                         return false;
                     }
                     skip_whitespace();
-                    if (p_ != end_ && *p_ == '}') {
+                    if (p_ != end_ && *p_ == (object ? '}' : ']')) {
                         ++p_;
-                        close(true);
+                        close(object);
                         break;
                     }
-                    if (!member_key()) {
+                    if (object && !member_key()) {
                         return false;
                     }
                     continue;
-                case '[':
-                    ++p_;
-                    if (!open(false)) {
-                        return false;
-                    }
-                    skip_whitespace();
-                    if (p_ != end_ && *p_ == ']') {
-                        ++p_;
-                        close(false);
-                        break;
-                    }
-                    continue;
+                }
                 case '"': {
                     std::string_view value;
                     if (!scan_string(path_.value_scratch_, value)) {
