@@ -175,14 +175,9 @@ start_tokenmeter() {
   server_pid_list[$name]=$pid
 }
 
-full_metering="log:
-  level: warn
-reference_tokenizer: o200k_base
-usage_injection: true
-models:
-  bench-model:
-    tokenizer: cl100k_base
-"
+# shellcheck source=scripts/lib/bench_configs.sh
+source "$root/scripts/lib/bench_configs.sh"
+full_metering=$bench_full_metering
 if wants tokenmeter; then
   start_tokenmeter tokenmeter "$full_metering"
 fi
@@ -193,11 +188,7 @@ if wants tokenmeter-tls; then
 " https
 fi
 if wants tokenmeter-bare; then
-  start_tokenmeter tokenmeter-bare "log:
-  level: warn
-reference_tokenizer: none
-usage_injection: false
-"
+  start_tokenmeter tokenmeter-bare "$bench_bare"
 fi
 
 # start_nginx NAME [tls]: an nginx of its own per target, so each one's memory phase starts fresh.

@@ -2,7 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <cstring>
 #include <limits>
 #include <utility>
@@ -17,6 +19,7 @@ upstream_exchange<Stream>::upstream_exchange(client_connection<Stream>& owner,
                                              upstream_pool& pool)
     : owner_(owner),
       pool_(pool),
+      body_watch_(owner.lowest().get_executor()),
       body_capacity_(0) {}
 
 template <class Stream>
@@ -71,6 +74,7 @@ void upstream_exchange<Stream>::cancel() noexcept {
 
 template <class Stream>
 void upstream_exchange<Stream>::abort() noexcept {
+    stop_body_watch();
     if (upstream_) {
         error_code ignored;
         upstream_->stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
@@ -334,6 +338,7 @@ void upstream_exchange<Stream>::on_write_client_header(error_code ec) {
         write_body_end();
         return;
     }
+    start_body_watch();
     do_read_body();
 }
 
@@ -341,6 +346,7 @@ void upstream_exchange<Stream>::on_write_client_header(error_code ec) {
 
 template <class Stream>
 void upstream_exchange<Stream>::on_complete() {
+    stop_body_watch();
     owner_.stop_watching_client();
     bool reusable = parser_->keep_alive() && upstream_->buffer.size() == 0;
     upstream_->stream.expires_never();

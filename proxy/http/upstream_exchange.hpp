@@ -7,6 +7,7 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -77,6 +78,16 @@ class upstream_exchange {
     // Upstream failed before any response byte reached the client: the owner answers locally.
     void fail_before_response(error_code ec, upstream_stage stage, std::string_view detail = {});
     void end_for_client_gone();
+    // While the body streams, one coarse timer per exchange enforces timeouts.upstream_idle on
+    // the read and timeouts.client_write on the write in flight, in place of Beast's timer per
+    // operation (a wait and a cancel for every read and every write: two per chunk).
+    void start_body_watch();
+    void stop_body_watch() noexcept;
+    void begin_wait(bool on_upstream) noexcept;
+    // Clears the wait; the error to handle (`ec`, or a timeout when the watch cut the operation).
+    [[nodiscard]] error_code end_wait(error_code ec) noexcept;
+    void arm_body_watch();
+    void on_body_watch(error_code ec);
     // Runs `next` once the observer's wait is over (now, when there is nothing to wait for).
     template <typename Wait>
     bool hold(const Wait& wait, void (upstream_exchange::*next)());
@@ -108,6 +119,14 @@ class upstream_exchange {
     std::string_view pending_last_;  // the held end of the response (see write_last_body)
     std::size_t last_read_ = 0;      // bytes of the previous body read (buffer growth)
     error_code deferred_error_;      // a parse error found behind forwarded bytes
+
+    enum class waiting_on : std::uint8_t { nothing, upstream, client };
+    asio::steady_timer body_watch_;
+    std::chrono::steady_clock::duration body_watch_tick_{};
+    std::chrono::steady_clock::time_point wait_since_;
+    waiting_on waiting_ = waiting_on::nothing;
+    bool body_watch_on_ = false;
+    bool watch_cut_ = false;  // the operation in flight was cancelled by the watch: a timeout
 
     static constexpr unsigned max_interim_responses = 16;
     // Response heads are rarely over 1 KiB; a bigger one grows the buffer as Beast needs.

@@ -19,7 +19,7 @@ void upstream_exchange<Stream>::do_read_body() {
         on_read_body(std::exchange(deferred_error_, {}));
         return;
     }
-    upstream_->stream.expires_after(owner_.context_.settings.upstream_idle);
+    begin_wait(true);
     bhttp::async_read_some(upstream_->stream, upstream_->buffer, *parser_,
                            owner_.guarded([this](error_code ec, std::size_t) { on_read_body(ec); }));
 }
@@ -27,6 +27,7 @@ void upstream_exchange<Stream>::do_read_body() {
 template <class Stream>
 void upstream_exchange<Stream>::on_read_body(error_code ec) {
     auto now = owner_.context_.clock.now();
+    ec = end_wait(ec);
     if (ec == bhttp::error::need_buffer) {
         ec = {};
     }
@@ -147,7 +148,7 @@ void upstream_exchange<Stream>::write_client_body(std::string_view bytes, bool l
         pieces[0] = asio::buffer(bytes.data(), bytes.size());
     }
     end_written_ = last;
-    owner_.lowest().expires_after(owner_.context_.settings.client_write);
+    begin_wait(false);
     asio::async_write(
         owner_.client_, pieces,
         owner_.guarded([this](error_code ec, std::size_t) { on_write_client_body(ec); }));
@@ -155,6 +156,7 @@ void upstream_exchange<Stream>::write_client_body(std::string_view bytes, bool l
 
 template <class Stream>
 void upstream_exchange<Stream>::on_write_client_body(error_code ec) {
+    ec = end_wait(ec);
     if (!ec && end_written_) {
         // Every byte was handed over: the response is complete even if the client hung up
         // right after reading it (the liveness watch may have seen that close first).
@@ -188,6 +190,82 @@ void upstream_exchange<Stream>::write_body_end() {
 template <class Stream>
 void upstream_exchange<Stream>::write_last_body() {
     write_client_body(pending_last_, true);
+}
+
+// ---- the body watch --------------------------------------------------------------------------
+
+template <class Stream>
+void upstream_exchange<Stream>::start_body_watch() {
+    const auto& settings = owner_.context_.settings;
+    // A timeout fires between its length and an eighth more (at most a second more).
+    const auto shortest = std::min<std::chrono::steady_clock::duration>(settings.upstream_idle,
+                                                                        settings.client_write);
+    body_watch_tick_ = std::clamp<std::chrono::steady_clock::duration>(
+        shortest / 8, std::chrono::milliseconds(5), std::chrono::seconds(1));
+    // Beast's own timers stay off while the watch runs: an operation with no expiry neither
+    // waits on a timer nor cancels one.
+    upstream_->stream.expires_never();
+    owner_.lowest().expires_never();
+    waiting_ = waiting_on::nothing;
+    watch_cut_ = false;
+    body_watch_on_ = true;
+    arm_body_watch();
+}
+
+template <class Stream>
+void upstream_exchange<Stream>::stop_body_watch() noexcept {
+    if (body_watch_on_) {
+        body_watch_on_ = false;
+        waiting_ = waiting_on::nothing;
+        body_watch_.cancel();
+    }
+}
+
+template <class Stream>
+void upstream_exchange<Stream>::begin_wait(bool on_upstream) noexcept {
+    if (body_watch_on_) {
+        waiting_ = on_upstream ? waiting_on::upstream : waiting_on::client;
+        wait_since_ = std::chrono::steady_clock::now();
+    }
+}
+
+template <class Stream>
+error_code upstream_exchange<Stream>::end_wait(error_code ec) noexcept {
+    waiting_ = waiting_on::nothing;
+    if (std::exchange(watch_cut_, false)) {
+        return beast::error::timeout;
+    }
+    return ec;
+}
+
+template <class Stream>
+void upstream_exchange<Stream>::arm_body_watch() {
+    body_watch_.expires_after(body_watch_tick_);
+    body_watch_.async_wait(owner_.guarded([this](error_code ec) { on_body_watch(ec); }));
+}
+
+template <class Stream>
+void upstream_exchange<Stream>::on_body_watch(error_code ec) {
+    if (ec || !body_watch_on_) {
+        return;  // stopped: the exchange ended or moved on
+    }
+    if (waiting_ != waiting_on::nothing && !watch_cut_) {
+        const auto& settings = owner_.context_.settings;
+        const auto limit = waiting_ == waiting_on::upstream
+                               ? std::chrono::steady_clock::duration(settings.upstream_idle)
+                               : std::chrono::steady_clock::duration(settings.client_write);
+        if (std::chrono::steady_clock::now() - wait_since_ >= limit) {
+            // The operation in flight completes with operation_aborted, read as a timeout.
+            watch_cut_ = true;
+            if (waiting_ == waiting_on::upstream) {
+                upstream_->stream.cancel();
+            } else {
+                error_code ignored;
+                owner_.socket().cancel(ignored);
+            }
+        }
+    }
+    arm_body_watch();
 }
 
 }  // namespace tokenmeter::http

@@ -102,3 +102,36 @@ test('metrics.models.allowlist bounds the model label', { timeout: 30_000 }, asy
   assert.ok(!text.includes('someone-elses-model') && !text.includes('yet-another'),
     'names outside the allowlist never appear as labels');
 });
+
+test('a client that stops reading mid-stream is cut after timeouts.client_write', { timeout: 60_000 }, async () => {
+  const model = 'stalled-reader';
+  const sim = await startSim();
+  const proxy = await startProxy({ upstream: sim.port, config: 'timeouts:\n  client_write: 500ms\n' });
+  const socket = net.connect(proxy.port, '127.0.0.1');
+  await new Promise((resolve) => socket.once('connect', resolve));
+  socket.on('error', () => {});
+  // Never read: once the socket buffers on both sides are full, the proxy's write cannot finish.
+  socket.pause();
+  const body = JSON.stringify(chatBody(model));
+  const sentAt = nowMs();
+  socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n` +
+    `x-sim-ttft-ms: 0\r\nx-sim-itl-ms: 0\r\nx-sim-tokens-per-chunk: 64\r\nx-sim-output-tokens: 50000000\r\n` +
+    `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+  const m = await waitMetrics(proxy, (x) => x.value('tokenmeter_requests_total', { model }) >= 1, 30_000);
+  const endedAfter = nowMs() - sentAt;
+  assert.equal(m.value('tokenmeter_requests_total', { model, outcome: 'client_cancel', code: '200' }), 1,
+    m.select('tokenmeter_requests_total', { model }).map((s) => JSON.stringify(s.labels)).join(' '));
+  assert.equal(m.value('tokenmeter_streams_active'), 0);
+  const stats = await sim.stats();
+  assert.equal(stats.streams_completed, 0, 'the stream was cut, not finished');
+  // The buffers fill within a second or two; the cut comes half a second (and a tick) later.
+  assert.ok(endedAfter < 20_000, `cut ${endedAfter.toFixed(0)} ms after the request`);
+  socket.destroy();
+  // The proxy goes on serving.
+  const res = await request({
+    port: proxy.port, method: 'POST', path: '/v1/chat/completions',
+    headers: { 'content-type': 'application/json', 'x-sim-ttft-ms': '0', 'x-sim-itl-ms': '0' },
+    body: JSON.stringify(chatBody('after-the-stall')),
+  });
+  assert.equal(res.status, 200);
+});
