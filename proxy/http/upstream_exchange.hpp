@@ -133,9 +133,9 @@ class upstream_exchange {
     static constexpr std::size_t head_read_size = 1024;
     // The relay buffer starts small (a streamed chunk is a few hundred bytes, and only the pages
     // a read touches count in RSS) and grows while reads keep filling it: a large body then
-    // moves in few big reads and writes, with one syscall pair and two timer re-arms per read.
+    // moves in few big reads and writes, with one syscall pair per read.
     // It shrinks back when the next exchange starts.
-    static constexpr std::size_t body_buffer_initial = 2 * 1024;
+    static constexpr std::size_t body_buffer_initial = 512;
     static constexpr std::size_t body_buffer_max = 256 * 1024;
     static constexpr std::size_t upstream_read_max = 64 * 1024;  // Beast's cap per read
     void grow_body_buffer_after(std::size_t bytes_read);
