@@ -36,10 +36,18 @@ bool json_path::is_from(std::size_t skip,
 }
 
 void json_path::push(std::string_view step) {
+    while (copies_.size() <= size_) {
+        copies_.emplace_back();
+    }
+    copies_[size_].assign(step);
+    push_view(copies_[size_]);
+}
+
+void json_path::push_view(std::string_view step) {
     if (size_ < steps_.size()) {
-        steps_[size_].assign(step);
+        steps_[size_] = step;
     } else {
-        steps_.emplace_back(step);
+        steps_.push_back(step);
     }
     ++size_;
 }
@@ -566,7 +574,13 @@ class json_scanner {
         if (arrays_.empty()) {
             return false;
         }
-        path_.push(arrays_.back() ? json_path::element : key_);
+        if (arrays_.back()) {
+            path_.push_view(json_path::element);
+        } else if (key_.data() == path_.key_scratch_.data()) {
+            path_.push(key_);  // unescaped into the scratch, which the next key overwrites
+        } else {
+            path_.push_view(key_);  // a view of the text, valid for the whole walk
+        }
         return true;
     }
 

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <initializer_list>
 #include <string>
 #include <string_view>
@@ -34,14 +35,19 @@ class json_path {
     [[nodiscard]] bool is_from(std::size_t skip,
                                std::initializer_list<std::string_view> steps) const noexcept;
 
+    // Adds a copy of `step`.
     void push(std::string_view step);
     void pop() noexcept { --size_; }
     void clear() noexcept { size_ = 0; }
 
   private:
     friend class detail::json_scanner;
+    // Adds `step` without a copy: it must outlive the path's use (walk_json's keys that view
+    // the text being walked, and "[]").
+    void push_view(std::string_view step);
 
-    std::vector<std::string> steps_;
+    std::vector<std::string_view> steps_;
+    std::deque<std::string> copies_;  // per depth, for pushed copies (a deque: stable addresses)
     std::size_t size_ = 0;
     // walk_json's scratch: unescaped keys and string values apart (a key is still needed when its
     // value has been unescaped), a number's text for strtod, and per open container: an array?
