@@ -38,8 +38,8 @@ class regex {
 
   private:
     regex() = default;
-    result pcre2_find(std::string_view subject, std::size_t from, bool partial,
-                      std::size_t& start, std::size_t& end) const noexcept;
+    result pcre2_find(std::string_view subject, std::size_t from, bool partial, std::size_t& start,
+                      std::size_t& end) const noexcept;
     void* code_ = nullptr;  // pcre2_code_8*
     ascii_regex::shape ascii_ = ascii_regex::shape::none;
 };

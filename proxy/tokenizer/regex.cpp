@@ -143,8 +143,7 @@ thread_state& state() {
 
 }  // namespace
 
-std::unique_ptr<regex> regex::compile(std::string_view pattern, std::string& error,
-                                      engine use) {
+std::unique_ptr<regex> regex::compile(std::string_view pattern, std::string& error, engine use) {
     std::string rewritten;
     if (!rewrite_pattern(pattern, rewritten, error)) {
         return nullptr;

@@ -18,8 +18,8 @@ namespace tokenmeter::tokenizer::detail::ascii_regex {
 namespace {
 
 enum byte_class : std::uint16_t {
-    upper = 1U << 0U,      // \p{Lu}
-    lower = 1U << 1U,      // \p{Ll}
+    upper = 1U << 0U,  // \p{Lu}
+    lower = 1U << 1U,  // \p{Ll}
     letter = upper | lower,
     digit = 1U << 2U,      // \p{N}
     space = 1U << 3U,      // \s
@@ -65,9 +65,9 @@ constexpr std::array<std::uint16_t, 128> classes = make_classes();
 // The subject as a match attempt reads it. A read past the end finds nothing (class 0, byte -1);
 // with partial matching it also marks the attempt partial.
 struct reader {
-    const char* bytes;
-    std::size_t size;
-    bool partial;
+    const char* bytes = nullptr;
+    std::size_t size = 0;
+    bool partial = false;
     bool hit_end = false;
 
     std::uint16_t at(std::size_t i) noexcept {
