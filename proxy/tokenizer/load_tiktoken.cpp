@@ -9,6 +9,7 @@
 
 #include "tokenizer/embedded.hpp"
 #include "tokenizer/load_internal.hpp"
+#include "tokenizer/regex_ascii.hpp"
 
 namespace tokenmeter::tokenizer::loader {
 
@@ -16,12 +17,6 @@ using detail::bytes_map;
 using nlohmann::json;
 
 namespace {
-
-// tiktoken's published patterns, for .tiktoken rank files (which carry no pattern).
-constexpr std::string_view cl100k_pattern =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-constexpr std::string_view o200k_pattern =
-    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
 // Standard, padded base64 (what tiktoken writes). EVP_DecodeBlock decodes whole 4-character
 // groups and counts padding as output bytes, so the '=' are subtracted; unpadded input is padded
@@ -58,11 +53,12 @@ bool base64_decode(std::string_view in, std::string& out) {
 }
 
 std::string_view pattern_for(std::string_view name) {
+    // tiktoken's published patterns, for .tiktoken rank files (which carry no pattern).
     if (name == "cl100k_base") {
-        return cl100k_pattern;
+        return detail::cl100k_pattern;
     }
     if (name == "o200k_base") {
-        return o200k_pattern;
+        return detail::o200k_pattern;
     }
     return {};
 }

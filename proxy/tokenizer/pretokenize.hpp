@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "tokenizer/regex_ascii.hpp"
+
 namespace tokenmeter::tokenizer::detail {
 
 class regex {
@@ -18,7 +20,12 @@ class regex {
     // `pattern` in the syntax of tiktoken / Hugging Face (Rust regex, Oniguruma). `\s` and `\S`
     // are rewritten to Unicode White_Space (PCRE2's UCP \s also matches U+180E). Refuses patterns
     // that look behind or match the empty string, which would make streaming inexact.
-    static std::unique_ptr<regex> compile(std::string_view pattern, std::string& error);
+    // With engine::fastest, find() answers from a hand-written matcher (regex_ascii.hpp) when the
+    // pattern is one it knows and the text from `from` on is ASCII; engine::pcre2 always asks
+    // PCRE2 (the tests compare the two).
+    enum class engine : std::uint8_t { fastest, pcre2 };
+    static std::unique_ptr<regex> compile(std::string_view pattern, std::string& error,
+                                          engine use = engine::fastest);
     ~regex();
     regex(const regex&) = delete;
     regex& operator=(const regex&) = delete;
@@ -31,7 +38,10 @@ class regex {
 
   private:
     regex() = default;
+    result pcre2_find(std::string_view subject, std::size_t from, bool partial, std::size_t& start,
+                      std::size_t& end) const noexcept;
     void* code_ = nullptr;  // pcre2_code_8*
+    ascii_regex::shape ascii_ = ascii_regex::shape::none;
 };
 
 // One pre-tokenizer level: a regex whose matches are pieces; text between matches is dropped

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "tokenizer/pretokenize.hpp"
+#include "tokenizer/regex_ascii.hpp"
 #include "tokenizer/unicode_additions.hpp"
 
 namespace tokenmeter::tokenizer::detail {
@@ -142,7 +143,7 @@ thread_state& state() {
 
 }  // namespace
 
-std::unique_ptr<regex> regex::compile(std::string_view pattern, std::string& error) {
+std::unique_ptr<regex> regex::compile(std::string_view pattern, std::string& error, engine use) {
     std::string rewritten;
     if (!rewrite_pattern(pattern, rewritten, error)) {
         return nullptr;
@@ -161,6 +162,9 @@ std::unique_ptr<regex> regex::compile(std::string_view pattern, std::string& err
     }
     std::unique_ptr<regex> result(new regex());
     result->code_ = re;
+    if (use == engine::fastest) {
+        result->ascii_ = ascii_regex::recognize(pattern);
+    }
     std::uint32_t lookbehind = 0;
     pcre2_pattern_info(re, PCRE2_INFO_MAXLOOKBEHIND, &lookbehind);
     if (lookbehind > 0) {
@@ -182,8 +186,29 @@ regex::~regex() {
     pcre2_code_free(static_cast<pcre2_code*>(code_));
 }
 
+// The subjects are short (the pending text of a stream, or a piece of it), so checking all of
+// the text from `from` on costs little, and it is all a matcher may read.
 regex::result regex::find(std::string_view subject, std::size_t from, bool partial,
                           std::size_t& start, std::size_t& end) const noexcept {
+    if (ascii_ != ascii_regex::shape::none && from < subject.size() &&
+        ascii_regex::all_ascii(subject.substr(from))) {
+        switch (ascii_regex::find(ascii_, subject, from, partial, end)) {
+            case ascii_regex::outcome::match:
+                start = from;
+                return result::match;
+            case ascii_regex::outcome::partial:
+                start = from;
+                end = subject.size();
+                return result::partial;
+            case ascii_regex::outcome::undecided:
+                break;
+        }
+    }
+    return pcre2_find(subject, from, partial, start, end);
+}
+
+regex::result regex::pcre2_find(std::string_view subject, std::size_t from, bool partial,
+                                std::size_t& start, std::size_t& end) const noexcept {
     thread_state& st = state();
     const std::uint32_t options = PCRE2_NO_UTF_CHECK | (partial ? PCRE2_PARTIAL_HARD : 0U);
     const int rc =
