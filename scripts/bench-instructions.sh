@@ -26,6 +26,8 @@ Environment:
   ITL_MS=20          the simulator's gap between chunks
   CONFIGS="full bare"  full: usage injection, the o200k_base reference tokenizer and a native
                      cl100k_base tokenizer (as bench-proxies.sh); bare: neither
+  KEEP_PROFILES=DIR  keep each run's callgrind output in DIR (runN-CONFIG.callgrind), to read
+                     with callgrind_annotate --inclusive=yes
 USAGE
 }
 
@@ -101,6 +103,10 @@ for bin in "${binaries[@]}"; do
       exit 1
     fi
     printf '%-10s %-6s %10s %16s %18s\n' "#$index" "$config" "$chunks" "$total" "$((total / chunks))"
+    if [[ -n ${KEEP_PROFILES:-} ]]; then
+      mkdir -p "$KEEP_PROFILES"
+      cp "$work/$name.callgrind" "$KEEP_PROFILES/"
+    fi
   done
 done
 for i in "${!binaries[@]}"; do

@@ -43,6 +43,8 @@ Environment (defaults: the headroom issue's load; about 6 minutes on 2 cores):
   HANDSHAKE_SECONDS=5 with -tls targets: seconds per `openssl s_time` run in the handshake
                       phase (0: none); HANDSHAKE_ROUNDS=3 rounds of them
   JSON=1              print the report as JSON
+  BASE_BINARY=PATH    also run PATH (another build's tokenmeter) as target tokenmeter-base,
+                      with the full-metering config: an A/B of two builds in the same run
 USAGE
 }
 
@@ -162,9 +164,9 @@ if ((tls)); then
 fi
 
 start_tokenmeter() {
-  local name=$1 config=$2 scheme=${3:-http} line addr pid
+  local name=$1 config=$2 scheme=${3:-http} bin=${4:-$proxy_bin} line addr pid
   printf '%s' "$config" >"$work/$name.yaml"
-  "$proxy_bin" --config "$work/$name.yaml" --listen 127.0.0.1:0 --admin 127.0.0.1:0 \
+  "$bin" --config "$work/$name.yaml" --listen 127.0.0.1:0 --admin 127.0.0.1:0 \
     --upstream "http://$sim_addr" --threads "$threads" >"$work/$name.out" 2>"$work/$name.err" &
   pid=$!
   server_pids+=("$pid")
@@ -180,6 +182,10 @@ source "$root/scripts/lib/bench_configs.sh"
 full_metering=$bench_full_metering
 if wants tokenmeter; then
   start_tokenmeter tokenmeter "$full_metering"
+fi
+if [[ -n ${BASE_BINARY:-} ]]; then
+  # The same full-metering config on another build (an A/B of two commits in one run).
+  start_tokenmeter tokenmeter-base "$full_metering" http "$BASE_BINARY"
 fi
 if wants tokenmeter-tls; then
   start_tokenmeter tokenmeter-tls "${full_metering}tls:

@@ -20,4 +20,18 @@ constexpr std::string_view trim(std::string_view text,
     return text.substr(first, text.find_last_not_of(chars) - first + 1);
 }
 
+// The value of one hexadecimal digit (either case), or -1 for any other byte.
+constexpr int hex_digit_value(char c) noexcept {
+    if (c >= '0' && c <= '9') {
+        return c - '0';
+    }
+    if (c >= 'a' && c <= 'f') {
+        return c - 'a' + 10;
+    }
+    if (c >= 'A' && c <= 'F') {
+        return c - 'A' + 10;
+    }
+    return -1;
+}
+
 }  // namespace tokenmeter::core

@@ -1,12 +1,16 @@
 #include "http/upstream_exchange.hpp"
 
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <utility>
 
 #include "http/client_connection.hpp"
@@ -25,15 +29,10 @@ upstream_exchange<Stream>::upstream_exchange(client_connection<Stream>& owner,
 template <class Stream>
 void upstream_exchange<Stream>::grow_body_buffer_after(std::size_t bytes_read) {
     // Only between a completed write and the next read: nothing refers to the old bytes then.
-    // A read as large as the smaller of the two buffers allowed is a bulk transfer (a streamed
-    // chunk is a few hundred bytes).
-    const std::size_t could_read = std::min(body_capacity_, upstream_->buffer.capacity());
-    if (bytes_read > 0 && bytes_read >= could_read && body_capacity_ < body_buffer_max) {
+    // A read that filled the buffer is a bulk transfer (a streamed chunk is a few hundred bytes).
+    if (bytes_read > 0 && bytes_read >= body_capacity_ && body_capacity_ < body_buffer_max) {
         body_capacity_ = std::min(body_capacity_ * 4, body_buffer_max);
         body_buffer_.reset(new char[body_capacity_]);
-        // Beast reads at most the free capacity of the connection's buffer (64 KiB at most per
-        // read); left at the head's 8 KiB, a large body would cost a recv per 8 KiB.
-        upstream_->buffer.reserve(std::min(body_capacity_, upstream_read_max));
     }
 }
 
@@ -55,6 +54,8 @@ void upstream_exchange<Stream>::start(bhttp::request<bhttp::string_body> request
     last_read_ = 0;
     retried_ = false;
     relayed_bytes_ = 0;
+    decoder_ = body_decoder();
+    bytes_after_body_ = false;
     deferred_error_ = {};
     usage_filter_.reset();
     acquire(true);
@@ -338,8 +339,7 @@ void upstream_exchange<Stream>::on_write_client_header(error_code ec) {
         write_body_end();
         return;
     }
-    start_body_watch();
-    do_read_body();
+    start_body();
 }
 
 // ---- endings and failures -----------------------------------------------------------------
@@ -348,7 +348,7 @@ template <class Stream>
 void upstream_exchange<Stream>::on_complete() {
     stop_body_watch();
     owner_.stop_watching_client();
-    bool reusable = parser_->keep_alive() && upstream_->buffer.size() == 0;
+    bool reusable = parser_->keep_alive() && upstream_->buffer.size() == 0 && !bytes_after_body_;
     upstream_->stream.expires_never();
     pool_.release(std::move(upstream_), reusable);
     parser_.reset();

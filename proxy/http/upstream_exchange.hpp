@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "http/beast.hpp"
+#include "http/body_decoder.hpp"
 #include "http/local_failure.hpp"
 #include "http/upstream_pool.hpp"
 #include "protocol/usage_filter.hpp"
@@ -66,12 +67,15 @@ class upstream_exchange {
     void on_write_interim(error_code ec);
     void write_client_header();
     void on_write_client_header(error_code ec);
+    void start_body();
     void do_read_body();
-    void on_read_body(error_code ec);
-    [[nodiscard]] error_code parse_buffered_body();
-    // Writes `bytes` (the read as it is, or what the transform let through) to the client.
-    void write_client_body(std::string_view bytes, bool last);
+    void on_read_body(error_code ec, std::size_t bytes);
+    // Writes `bytes` (the read as it is, or what the transform let through) to the client. A
+    // write the kernel took whole at once returns its result (the caller then runs
+    // on_write_client_body); otherwise nullopt, and on_write_client_body runs when it is done.
+    [[nodiscard]] std::optional<error_code> write_client_body(std::string_view bytes, bool last);
     void on_write_client_body(error_code ec);
+    void write_then(std::string_view bytes, bool last);
     void write_body_end();
     void write_last_body();
     void on_complete();
@@ -115,10 +119,13 @@ class upstream_exchange {
     bool end_written_ = false;    // the write in flight carries the end of the body
     std::array<char, 20> chunk_head_{};  // "<hex size>\r\n" of the chunk being written
     std::optional<protocol::usage_filter> usage_filter_;
+    // The body as it arrives: its framing removed in place, read by read (start_body).
+    body_decoder decoder_;
+    bool bytes_after_body_ = false;  // the upstream sent more than the body: not reused
     std::uint64_t relayed_bytes_ = 0;
     std::string_view pending_last_;  // the held end of the response (see write_last_body)
     std::size_t last_read_ = 0;      // bytes of the previous body read (buffer growth)
-    error_code deferred_error_;      // a parse error found behind forwarded bytes
+    error_code deferred_error_;      // a framing error found behind forwarded bytes
 
     enum class waiting_on : std::uint8_t { nothing, upstream, client };
     asio::steady_timer body_watch_;
@@ -137,7 +144,6 @@ class upstream_exchange {
     // It shrinks back when the next exchange starts.
     static constexpr std::size_t body_buffer_initial = 512;
     static constexpr std::size_t body_buffer_max = 256 * 1024;
-    static constexpr std::size_t upstream_read_max = 64 * 1024;  // Beast's cap per read
     void grow_body_buffer_after(std::size_t bytes_read);
     void reset_body_buffer();
     void ensure_body_buffer() {

@@ -6,49 +6,113 @@
 
 namespace tokenmeter::http {
 
-template <class Stream>
-void upstream_exchange<Stream>::do_read_body() {
-    auto& body = parser_->get().body();
-    ensure_body_buffer();
-    grow_body_buffer_after(last_read_);
-    body.data = body_buffer_.get();
-    body.size = body_capacity_;
-    if (deferred_error_) {
-        // The bytes before the fault went out with the last write; now the fault is handled
-        // as if this read had found it.
-        on_read_body(std::exchange(deferred_error_, {}));
-        return;
+namespace relay_detail {
+inline constexpr std::string_view crlf = "\r\n";
+inline constexpr std::string_view crlf_last_chunk = "\r\n0\r\n\r\n";
+inline constexpr std::string_view last_chunk = "0\r\n\r\n";
+
+// The error a framing fault in the upstream's body is handled as (Beast's, for the same faults
+// its parser reported before the relay decoded bodies itself).
+inline error_code body_error(body_decoder::failure why) noexcept {
+    switch (why) {
+        case body_decoder::failure::none:
+            return {};
+        case body_decoder::failure::bad_chunk_size:
+        case body_decoder::failure::bad_chunk_line:
+        case body_decoder::failure::bad_chunk_end:
+            return bhttp::error::bad_chunk;
+        case body_decoder::failure::chunk_line_too_long:
+            return bhttp::error::bad_chunk_extension;
+        case body_decoder::failure::bad_trailer:
+            return bhttp::error::bad_field;
+        case body_decoder::failure::trailers_too_long:
+            return bhttp::error::header_limit;
+        case body_decoder::failure::cut_short:
+            return bhttp::error::partial_message;
     }
-    begin_wait(true);
-    bhttp::async_read_some(upstream_->stream, upstream_->buffer, *parser_,
-                           owner_.guarded([this](error_code ec, std::size_t) { on_read_body(ec); }));
+    return bhttp::error::partial_message;
+}
+}  // namespace relay_detail
+
+// The head is parsed and written: from here the relay reads the upstream socket itself, into
+// its own buffer, and decodes the body's framing in place (http/body_decoder). One read brings
+// whatever the kernel had, however many chunks that is, and goes to the client in one write.
+template <class Stream>
+void upstream_exchange<Stream>::start_body() {
+    if (parser_->chunked()) {
+        decoder_ = body_decoder::chunked(owner_.context_.settings.max_request_header_bytes);
+    } else if (auto length = parser_->content_length()) {
+        decoder_ = body_decoder::with_length(*length);
+    } else {
+        decoder_ = body_decoder::until_close();
+    }
+    bytes_after_body_ = false;
+    start_body_watch();
+    do_read_body();
 }
 
 template <class Stream>
-void upstream_exchange<Stream>::on_read_body(error_code ec) {
+void upstream_exchange<Stream>::do_read_body() {
+    ensure_body_buffer();
+    grow_body_buffer_after(last_read_);
+    if (deferred_error_) {
+        // The bytes before the fault went out with the last write; now the fault is handled
+        // as if this read had found it.
+        on_read_body(std::exchange(deferred_error_, {}), 0);
+        return;
+    }
+    auto& early = upstream_->buffer;
+    if (early.size() > 0) {
+        // Body bytes that came with the head, taken as if just read (posted: never a recursion).
+        const std::size_t n =
+            asio::buffer_copy(asio::buffer(body_buffer_.get(), body_capacity_), early.data());
+        early.consume(n);
+        asio::post(owner_.lowest().get_executor(),
+                   owner_.guarded([this, n] { on_read_body({}, n); }));
+        return;
+    }
+    begin_wait(true);
+    auto into = asio::buffer(body_buffer_.get(), body_capacity_);
+    auto done = owner_.guarded([this](error_code ec, std::size_t n) { on_read_body(ec, n); });
+    if (upstream_->stream.tls() == nullptr) {
+        // The socket itself: the body watch keeps the time, so Beast's stream has nothing to add.
+        upstream_->stream.socket().async_read_some(into, std::move(done));
+    } else {
+        upstream_->stream.async_read_some(into, std::move(done));
+    }
+}
+
+template <class Stream>
+void upstream_exchange<Stream>::on_read_body(error_code ec, std::size_t bytes) {
     auto now = owner_.context_.clock.now();
     ec = end_wait(ec);
-    if (ec == bhttp::error::need_buffer) {
-        ec = {};
-    }
     if (client_gone()) {
         end_for_client_gone();
         return;
     }
-    if (!ec) {
-        deferred_error_ = parse_buffered_body();
+    last_read_ = bytes;
+    std::size_t payload = 0;
+    if (bytes > 0) {
+        const auto step = decoder_.decode(body_buffer_.get(), bytes);
+        payload = step.payload;
+        bytes_after_body_ = bytes_after_body_ || step.consumed < bytes;
+        if (step.error != body_decoder::failure::none && !ec) {
+            // The payload before the fault is forwarded first.
+            (payload == 0 ? ec : deferred_error_) = relay_detail::body_error(step.error);
+        }
+    } else if (ec == asio::error::eof) {
+        // The end of a body read until close; any other body was cut.
+        ec = relay_detail::body_error(decoder_.at_close());
     }
     auto& observed = *owner_.request_.observed;
-    std::size_t bytes = body_capacity_ - parser_->get().body().size;
-    last_read_ = bytes;
-    std::string_view read(body_buffer_.get(), bytes);
+    std::string_view read(body_buffer_.get(), payload);
     if (ec) {
         // The client must not mistake a cut stream for a whole one: no final chunk, just close.
-        // Bytes parsed in this same read are still shown to the observer.
+        // Bytes decoded in this same read are still shown to the observer.
         observed.body(read, now);
         const bool timed_out = ec == beast::error::timeout;
         owner_.context_.observer.upstream_error(timed_out ? "idle_timeout" : "truncated");
-        spdlog::warn("upstream response cut after {} body bytes: {}", relayed_bytes_ + bytes,
+        spdlog::warn("upstream response cut after {} body bytes: {}", relayed_bytes_ + payload,
                      ec.message());
         abort();
         owner_.finish_exchange(timed_out ? observe::end_reason::upstream_failed
@@ -56,9 +120,9 @@ void upstream_exchange<Stream>::on_read_body(error_code ec) {
         owner_.close_client();
         return;
     }
-    const bool last = parser_->is_done();
-    if (bytes > 0 || (usage_filter_ && last)) {
-        relayed_bytes_ += bytes;
+    const bool last = decoder_.done();
+    if (payload > 0 || (usage_filter_ && last)) {
+        relayed_bytes_ += payload;
         std::string_view forward = usage_filter_ ? usage_filter_->feed(read, last) : read;
         if (last && !forward.empty() && observed.holds_end()) {
             // The last read: observe it first, put the close entry on disk, then release the
@@ -76,14 +140,16 @@ void upstream_exchange<Stream>::on_read_body(error_code ec) {
         }
         if (!forward.empty()) {
             // Write first, observe second: the write is started (and usually completed by the
-            // kernel) before the observer looks at the bytes.
-            write_client_body(forward, last);
+            // kernel) before the observer looks at the bytes; the next read waits for both.
+            const auto written = write_client_body(forward, last);
+            observed.body(read, now);
+            if (written) {
+                on_write_client_body(*written);
+            }
+            return;
         }
         // The observer sees every byte the upstream sent, the removed usage chunk included.
         observed.body(read, now);
-        if (!forward.empty()) {
-            return;
-        }
     }
     if (last) {
         write_body_end();
@@ -92,46 +158,16 @@ void upstream_exchange<Stream>::on_read_body(error_code ec) {
     do_read_body();
 }
 
-// Beast's read_some returns after one chunk of a chunked body even when the next chunks are
-// already buffered (a burst, or a server that got ahead of the proxy). Parsing those now sends
-// them in the same client write: one send for what one recv brought, not one per chunk. A
-// chunk only partly buffered waits for the socket as before; nothing is held back for it.
-// A parse error is returned to be handled after the bytes before it were forwarded.
 template <class Stream>
-error_code upstream_exchange<Stream>::parse_buffered_body() {
-    auto& body = parser_->get().body();
-    auto& buffer = upstream_->buffer;
-    while (!parser_->is_done() && body.size > 0 && buffer.size() > 0) {
-        error_code ec;
-        const std::size_t used = parser_->put(buffer.data(), ec);
-        buffer.consume(used);
-        if (ec == bhttp::error::need_more || ec == bhttp::error::need_buffer) {
-            return {};
-        }
-        if (ec) {
-            return ec;
-        }
-        if (used == 0) {
-            return {};
-        }
-    }
-    return {};
-}
-
-namespace relay_detail {
-inline constexpr std::string_view crlf = "\r\n";
-inline constexpr std::string_view crlf_last_chunk = "\r\n0\r\n\r\n";
-inline constexpr std::string_view last_chunk = "0\r\n\r\n";
-}  // namespace relay_detail
-
-template <class Stream>
-void upstream_exchange<Stream>::write_client_body(std::string_view bytes, bool last) {
+std::optional<error_code> upstream_exchange<Stream>::write_client_body(std::string_view bytes,
+                                                                       bool last) {
     using namespace relay_detail;
     // At most three pieces, gathered into one send: the chunk's size line, the bytes where the
     // read left them, and the chunk's end. The last bytes carry the end of the message with them
     // (for chunked framing, the final chunk goes in the same write), so a client that reads them
     // and hangs up at once has still received a complete response.
     std::array<asio::const_buffer, 3> pieces;
+    std::size_t count = 0;
     if (framing_ == body_framing::chunked) {
         if (!bytes.empty()) {
             auto [end, ec] = std::to_chars(chunk_head_.data(), chunk_head_.data() + 16,
@@ -141,17 +177,69 @@ void upstream_exchange<Stream>::write_client_body(std::string_view bytes, bool l
                                      static_cast<std::size_t>(end - chunk_head_.data()) + 2);
             pieces[1] = asio::buffer(bytes.data(), bytes.size());
             pieces[2] = asio::buffer(last ? crlf_last_chunk : crlf);
+            count = 3;
         } else if (last) {
             pieces[0] = asio::buffer(last_chunk);
+            count = 1;
         }
     } else if (framing_ == body_framing::raw) {
         pieces[0] = asio::buffer(bytes.data(), bytes.size());
+        count = 1;
     }
     end_written_ = last;
     begin_wait(false);
-    asio::async_write(
-        owner_.client_, pieces,
-        owner_.guarded([this](error_code ec, std::size_t) { on_write_client_body(ec); }));
+    if constexpr (std::is_same_v<Stream, tcp_stream>) {
+        // Over plain TCP the write is tried at once, without blocking: a client that keeps up
+        // takes it whole, and the relay goes on to the next read without a trip through the
+        // event loop. What the kernel could not take is written asynchronously, as before.
+        std::array<iovec, 3> vectors{};
+        std::size_t total = 0;
+        for (std::size_t i = 0; i < count; ++i) {
+            vectors[i].iov_base = const_cast<void*>(pieces[i].data());  // NOLINT: iovec is not const
+            vectors[i].iov_len = pieces[i].size();
+            total += pieces[i].size();
+        }
+        if (total == 0) {
+            return error_code{};
+        }
+        msghdr message{};
+        message.msg_iov = vectors.data();
+        message.msg_iovlen = count;
+        const ssize_t sent =
+            ::sendmsg(owner_.socket().native_handle(), &message, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (sent >= 0 && static_cast<std::size_t>(sent) == total) {
+            return error_code{};
+        }
+        if (sent < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            return error_code(errno, asio::error::get_system_category());
+        }
+        // The rest, after what the kernel took.
+        std::size_t skip = sent > 0 ? static_cast<std::size_t>(sent) : 0;
+        std::size_t first = 0;
+        while (first < count && skip >= pieces[first].size()) {
+            skip -= pieces[first].size();
+            ++first;
+        }
+        pieces[first] += skip;
+        std::array<asio::const_buffer, 3> rest;
+        std::copy(pieces.begin() + static_cast<std::ptrdiff_t>(first),
+                  pieces.begin() + static_cast<std::ptrdiff_t>(count), rest.begin());
+        asio::async_write(
+            owner_.socket(), rest,
+            owner_.guarded([this](error_code ec, std::size_t) { on_write_client_body(ec); }));
+    } else {
+        asio::async_write(
+            owner_.client_, pieces,
+            owner_.guarded([this](error_code ec, std::size_t) { on_write_client_body(ec); }));
+    }
+    return std::nullopt;
+}
+
+template <class Stream>
+void upstream_exchange<Stream>::write_then(std::string_view bytes, bool last) {
+    if (auto written = write_client_body(bytes, last)) {
+        on_write_client_body(*written);
+    }
 }
 
 template <class Stream>
@@ -167,7 +255,7 @@ void upstream_exchange<Stream>::on_write_client_body(error_code ec) {
         end_for_client_gone();
         return;
     }
-    if (parser_->is_done()) {
+    if (decoder_.done()) {
         write_body_end();
         return;
     }
@@ -184,12 +272,12 @@ void upstream_exchange<Stream>::write_body_end() {
             return;
         }
     }
-    write_client_body({}, true);
+    write_then({}, true);
 }
 
 template <class Stream>
 void upstream_exchange<Stream>::write_last_body() {
-    write_client_body(pending_last_, true);
+    write_then(pending_last_, true);
 }
 
 // ---- the body watch --------------------------------------------------------------------------

@@ -11,6 +11,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "core/text.hpp"
 #include "protocol/json_limits.hpp"
 #include "protocol/json_number.hpp"
 
@@ -94,7 +95,8 @@ constexpr std::array<bool, 256> plain_string_bytes = [] {
 // The first byte at or after `p` that is not plain: a quote, a backslash, a control character
 // or a byte of a UTF-8 sequence. Sixteen bytes at a time where SSE2 is there (every x86-64),
 // since most of a chunk's bytes are inside strings; the table decides the rest.
-const char* skip_plain_bytes(const char* p, const char* end) noexcept {
+[[gnu::always_inline]] inline const char* skip_plain_bytes(const char* p,
+                                                          const char* end) noexcept {
 #if defined(__SSE2__)
     const __m128i quote = _mm_set1_epi8('"');
     const __m128i backslash = _mm_set1_epi8('\\');
@@ -198,15 +200,8 @@ int hex4(const char* p, const char* end) noexcept {
     }
     int value = 0;
     for (int i = 0; i < 4; ++i) {
-        const char c = p[i];
-        int digit = 0;
-        if (c >= '0' && c <= '9') {
-            digit = c - '0';
-        } else if (c >= 'A' && c <= 'F') {
-            digit = c - 'A' + 10;
-        } else if (c >= 'a' && c <= 'f') {
-            digit = c - 'a' + 10;
-        } else {
+        const int digit = core::hex_digit_value(p[i]);
+        if (digit < 0) {
             return -1;
         }
         value = value * 16 + digit;
@@ -232,7 +227,7 @@ class json_scanner {
           max_depth_(max_json_depth()) {}
 
     bool walk() {
-        arrays_.clear();
+        depth_ = 0;
         if (!skip_bom()) {
             return false;
         }
@@ -310,13 +305,13 @@ class json_scanner {
     next after_value() {
         while (true) {
             skip_whitespace();
-            if (arrays_.empty()) {
+            if (depth_ == 0) {
                 return p_ == end_ || *p_ == '\0' ? next::end : next::error;
             }
             if (p_ == end_) {
                 return next::error;
             }
-            const bool array = arrays_.back();
+            const bool array = innermost_is_array();
             if (*p_ == ',') {
                 ++p_;
                 if (array) {
@@ -345,7 +340,8 @@ class json_scanner {
     }
 
     void skip_whitespace() noexcept {
-        while (p_ != end_ && is_whitespace(*p_)) {
+        // JSON's four whitespace bytes are all at or below a space: one comparison passes the rest.
+        while (p_ != end_ && byte(*p_) <= 0x20U && is_whitespace(*p_)) {
             ++p_;
         }
     }
@@ -373,12 +369,24 @@ class json_scanner {
     }
 
     // The string at the opening quote at p_. Without escapes `out` views the input; with escapes
-    // it views `scratch`, which holds the unescaped text.
-    bool scan_string(std::string& scratch, std::string_view& out) {
+    // it views `scratch`, which holds the unescaped text. Inlined for the common case (plain
+    // bytes up to the closing quote); anything else continues out of line.
+    [[gnu::always_inline]] bool scan_string(std::string& scratch, std::string_view& out) {
         ++p_;
         const char* start = p_;
+        p_ = skip_plain_bytes(p_, end_);
+        if (p_ != end_ && *p_ == '"') {
+            out = std::string_view(start, static_cast<std::size_t>(p_ - start));
+            ++p_;
+            return true;
+        }
+        return scan_string_rest(start, scratch, out);
+    }
+
+    // The string from `start`, p_ at its first byte that is not plain.
+    [[gnu::noinline]] bool scan_string_rest(const char* start, std::string& scratch,
+                                            std::string_view& out) {
         while (true) {
-            p_ = skip_plain_bytes(p_, end_);
             if (p_ == end_) {
                 return false;
             }
@@ -394,6 +402,7 @@ class json_scanner {
             if (!skip_utf8()) {
                 return false;
             }
+            p_ = skip_plain_bytes(p_, end_);
         }
     }
 
@@ -498,12 +507,21 @@ class json_scanner {
         if (*p_ == '0') {
             ++p_;
         } else {
+            const char* digits = p_;
             do {
-                const auto digit = static_cast<std::uint64_t>(*p_ - '0');
-                overflow |= __builtin_mul_overflow(magnitude, 10U, &magnitude);
-                overflow |= __builtin_add_overflow(magnitude, digit, &magnitude);
+                magnitude = magnitude * 10 + static_cast<std::uint64_t>(*p_ - '0');
                 ++p_;
             } while (p_ != end_ && is_digit(*p_));
+            // Nineteen digits always fit in 64 bits; past that the sum may have wrapped, so it is
+            // done again with overflow checks.
+            if (p_ - digits > 19) {
+                magnitude = 0;
+                for (const char* d = digits; d != p_; ++d) {
+                    const auto digit = static_cast<std::uint64_t>(*d - '0');
+                    overflow |= __builtin_mul_overflow(magnitude, 10U, &magnitude);
+                    overflow |= __builtin_add_overflow(magnitude, digit, &magnitude);
+                }
+            }
         }
         bool integer = true;
         if (p_ != end_ && *p_ == '.') {
@@ -571,10 +589,10 @@ class json_scanner {
 
     // The step a value takes in its parent: its key, or "[]" in an array; none at the root.
     bool push_step() {
-        if (arrays_.empty()) {
+        if (depth_ == 0) {
             return false;
         }
-        if (arrays_.back()) {
+        if (innermost_is_array()) {
             path_.push_view(json_path::element);
         } else if (key_.data() == path_.key_scratch_.data()) {
             path_.push(key_);  // unescaped into the scratch, which the next key overwrites
@@ -595,20 +613,23 @@ class json_scanner {
 
     // False past the depth limit: the walk stops there and the text counts as not parsed.
     bool open(bool object) {
-        if (arrays_.size() >= max_depth_) {
+        if (depth_ >= max_depth_) {
             return false;
         }
         push_step();
         visitor_.on_open(path_, object);
-        arrays_.push_back(!object);
+        if (depth_ == arrays_.size()) {
+            arrays_.push_back(0);
+        }
+        arrays_[depth_++] = object ? 0 : 1;
         return true;
     }
 
     // A container added a path step unless it was the root.
     void close(bool object) {
-        arrays_.pop_back();
+        --depth_;
         visitor_.on_close(path_, object);
-        if (!arrays_.empty()) {
+        if (depth_ != 0) {
             path_.pop();
         }
     }
@@ -617,7 +638,10 @@ class json_scanner {
     const char* end_;
     json_visitor& visitor_;
     json_path& path_;
-    std::vector<bool>& arrays_;
+    [[nodiscard]] bool innermost_is_array() const noexcept { return arrays_[depth_ - 1] != 0; }
+
+    std::vector<std::uint8_t>& arrays_;  // [0, depth_) in use; grown, never shrunk
+    std::size_t depth_ = 0;
     std::string_view key_;
     std::size_t max_depth_;
 };

@@ -51,10 +51,11 @@ class json_path {
     std::size_t size_ = 0;
     // walk_json's scratch: unescaped keys and string values apart (a key is still needed when its
     // value has been unescaped), a number's text for strtod, and per open container: an array?
+    // (a byte each, not vector<bool>: its bit arithmetic was a sixth of a walk's instructions)
     std::string key_scratch_;
     std::string value_scratch_;
     std::string number_scratch_;
-    std::vector<bool> arrays_;
+    std::vector<std::uint8_t> arrays_;
 };
 
 class json_visitor {

@@ -18,6 +18,7 @@ struct target_summary {
     double added_p50 = no_value;
     double added_p99 = no_value;
     double cpu_us_per_chunk = no_value;  // = CPU seconds per million chunks
+    double user_us_per_chunk = no_value;  // its user-space part
     std::uint64_t peak_rss_kib = 0;
     double rss_per_stream_kib = no_value;
     std::uint64_t requests = 0;
@@ -63,6 +64,8 @@ target_summary summarize(const target_results& target, const std::vector<round_r
     s.added_p99 = median(added_p99);
     if (target.measured) {
         s.cpu_us_per_chunk = median_of(target.rounds, &round_report::cpu_seconds_per_million_chunks);
+        s.user_us_per_chunk =
+            median_of(target.rounds, &round_report::user_seconds_per_million_chunks);
     }
     if (target.memory) {
         s.peak_rss_kib = std::max(s.peak_rss_kib, target.memory->peak_rss_kib);
@@ -123,6 +126,7 @@ nlohmann::json round_json(const round_report& r) {
               {"p99", number(r.time_to_first_token_p99)}}},
             {"cpu_seconds", number(r.cpu_seconds)},
             {"cpu_seconds_per_million_chunks", number(r.cpu_seconds_per_million_chunks)},
+            {"user_seconds_per_million_chunks", number(r.user_seconds_per_million_chunks)},
             {"peak_rss_kib", r.peak_rss_kib}};
 }
 
@@ -146,6 +150,7 @@ void print_json(const bench_options& options, const bench_results& results,
             {"added_latency_p50_seconds", number(s.added_p50)},
             {"added_latency_p99_seconds", number(s.added_p99)},
             {"cpu_us_per_chunk", number(s.cpu_us_per_chunk)},
+            {"user_us_per_chunk", number(s.user_us_per_chunk)},
             {"peak_rss_kib", s.peak_rss_kib},
             {"rss_per_stream_kib", number(s.rss_per_stream_kib)},
             {"requests", s.requests},
@@ -196,7 +201,8 @@ void print_text(const bench_options& options, const bench_results& results,
         {"chunk delivery us", "p50", false}, {"chunk delivery us", "p90", false},
         {"chunk delivery us", "p99", false}, {"client TTFT ms", "p50", false},
         {"client TTFT ms", "p99", false},    {"CPU", "s", false},
-        {"CPU", "us/chunk", false},          {"", "peak RSS MiB", false},
+        {"CPU", "us/chunk", false},          {"CPU", "user", false},
+        {"", "peak RSS MiB", false},
     };
     std::vector<const round_report*> ordered;
     for (const round_report& r : results.direct) {
@@ -218,6 +224,7 @@ void print_text(const bench_options& options, const bench_results& results,
                         format_short(ms(r->time_to_first_token_p50)),
                         format_short(ms(r->time_to_first_token_p99)), format_short(r->cpu_seconds),
                         format_short(r->cpu_seconds_per_million_chunks),
+                        format_short(r->user_seconds_per_million_chunks),
                         format_short(mib(r->peak_rss_kib))});
     }
     out << render_table(columns, rows) << "\n";
@@ -226,6 +233,7 @@ void print_text(const bench_options& options, const bench_results& results,
     std::vector<text_column> summary_columns = {
         {"", "target", true},
         {"CPU", "us/chunk", false},
+        {"CPU", "user", false},
         {"added/chunk us", "p50", false},
         {"added/chunk us", "p99", false},
         {"", "peak RSS MiB", false},
@@ -239,7 +247,7 @@ void print_text(const bench_options& options, const bench_results& results,
         summary_columns.push_back({"ratio to " + options.baseline, "peak RSS", false});
     }
     std::vector<std::vector<std::string>> summary_rows;
-    summary_rows.push_back({"direct", "-",
+    summary_rows.push_back({"direct", "-", "-",
                             format_short(us(median_of(results.direct, &round_report::delivery_p50))),
                             format_short(us(median_of(results.direct, &round_report::delivery_p99))),
                             "-", "-", "-", "-"});
@@ -250,6 +258,7 @@ void print_text(const bench_options& options, const bench_results& results,
     for (const target_summary& s : all) {
         std::vector<std::string> row = {s.name,
                                         format_short(s.cpu_us_per_chunk),
+                                        format_short(s.user_us_per_chunk),
                                         format_short(us(s.added_p50)),
                                         format_short(us(s.added_p99)),
                                         format_short(mib(s.peak_rss_kib)),

@@ -31,6 +31,8 @@ struct round_report {
     double time_to_first_token_p99 = no_value;
     double cpu_seconds = no_value;
     double cpu_seconds_per_million_chunks = no_value;
+    // The user-space part of it (utime; the rest is the kernel's work for the process).
+    double user_seconds_per_million_chunks = no_value;
     std::uint64_t peak_rss_kib = 0;  // 0: not measured
     std::string first_error;
 };

@@ -15,17 +15,18 @@
 namespace tokenmeter::load {
 namespace {
 
-std::optional<double> cpu_seconds(const std::vector<pid_t>& pids) {
+std::optional<cpu_times> cpu_seconds(const std::vector<pid_t>& pids) {
     if (pids.empty()) {
         return std::nullopt;
     }
-    double total = 0;
+    cpu_times total;
     for (pid_t pid : pids) {
-        std::optional<double> cpu = process_cpu_seconds(pid);
+        std::optional<cpu_times> cpu = process_cpu_seconds(pid);
         if (!cpu) {
             return std::nullopt;
         }
-        total += *cpu;
+        total.user += cpu->user;
+        total.system += cpu->system;
     }
     return total;
 }
@@ -96,7 +97,7 @@ round_report run_round(const bench_options& options, const bench_target* target,
     load_options load = round_options(options, target ? target->url : options.direct);
     static const std::vector<pid_t> none;
     const std::vector<pid_t>& pids = target ? target->pids : none;
-    const std::optional<double> cpu_before = cpu_seconds(pids);
+    const std::optional<cpu_times> cpu_before = cpu_seconds(pids);
     std::optional<rss_sampler> sampler;
     if (!pids.empty()) {
         sampler.emplace(pids, [] { return true; });
@@ -122,11 +123,13 @@ round_report run_round(const bench_options& options, const bench_target* target,
     report.time_to_first_token_p50 = result.time_to_first_token_seconds.quantile(0.50);
     report.time_to_first_token_p99 = result.time_to_first_token_seconds.quantile(0.99);
     if (cpu_before) {
-        if (std::optional<double> cpu_after = cpu_seconds(pids)) {
-            report.cpu_seconds = *cpu_after - *cpu_before;
+        if (std::optional<cpu_times> cpu_after = cpu_seconds(pids)) {
+            report.cpu_seconds = cpu_after->total() - cpu_before->total();
+            const double user = cpu_after->user - cpu_before->user;
             if (result.content_chunks > 0) {
-                report.cpu_seconds_per_million_chunks =
-                    report.cpu_seconds / static_cast<double>(result.content_chunks) * 1e6;
+                const auto chunks = static_cast<double>(result.content_chunks);
+                report.cpu_seconds_per_million_chunks = report.cpu_seconds / chunks * 1e6;
+                report.user_seconds_per_million_chunks = user / chunks * 1e6;
             }
         }
     }

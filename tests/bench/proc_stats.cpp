@@ -9,7 +9,7 @@
 
 namespace tokenmeter::load {
 
-std::optional<double> process_cpu_seconds(pid_t pid) {
+std::optional<cpu_times> process_cpu_seconds(pid_t pid) {
     std::ifstream file("/proc/" + std::to_string(pid) + "/stat");
     if (!file) {
         return std::nullopt;
@@ -36,7 +36,8 @@ std::optional<double> process_cpu_seconds(pid_t pid) {
     if (ticks_per_second <= 0) {
         return std::nullopt;
     }
-    return static_cast<double>(utime + stime) / static_cast<double>(ticks_per_second);
+    const auto ticks = static_cast<double>(ticks_per_second);
+    return cpu_times{static_cast<double>(utime) / ticks, static_cast<double>(stime) / ticks};
 }
 
 std::optional<std::uint64_t> process_rss_kib(pid_t pid) {

@@ -8,8 +8,13 @@
 
 namespace tokenmeter::load {
 
-// utime + stime of every thread of the process, in seconds (clock-tick resolution).
-std::optional<double> process_cpu_seconds(pid_t pid);
+// CPU time of every thread of the process, in seconds (clock-tick resolution).
+struct cpu_times {
+    double user = 0;    // utime
+    double system = 0;  // stime
+    [[nodiscard]] double total() const noexcept { return user + system; }
+};
+std::optional<cpu_times> process_cpu_seconds(pid_t pid);
 
 // VmRSS in KiB.
 std::optional<std::uint64_t> process_rss_kib(pid_t pid);
