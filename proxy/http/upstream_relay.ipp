@@ -71,6 +71,11 @@ void upstream_exchange<Stream>::do_read_body() {
                    owner_.guarded([this, n] { on_read_body({}, n); }));
         return;
     }
+    if (early.capacity() > 0) {
+        // The head's read buffer is not used while the body streams: a long stream should not
+        // hold it (the next response's head allocates it again).
+        early.shrink_to_fit();
+    }
     begin_wait(true);
     auto into = asio::buffer(body_buffer_.get(), body_capacity_);
     auto done = owner_.guarded([this](error_code ec, std::size_t n) { on_read_body(ec, n); });
