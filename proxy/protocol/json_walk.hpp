@@ -6,6 +6,7 @@
 // warm-up a walk allocates nothing.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -14,11 +15,56 @@
 #include <string_view>
 #include <vector>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 namespace tokenmeter::protocol {
 
 namespace detail {
 class json_scanner;
+
+// Bytes a string copies as they are: printable ASCII but the quote and the backslash. Everything
+// else ends a run: the closing quote, an escape, a control character (an error) or the lead byte
+// of a UTF-8 sequence (validated).
+constexpr std::array<bool, 256> plain_string_bytes = [] {
+    std::array<bool, 256> plain{};
+    for (std::size_t c = 0x20; c < 0x80; ++c) {
+        plain[c] = c != '"' && c != '\\';
+    }
+    return plain;
+}();
+
+// The first byte at or after `p` that is not plain: a quote, a backslash, a control character
+// or a byte of a UTF-8 sequence. Sixteen bytes at a time where SSE2 is there (every x86-64),
+// since most of a chunk's bytes are inside strings; the table decides the rest.
+[[gnu::always_inline]] inline const char* skip_plain_bytes(const char* p,
+                                                          const char* end) noexcept {
+#if defined(__SSE2__)
+    const __m128i quote = _mm_set1_epi8('"');
+    const __m128i backslash = _mm_set1_epi8('\\');
+    const __m128i space = _mm_set1_epi8(0x20);
+    while (end - p >= 16) {
+        const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+        // As signed bytes, 0x80-0xFF are negative: "less than a space" catches them and the
+        // control characters in one comparison.
+        const __m128i special =
+            _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)),
+                         _mm_cmplt_epi8(v, space));
+        const auto mask = static_cast<unsigned>(_mm_movemask_epi8(special));
+        if (mask != 0) {
+            return p + __builtin_ctz(mask);
+        }
+        p += 16;
+    }
+#endif
+    while (p != end && plain_string_bytes[static_cast<unsigned char>(*p)]) {
+        ++p;
+    }
+    return p;
 }
+
+}  // namespace detail
 
 // Keys from the root to the current value; an array element's step is "[]".
 class json_path {

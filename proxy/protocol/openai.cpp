@@ -2,6 +2,8 @@
 // the response adapter (one json_walk pass per chunk) and the two dialect table rows.
 #include "protocol/openai.hpp"
 
+#include <atomic>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -131,6 +133,188 @@ std::optional<std::string> inject_usage_request(std::string_view body, bool cont
 
 namespace {
 
+// Off only in tests and benchmarks that compare the reader with the walk.
+std::atomic<bool> chunk_reader_enabled{true};
+
+// A streamed Chat Completions chunk of the shape servers send token after token, read in one
+// pass without the general walk and its visitor calls: no whitespace, keys and strings of plain
+// printable ASCII without escapes, scalars that are such strings, null, true, false or unsigned
+// integers of up to 19 digits, "choices" an array of objects whose "delta" is an object of
+// scalars. It fills the builder as openai_adapter's walk would, and says no (the caller then
+// walks the text) at the first byte outside that shape: an escape, a non-ASCII byte, a nested
+// object or array elsewhere (tool calls, logprobs, usage), an "error", anything invalid. A
+// "yes" is therefore only given for texts the walk accepts with the same result
+// (tests/unit/protocol/openai_test.cpp compares the two on recorded and mutated chunks).
+class chat_chunk_reader {
+  public:
+    chat_chunk_reader(std::string_view text, chunk_builder& out) noexcept
+        : p_(text.data()), end_(text.data() + text.size()), out_(out) {}
+
+    // On true: `choices` says whether the root held a "choices" array, `role` whether a delta
+    // had a "role" string.
+    bool read(bool& choices, bool& role) {
+        if (!eat('{') || peek('}')) {
+            return false;
+        }
+        do {
+            std::string_view key;
+            if (!member_key(key) || key == "error") {
+                return false;
+            }
+            if (key == "choices" && peek('[')) {
+                choices = true;
+                if (!read_choices(role)) {
+                    return false;
+                }
+            } else if (!skip_scalar()) {
+                return false;
+            }
+        } while (eat(','));
+        return eat('}') && p_ == end_;
+    }
+
+  private:
+    bool read_choices(bool& role) {
+        ++p_;  // '['
+        if (eat(']')) {
+            return true;
+        }
+        do {
+            if (!read_choice(role)) {
+                return false;
+            }
+        } while (eat(','));
+        return eat(']');
+    }
+
+    bool read_choice(bool& role) {
+        if (!eat('{')) {
+            return false;
+        }
+        if (eat('}')) {
+            return true;
+        }
+        do {
+            std::string_view key;
+            if (!member_key(key)) {
+                return false;
+            }
+            std::string_view value;
+            if (key == "delta" && peek('{')) {
+                if (!read_delta(role)) {
+                    return false;
+                }
+            } else if (key == "finish_reason" && peek('"')) {
+                if (!string(value)) {
+                    return false;
+                }
+                out_.set_finish(value);
+            } else if (!skip_scalar()) {
+                return false;
+            }
+        } while (eat(','));
+        return eat('}');
+    }
+
+    bool read_delta(bool& role) {
+        ++p_;  // '{'
+        if (eat('}')) {
+            return true;
+        }
+        do {
+            std::string_view key;
+            if (!member_key(key)) {
+                return false;
+            }
+            if (peek('"')) {
+                std::string_view value;
+                if (!string(value)) {
+                    return false;
+                }
+                if (key == "content") {
+                    out_.content.append(value);
+                } else if (key == "reasoning_content" || key == "reasoning") {
+                    out_.reasoning.append(value);
+                } else if (key == "role") {
+                    role = true;
+                }
+            } else if (!skip_scalar()) {
+                return false;
+            }
+        } while (eat(','));
+        return eat('}');
+    }
+
+    [[nodiscard]] bool peek(char c) const noexcept { return p_ != end_ && *p_ == c; }
+    bool eat(char c) noexcept {
+        if (peek(c)) {
+            ++p_;
+            return true;
+        }
+        return false;
+    }
+
+    bool string(std::string_view& out) noexcept {
+        if (!eat('"')) {
+            return false;
+        }
+        const char* start = p_;
+        p_ = detail::skip_plain_bytes(p_, end_);
+        if (!peek('"')) {
+            return false;
+        }
+        out = std::string_view(start, static_cast<std::size_t>(p_ - start));
+        ++p_;
+        return true;
+    }
+
+    bool member_key(std::string_view& key) noexcept { return string(key) && eat(':'); }
+
+    bool literal(std::string_view word) noexcept {
+        if (static_cast<std::size_t>(end_ - p_) < word.size() ||
+            std::memcmp(p_, word.data(), word.size()) != 0) {
+            return false;
+        }
+        p_ += word.size();
+        return true;
+    }
+
+    // A value the adapter does not look at. What follows it is checked by the caller (a
+    // fraction or exponent after the digits fails there).
+    bool skip_scalar() noexcept {
+        if (p_ == end_) {
+            return false;
+        }
+        switch (*p_) {
+            case '"': {
+                std::string_view ignored;
+                return string(ignored);
+            }
+            case 'n':
+                return literal("null");
+            case 't':
+                return literal("true");
+            case 'f':
+                return literal("false");
+            default:
+                break;
+        }
+        if (*p_ == '0') {
+            ++p_;
+            return true;
+        }
+        const char* digits = p_;
+        while (p_ != end_ && *p_ >= '0' && *p_ <= '9') {
+            ++p_;
+        }
+        return p_ != digits && p_ - digits <= 19;
+    }
+
+    const char* p_;
+    const char* end_;
+    chunk_builder& out_;
+};
+
 // One chunk (or a whole body) walked once. Each open object or array is a frame that knows what
 // it is (a choice, a delta, usage, ...) from its parent and the key it sits under; everything
 // else is `ignored`, so a "content" inside logprobs or an unknown extension is never mistaken
@@ -160,7 +344,21 @@ class openai_adapter final : public json_document_adapter, private json_visitor 
         stack_.clear();
         seen_ = {};
         streamed_ = streamed;
-        if (walk_json(text, *this, path_) != walk_result::ok || !seen_.root_object) {
+        if (streamed && kind_ == api_kind::openai_chat_completions &&
+            chunk_reader_enabled.load(std::memory_order_relaxed) &&
+            max_json_depth() >= chat_chunk_depth) {
+            bool choices = false;
+            bool role = false;
+            if (chat_chunk_reader(text, out_).read(choices, role)) {
+                seen_.root_object = true;
+                seen_.choices = choices;
+                seen_.role = role;
+            } else {
+                out_.reset();  // not that shape: the walk below reads it from the start
+            }
+        }
+        if (!seen_.root_object &&
+            (walk_json(text, *this, path_) != walk_result::ok || !seen_.root_object)) {
             sink.on_parse_error(parse_error::invalid_json);
             return;
         }
@@ -312,6 +510,9 @@ class openai_adapter final : public json_document_adapter, private json_visitor 
         }
     }
 
+    // The deepest the chunk reader goes: root, choices, a choice, its delta.
+    static constexpr std::size_t chat_chunk_depth = 4;
+
     api_kind kind_;
     bool streamed_ = true;
     json_path path_;
@@ -353,6 +554,14 @@ std::unique_ptr<adapter> make_completions() {
 }
 
 }  // namespace
+
+void set_openai_chunk_reader(bool enabled) noexcept {
+    chunk_reader_enabled.store(enabled, std::memory_order_relaxed);
+}
+
+bool read_openai_chat_chunk(std::string_view text, chunk_builder& out, bool& choices, bool& role) {
+    return chat_chunk_reader(text, out).read(choices, role);
+}
 
 extern const dialect openai_chat_dialect{api_kind::openai_chat_completions, "openai_chat",
                                          is_chat_path,  read_request,

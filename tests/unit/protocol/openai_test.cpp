@@ -3,6 +3,9 @@
 // harness (dialect_fixture_test.cpp).
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -136,6 +139,134 @@ TEST(OpenAiAdapter, SeveralChoicesAreOneChunk) {
     feed(R"({"choices":[{"index":0,"delta":{"content":"a"}},{"index":1,"delta":{"content":"b"}}]})");
     ASSERT_EQ(feed.sink.chunks.size(), 1u);
     EXPECT_EQ(feed.sink.chunks[0].content, "ab");
+}
+
+// The chunk reader against the walk it stands in for: every recorded chat chunk, shapes it must
+// accept or leave to the walk, and thousands of one-byte mutations of them. The adapter's output
+// (chunks and parse errors) must be the same with the reader on and off, and where the reader
+// says yes on its own, what it collected is what the adapter reports.
+std::vector<std::string> chat_chunk_corpus() {
+    std::vector<std::string> texts = {
+        R"({"id":"chatcmpl-sim-1","object":"chat.completion.chunk","created":1700000000,"model":"bench-model","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]})",
+        R"({"id":"c","object":"chat.completion.chunk","created":1,"model":"m","system_fingerprint":"fp_1","choices":[{"index":0,"delta":{"content":" woman"},"logprobs":null,"finish_reason":null}]})",
+        R"({"id":"c","choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"length"}],"usage":null})",
+        R"({"choices":[{"index":0,"delta":{"reasoning_content":"think","content":null}}]})",
+        R"({"choices":[{"index":0,"delta":{"reasoning":"r"}},{"index":1,"delta":{"content":"b"}}]})",
+        R"({"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":7,"total_tokens":12}})",
+        R"({"choices":[{"delta":{"content":"x","content":"y"},"finish_reason":"stop","finish_reason":"length"}]})",
+        R"({"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"name":"f","arguments":"{}"}}]}}]})",
+        R"({"choices":[{"delta":{"content":"a\nb"}}]})",
+        R"({"choices":[{"delta":{"content":"caf\u00e9 \ud83d\ude00"}}]})",
+        "{\"choices\":[{\"delta\":{\"content\":\"caf\xc3\xa9\"}}]}",
+        R"({"choices":[{"delta":{"content":"x"}}],"error":null})",
+        R"({"error":{"message":"overloaded"}})",
+        R"({"choices":null})",
+        R"({"choices":"none","delta":{"content":"not in a choice"}})",
+        R"({"choices":[1,{"delta":{"content":"z"}}]})",
+        R"({"choices":[{"delta":"text","finish_reason":7}]})",
+        R"({"created":01,"choices":[]})",
+        R"({"created":1.5,"choices":[]})",
+        R"({"created":-1,"choices":[]})",
+        R"({"created":123456789012345678901234567890,"choices":[]})",
+        R"({"created":1e400,"choices":[]})",
+        R"({"choices":[{"delta":{"content":"x"}}]} )",
+        R"( {"choices":[{"delta":{"content":"x"}}]})",
+        R"({"choices":[{"delta":{"content":"x"}}]}x)",
+        R"({"choices":[{"delta":{"content":"x"}}])",
+        R"({})",
+        R"([])",
+        R"({"choices":[{"logprobs":{"content":[{"token":"a"}]},"delta":{"content":"a"}}]})",
+    };
+    texts.push_back(std::string(R"({"choices":[{"delta":{"content":"x"}}]})") + '\0');
+    for (const auto& entry : std::filesystem::directory_iterator(TOKENMETER_FIXTURES_DIR "/openai")) {
+        if (entry.path().extension() != ".sse") {
+            continue;
+        }
+        std::istringstream lines(read_file(entry.path().string()));
+        for (std::string line; std::getline(lines, line);) {
+            if (line.rfind("data: {", 0) == 0) {
+                texts.push_back(line.substr(6));
+            }
+        }
+    }
+    return texts;
+}
+
+recording_sink adapter_output(const std::string& text, bool reader) {
+    set_openai_chunk_reader(reader);
+    openai_events feed;
+    feed(text);
+    set_openai_chunk_reader(true);
+    return feed.sink;
+}
+
+void expect_same_output(const std::string& text) {
+    const recording_sink with = adapter_output(text, true);
+    const recording_sink without = adapter_output(text, false);
+    ASSERT_EQ(with.errors, without.errors) << text;
+    ASSERT_EQ(with.chunks.size(), without.chunks.size()) << text;
+    for (std::size_t i = 0; i < with.chunks.size(); ++i) {
+        const auto& a = with.chunks[i];
+        const auto& b = without.chunks[i];
+        ASSERT_EQ(a.content, b.content) << text;
+        ASSERT_EQ(a.reasoning, b.reasoning) << text;
+        ASSERT_EQ(a.tool, b.tool) << text;
+        ASSERT_EQ(a.finish, b.finish) << text;
+        ASSERT_EQ(a.role_only, b.role_only) << text;
+        ASSERT_EQ(a.error, b.error) << text;
+        ASSERT_EQ(a.usage.has_value(), b.usage.has_value()) << text;
+    }
+}
+
+TEST(OpenAiChunkReader, SameOutputAsTheWalk) {
+    int read_by_reader = 0;
+    const auto corpus = chat_chunk_corpus();
+    ASSERT_GT(corpus.size(), 40u);  // the fixtures were found
+    for (const auto& text : corpus) {
+        expect_same_output(text);
+        chunk_builder out;
+        bool choices = false;
+        bool role = false;
+        read_by_reader += read_openai_chat_chunk(text, out, choices, role) ? 1 : 0;
+    }
+    // The common shape is the reader's; escapes, non-ASCII, usage, tool calls, errors and
+    // anything invalid are the walk's.
+    EXPECT_GE(read_by_reader, 12);
+    EXPECT_LT(read_by_reader, static_cast<int>(corpus.size()));
+}
+
+TEST(OpenAiChunkReader, SameOutputOnMutations) {
+    std::mt19937 random(13);
+    const auto corpus = chat_chunk_corpus();
+    const std::string alphabet = "{}[]:,\"\\ 0123456789.eE-+ntrufalsx\x01\x7f\xc3\xa9";
+    int accepted = 0;
+    for (int round = 0; round < 20000; ++round) {
+        std::string text = corpus[random() % corpus.size()];
+        const int edits = 1 + static_cast<int>(random() % 3);
+        for (int e = 0; e < edits && !text.empty(); ++e) {
+            const std::size_t at = random() % text.size();
+            switch (random() % 3) {
+                case 0:
+                    text[at] = alphabet[random() % alphabet.size()];
+                    break;
+                case 1:
+                    text.insert(text.begin() + static_cast<std::ptrdiff_t>(at),
+                                alphabet[random() % alphabet.size()]);
+                    break;
+                default:
+                    text.erase(at, 1 + random() % 4);
+                    break;
+            }
+        }
+        expect_same_output(text);
+        chunk_builder out;
+        bool choices = false;
+        bool role = false;
+        accepted += read_openai_chat_chunk(text, out, choices, role) ? 1 : 0;
+    }
+    // Some mutations keep the shape (a changed letter in a string), so the reader's answers
+    // were compared too, not only the walk's.
+    EXPECT_GT(accepted, 1000);
 }
 
 TEST(OpenAiRequest, ReadsModelStreamAndUsageOption) {
