@@ -52,6 +52,38 @@ double seconds_of(std::chrono::milliseconds d) {
 
 }  // namespace
 
+std::map<std::string, std::string> label_list::to_map() const {
+    std::map<std::string, std::string> labels;
+    for (const auto& [name, value] : *this) {
+        labels.emplace(name, value);
+    }
+    return labels;
+}
+
+template <typename T, typename... Extra>
+T& registry::series(prometheus::Family<T>* family, const label_list& labels,
+                    const Extra&... extra) {
+    // The key: the family's address, then each name and value behind its length, so that no two
+    // label sets share a key whatever bytes a value holds.
+    thread_local std::string key;
+    key.assign(reinterpret_cast<const char*>(&family), sizeof family);
+    const auto append = [](std::string_view text) {
+        const auto size = static_cast<std::uint32_t>(text.size());
+        key.append(reinterpret_cast<const char*>(&size), sizeof size).append(text);
+    };
+    for (const auto& [name, value] : labels) {
+        append(name);
+        append(value);
+    }
+    std::lock_guard lock(series_mutex_);
+    if (const auto found = series_.find(key); found != series_.end()) {
+        return *static_cast<T*>(found->second);
+    }
+    T& metric = family->Add(labels.to_map(), extra...);
+    series_.emplace(key, &metric);
+    return metric;
+}
+
 model_labels::model_labels(std::vector<std::string> allowlist, std::uint32_t max_models)
     : allowed_(allowlist.begin(), allowlist.end()),
       fixed_(!allowlist.empty()),
@@ -293,7 +325,7 @@ void registry::record_details(const std::string& model, const meter::request_sum
     if (s.api == protocol::api_kind::none) {
         return;
     }
-    prometheus::Labels labels{{"model", model}, {"api", api}};
+    const label_list labels{{"model", model}, {"api", api}};
     count_slo(model, s);
     if (s.time_to_first_token) {
         // Prefill dominates TTFT, so prompt size is its main driver: split by a bounded class.
@@ -326,7 +358,7 @@ void registry::record_details(const std::string& model, const meter::request_sum
                 *s.normalized_output_tokens_per_second);
     }
     if (s.output_chars > 0) {
-        output_chars_->Add(labels).Increment(static_cast<double>(s.output_chars));
+        series(output_chars_, labels).Increment(static_cast<double>(s.output_chars));
     }
     count_tokens(labels, s);
     // A server whose usage report disagrees with its own tokenizer has a broken report (or
@@ -340,7 +372,7 @@ void registry::record_details(const std::string& model, const meter::request_sum
         const double r = static_cast<double>(*reported);
         const double diff = std::abs(r - static_cast<double>(*native));
         if (diff > 2.0 && diff > 0.02 * r) {
-            mismatch_->Add({{"model", model}, {"type", type}}).Increment();
+            series(mismatch_, {{"model", model}, {"type", type}}).Increment();
         }
     };
     // Input is not compared: the prompt is counted without its chat template.
@@ -357,21 +389,21 @@ const std::vector<double>& token_usage_bounds() {
     return bounds;
 }
 
-void registry::count_tokens(const prometheus::Labels& labels, const meter::request_summary& s) {
+void registry::count_tokens(const label_list& labels, const meter::request_summary& s) {
     // type and source: "" leaves the label out.
     auto add = [&](prometheus::Family<prometheus::Counter>* family, std::string_view type,
                    std::string_view source, const std::optional<std::uint64_t>& n) {
         if (!n) {
             return;
         }
-        prometheus::Labels l = labels;
+        label_list l = labels;
         if (!type.empty()) {
-            l.emplace("type", type);
+            l.add("type", type);
         }
         if (!source.empty()) {
-            l.emplace("source", source);
+            l.add("source", source);
         }
-        family->Add(l).Increment(static_cast<double>(*n));
+        series(family, l).Increment(static_cast<double>(*n));
     };
     // A rejected request was never forwarded: no model consumed its tokens (as in its record).
     if (s.result != meter::outcome::rejected) {
@@ -391,11 +423,11 @@ void registry::count_tokens(const prometheus::Labels& labels, const meter::reque
         // tokens and one that answers in 800 have the same tokens/s and very different tasks).
         // Classic buckets only: a token count is not a latency.
         if (input.value) {
-            input_tokens_->Add(labels, token_usage_bounds())
+            series(input_tokens_, labels, token_usage_bounds())
                 .Observe(static_cast<double>(*input.value));
         }
         if (output.value) {
-            output_tokens_->Add(labels, token_usage_bounds())
+            series(output_tokens_, labels, token_usage_bounds())
                 .Observe(static_cast<double>(*output.value));
         }
     }
@@ -430,12 +462,14 @@ const slo_target* registry::slo_for(const slo_options& slo, const std::string& m
     }
     const double objective = slo_objective(slo, *target);
     if (target->ttft) {
-        slo_objective_->Add({{"model", model_label}, {"slo", "ttft"}}).Set(objective);
-        slo_target_->Add({{"model", model_label}, {"slo", "ttft"}}).Set(seconds_of(*target->ttft));
+        series(slo_objective_, {{"model", model_label}, {"slo", "ttft"}}).Set(objective);
+        series(slo_target_, {{"model", model_label}, {"slo", "ttft"}})
+            .Set(seconds_of(*target->ttft));
     }
     if (target->tpot) {
-        slo_objective_->Add({{"model", model_label}, {"slo", "tpot"}}).Set(objective);
-        slo_target_->Add({{"model", model_label}, {"slo", "tpot"}}).Set(seconds_of(*target->tpot));
+        series(slo_objective_, {{"model", model_label}, {"slo", "tpot"}}).Set(objective);
+        series(slo_target_, {{"model", model_label}, {"slo", "tpot"}})
+            .Set(seconds_of(*target->tpot));
     }
     return target;
 }
@@ -478,8 +512,7 @@ slo_verdict registry::judge_slo(const std::string& model_label, const meter::req
 void registry::count_slo(const std::string& model_label, const meter::request_summary& s) {
     const slo_verdict verdict = judge_slo(model_label, s);
     const auto count = [&](const char* slo, bool good) {
-        slo_requests_
-            ->Add({{"model", model_label}, {"slo", slo}, {"result", good ? "good" : "bad"}})
+        series(slo_requests_, {{"model", model_label}, {"slo", slo}, {"result", good ? "good" : "bad"}})
             .Increment();
     };
     if (verdict.ttft_good) {
@@ -498,23 +531,21 @@ void registry::record_unforwarded(protocol::api_kind api, std::string_view model
 // The two families every request lands in, forwarded or not.
 void registry::count_request(protocol::api_kind api, const std::string& model_label,
                              meter::outcome result, int code, double duration_seconds) {
-    std::string api_label(protocol::to_string(api));
-    std::string outcome(meter::to_string(result));
-    requests_
-        ->Add({{"model", model_label},
-               {"api", api_label},
-               {"outcome", outcome},
-               {"code", code_label(code)}})
+    const std::string_view api_label = protocol::to_string(api);
+    const std::string_view outcome = meter::to_string(result);
+    const std::string code_text = code_label(code);
+    series(requests_,
+           {{"model", model_label}, {"api", api_label}, {"outcome", outcome}, {"code", code_text}})
         .Increment();
     observe(duration_, {{"model", model_label}, {"api", api_label}, {"outcome", outcome}},
             buckets_.request_duration, duration_seconds);
 }
 
-void registry::observe_inter_token_latency(const prometheus::Labels& labels,
+void registry::observe_inter_token_latency(const label_list& labels,
                                            const meter::histogram_batch& batch) {
     const std::vector<double> increments = batch.bucket_increments();
     if (itl_classic_index_.empty()) {
-        itl_->Add(labels, buckets_.inter_token_latency)
+        series(itl_, labels, buckets_.inter_token_latency)
             .ObserveMultiple(increments, batch.sum());
         return;
     }
@@ -538,18 +569,18 @@ void registry::observe_inter_token_latency(const prometheus::Labels& labels,
             native.positive[itl_native_index_[j]] += n;
         }
     }
-    itl_->Add(labels, buckets_.inter_token_latency).ObserveMultiple(classic, batch.sum());
+    series(itl_, labels, buckets_.inter_token_latency).ObserveMultiple(classic, batch.sum());
     if (natives_) {
-        natives_->observe(itl_->GetName(), labels, native);
+        natives_->observe(itl_->GetName(), labels.to_map(), native);
     }
 }
 
 void registry::observe(prometheus::Family<prometheus::Histogram>* family,
-                       const prometheus::Labels& labels, const std::vector<double>& bounds,
+                       const label_list& labels, const std::vector<double>& bounds,
                        double value) {
-    family->Add(labels, bounds).Observe(value);
+    series(family, labels, bounds).Observe(value);
     if (natives_) {
-        natives_->observe(family->GetName(), labels, value);
+        natives_->observe(family->GetName(), labels.to_map(), value);
     }
 }
 
@@ -564,14 +595,12 @@ double registry::streams_active() const {
 }
 
 void registry::upstream_error(std::string_view reason) {
-    upstream_errors_->Add({{"reason", std::string(reason)}}).Increment();
+    series(upstream_errors_, {{"reason", reason}}).Increment();
 }
 
 void registry::parse_errors(protocol::api_kind api, protocol::parse_error reason,
                             std::uint64_t count) {
-    parse_errors_
-        ->Add({{"api", std::string(protocol::to_string(api))},
-               {"reason", std::string(protocol::to_string(reason))}})
+    series(parse_errors_, {{"api", protocol::to_string(api)}, {"reason", protocol::to_string(reason)}})
         .Increment(static_cast<double>(count));
 }
 

@@ -105,6 +105,44 @@ TEST(Registry, ExposesEveryFamilyWithItsLabels) {
     EXPECT_FALSE(contains(text, "tokenmeter_parse_errors_total{"));
 }
 
+// The registry keeps each series once found (registry::series): a second request lands in the
+// same series, another model in its own, and model names holding NUL bytes get series of their
+// own (the cache's key is length-prefixed, not separated).
+TEST(Registry, SeriesAreFoundAgainAndNeverShared) {
+    registry r(settings_with({}, 32));
+    r.record(streamed_summary(&r.inter_token_latency_bounds(), "llama"));
+    r.record(streamed_summary(&r.inter_token_latency_bounds(), "llama"));
+    r.record(streamed_summary(&r.inter_token_latency_bounds(), "qwen"));
+    r.record(streamed_summary(&r.inter_token_latency_bounds(), std::string("a\0b", 3)));
+    r.record(streamed_summary(&r.inter_token_latency_bounds(), std::string("a\0", 2)));
+    r.upstream_error("connect_refused");
+    r.upstream_error("connect_refused");
+    auto text = r.expose();
+    EXPECT_TRUE(contains(
+        text,
+        R"(tokenmeter_requests_total{api="openai_chat",code="200",model="llama",outcome="complete"} 2)"));
+    EXPECT_TRUE(contains(
+        text,
+        R"(tokenmeter_inter_token_latency_seconds_count{api="openai_chat",model="llama"} 4)"));
+    EXPECT_TRUE(contains(
+        text,
+        R"(tokenmeter_tokens_total{api="openai_chat",model="llama",source="reported",type="output"} 6)"));
+    EXPECT_TRUE(contains(
+        text,
+        R"(tokenmeter_requests_total{api="openai_chat",code="200",model="qwen",outcome="complete"} 1)"));
+    EXPECT_TRUE(contains(text, R"(tokenmeter_upstream_errors_total{reason="connect_refused"} 2)"));
+    // The two NUL-bearing names are two series of one request each.
+    std::size_t one_request_series = 0;
+    for (std::size_t at = text.find("tokenmeter_requests_total{"); at != std::string::npos;
+         at = text.find("tokenmeter_requests_total{", at + 1)) {
+        const auto line_end = text.find('\n', at);
+        if (text.compare(line_end - 2, 2, " 1") == 0) {
+            ++one_request_series;
+        }
+    }
+    EXPECT_EQ(one_request_series, 3u);  // qwen and the two NUL-bearing names
+}
+
 TEST(Registry, RetokenizedCountsAndMismatches) {
     registry r(settings_with({}, 32));
     auto s = streamed_summary(&r.inter_token_latency_bounds(), "llama");
