@@ -6,7 +6,8 @@
 #   e.g. tests/fuzz/run.sh 300 -jobs=2 -workers=2
 #
 # Environment: TOKENMETER_FUZZ_TARGET (sse_parser_fuzz, the default, ndjson_parser_fuzz,
-# dialect_stream_fuzz, tokenizer_fuzz, request_fuzz, response_head_fuzz, json_walk_fuzz or body_decoder_fuzz),
+# dialect_stream_fuzz, tokenizer_fuzz, request_fuzz, response_head_fuzz, json_walk_fuzz,
+# body_decoder_fuzz or openai_chunk_fuzz),
 # TOKENMETER_FUZZ_BUILD_DIR (default build-fuzz), CXX_FUZZ (default clang++-14 or clang++).
 set -euo pipefail
 
@@ -46,6 +47,7 @@ case "$target" in
     response_head_fuzz) seeds=response_head; dict=() ;;
     json_walk_fuzz) seeds=json_walk; dict=() ;;
     body_decoder_fuzz) seeds=body_decoder; dict=() ;;
+    openai_chunk_fuzz) seeds=openai_chunk; dict=() ;;
     *) echo "unknown TOKENMETER_FUZZ_TARGET $target" >&2; exit 2 ;;
 esac
 cmake --build "$build" --target "$target" -j2
