@@ -27,6 +27,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/text.hpp"
 #include "core/time.hpp"
 #include "tokenizer/tokenizer.hpp"
 
@@ -97,21 +98,9 @@ bool hex_decode(std::string_view hex, std::string& out) {
     if (hex.size() % 2 != 0) {
         return false;
     }
-    auto nibble = [](char c) -> int {
-        if (c >= '0' && c <= '9') {
-            return c - '0';
-        }
-        if (c >= 'a' && c <= 'f') {
-            return c - 'a' + 10;
-        }
-        if (c >= 'A' && c <= 'F') {
-            return c - 'A' + 10;
-        }
-        return -1;
-    };
     for (std::size_t i = 0; i < hex.size(); i += 2) {
-        const int hi = nibble(hex[i]);
-        const int lo = nibble(hex[i + 1]);
+        const int hi = tokenmeter::core::hex_digit_value(hex[i]);
+        const int lo = tokenmeter::core::hex_digit_value(hex[i + 1]);
         if (hi < 0 || lo < 0) {
             return false;
         }
