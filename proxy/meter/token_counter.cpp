@@ -16,6 +16,17 @@ token_counter::token_counter(encoders which) : which_(which) {
 
 namespace {
 
+// How much of `text` one feed takes: at most max_pending_bytes, ending on a character boundary so
+// that a cut never splits a UTF-8 sequence.
+std::size_t slice_length(std::string_view text) {
+    std::size_t slice = std::min(text.size(), token_counter::max_pending_bytes);
+    while (slice < text.size() && slice > 1 &&
+           (static_cast<unsigned char>(text[slice]) & 0xC0) == 0x80) {
+        --slice;
+    }
+    return slice;
+}
+
 // Length of the first UTF-8 character of s (1 for a stray byte).
 std::size_t first_char_length(std::string_view s) {
     const auto lead = static_cast<unsigned char>(s.front());
@@ -25,10 +36,11 @@ std::size_t first_char_length(std::string_view s) {
 
 }  // namespace
 
-std::uint64_t token_counter::feed_kind(text_kind kind, std::string_view text, core::time_point at,
-                                       core::time_point& completed_at,
-                                       std::uint64_t& earlier_tokens,
-                                       core::time_point& earlier_at) {
+const std::vector<token_counter::token_group>& token_counter::feed_kind(text_kind kind,
+                                                                          std::string_view text,
+                                                                          core::time_point at) {
+    thread_local std::vector<token_group> groups;
+    groups.clear();
     // The lane that is not timed only counts: it takes the whole read at once.
     lane& timing = timing_lane();
     for (lane* l : {native_ ? &*native_ : nullptr, reference_ ? &*reference_ : nullptr}) {
@@ -36,16 +48,76 @@ std::uint64_t token_counter::feed_kind(text_kind kind, std::string_view text, co
             l->tokens[kind] += feed_bounded(*l, kind, text, at);
         }
     }
-    // The first character of a read usually shows that the text before it is final (a new
-    // pre-token starts). Feeding it alone first separates the tokens that earlier reads
-    // completed from those this read completes, so each group gets its own read's time.
+    if (timing.encoder->reports_piece_ends()) {
+        feed_pieces(timing, kind, text, at, groups);
+        return groups;
+    }
+    // The encoder says only how far its text is final. The first character of a read usually
+    // shows that the text before it is final (a new pre-token starts). Feeding it alone first
+    // separates the tokens that earlier reads completed from those this read completes, so each
+    // group gets its own read's time.
     const std::size_t head = first_char_length(text);
-    earlier_tokens = 0;
+    core::time_point earlier_at = at;
     if (head < text.size()) {
-        earlier_tokens = feed_timed(kind, text.substr(0, head), at, earlier_at);
+        if (const std::uint64_t n = feed_timed(kind, text.substr(0, head), at, earlier_at)) {
+            groups.push_back({earlier_at, n});
+        }
         text.remove_prefix(head);
     }
-    return feed_timed(kind, text, at, completed_at);
+    core::time_point completed_at = at;
+    if (const std::uint64_t n = feed_timed(kind, text, at, completed_at)) {
+        groups.push_back({completed_at, n});
+    }
+    return groups;
+}
+
+void token_counter::feed_pieces(lane& l, text_kind kind, std::string_view text,
+                                core::time_point at, std::vector<token_group>& groups) {
+    tokenizer::stream& stream = l.streams[kind];
+    auto& arrivals = arrivals_[kind];
+    std::uint64_t total = 0;
+    auto add = [&](core::time_point done, std::uint64_t n) {
+        total += n;
+        if (!groups.empty() && groups.back().at == done) {
+            groups.back().count += n;
+        } else {
+            groups.push_back({done, n});
+        }
+    };
+    while (!text.empty()) {
+        const std::size_t slice = slice_length(text);
+        stream.append(text.substr(0, slice));
+        text.remove_prefix(slice);
+        // Arrivals here are offsets in the stream's own (repaired) text, where pieces end.
+        if (arrivals.empty() || arrivals.back().end < stream.appended_bytes()) {
+            arrivals.push_back({stream.appended_bytes(), at});
+        }
+        stream.analyse([&](std::uint64_t end, std::size_t n) {
+            add(completion_time(kind, end), n);
+        });
+        if (stream.pending_bytes() >= max_pending_bytes) {
+            // As feed_bounded: the first cut part exactly, later ones estimated.
+            const std::size_t cut = stream.pending_bytes();
+            if (l.bytes_per_cut_token == 0) {
+                std::uint64_t n = 0;
+                stream.finish(at, [&n](tokenizer::token_id, core::time_point) { ++n; });
+                l.bytes_per_cut_token =
+                    static_cast<double>(cut) / static_cast<double>(std::max<std::uint64_t>(1, n));
+                add(at, n);
+            } else {
+                add(at, static_cast<std::uint64_t>(
+                            std::ceil(static_cast<double>(cut) / l.bytes_per_cut_token)));
+                stream.restart();
+            }
+            ++cut_pieces_;
+        }
+    }
+    l.tokens[kind] += total;
+    // Arrivals wholly before the pending text are no longer needed; keep the one that holds the
+    // first pending byte.
+    while (arrivals.size() > 1 && arrivals.front().end <= stream.consumed_bytes()) {
+        arrivals.pop_front();
+    }
 }
 
 std::uint64_t token_counter::feed_timed(text_kind kind, std::string_view text, core::time_point at,
@@ -73,12 +145,7 @@ std::uint64_t token_counter::feed_bounded(lane& l, text_kind kind, std::string_v
     auto count = [&n](tokenizer::token_id, core::time_point) { ++n; };
     tokenizer::stream& stream = l.streams[kind];
     while (!text.empty()) {
-        std::size_t slice = std::min(text.size(), max_pending_bytes);
-        // Slices end on a character boundary, so a cut never splits a UTF-8 sequence.
-        while (slice < text.size() && slice > 1 &&
-               (static_cast<unsigned char>(text[slice]) & 0xC0) == 0x80) {
-            --slice;
-        }
+        const std::size_t slice = slice_length(text);
         stream.feed(text.substr(0, slice), at, count);
         text.remove_prefix(slice);
         if (stream.pending_bytes() >= max_pending_bytes) {

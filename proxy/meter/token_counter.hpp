@@ -103,11 +103,20 @@ class token_counter {
         std::size_t head_ = 0;
     };
 
-    // Feeds one kind's delta into every lane; returns the count of timing tokens made final
-    // and the time of the read that completed the last of them.
-    std::uint64_t feed_kind(text_kind kind, std::string_view text, core::time_point at,
-                            core::time_point& completed_at, std::uint64_t& earlier_tokens,
-                            core::time_point& earlier_at);
+    // Timing tokens made final by one feed that share a time, in order.
+    struct token_group {
+        core::time_point at;
+        std::uint64_t count = 0;
+    };
+    // Feeds one kind's delta into every lane; returns the timing lane's tokens made final, in
+    // groups by the time of the read that completed them (a per-thread scratch vector, valid
+    // until the next call).
+    const std::vector<token_group>& feed_kind(text_kind kind, std::string_view text,
+                                              core::time_point at);
+    // The timing lane when its encoder reports piece ends: one analysis per read, each piece
+    // stamped with the read that delivered its last byte.
+    void feed_pieces(lane& l, text_kind kind, std::string_view text, core::time_point at,
+                     std::vector<token_group>& groups);
     // Feeds the timing lane only, and says when its new tokens were complete.
     std::uint64_t feed_timed(text_kind kind, std::string_view text, core::time_point at,
                              core::time_point& completed_at);
@@ -122,7 +131,7 @@ class token_counter {
     encoders which_;
     std::optional<lane> native_;
     std::optional<lane> reference_;  // empty when it is the same tokenizer as native
-    std::array<std::uint64_t, kinds> fed_{};
+    std::array<std::uint64_t, kinds> fed_{};  // input bytes per kind (the split-feed path)
     std::array<arrival_queue, kinds> arrivals_;
     std::uint64_t cut_pieces_ = 0;
 };
@@ -136,16 +145,8 @@ void token_counter::feed(const protocol::response_chunk& chunk, core::time_point
         if (texts[k].empty()) {
             continue;
         }
-        core::time_point completed_at = at;
-        core::time_point earlier_at = at;
-        std::uint64_t earlier = 0;
-        std::uint64_t n =
-            feed_kind(static_cast<text_kind>(k), texts[k], at, completed_at, earlier, earlier_at);
-        if (earlier > 0) {
-            on_tokens(earlier_at, earlier);
-        }
-        if (n > 0) {
-            on_tokens(completed_at, n);
+        for (const token_group& g : feed_kind(static_cast<text_kind>(k), texts[k], at)) {
+            on_tokens(g.at, g.count);
         }
     }
 }
@@ -157,7 +158,7 @@ void token_counter::finish(OnTokens&& on_tokens) {
         std::uint64_t n = finish_kind(kind);
         if (n > 0) {
             // The tail was complete when its last byte arrived, not when the stream ended.
-            on_tokens(completion_time(kind, fed_[k]), n);
+            on_tokens(arrivals_[k].empty() ? core::time_point{} : arrivals_[k].back().at, n);
         }
     }
 }

@@ -59,6 +59,7 @@ bool parser::next_event() {
     line next;
     while (lines_.next(next)) {
         if (!next.complete()) {
+            keep_data_view();
             stash_partial(next.text.data(), next.text.size());
             break;
         }
@@ -78,32 +79,44 @@ bool parser::next_event() {
                 continue;
             }
             line_buf_.append(piece);
-            ready = handle_line(line_buf_);
+            ready = handle_line(line_buf_, false);
             clear_buffer(line_buf_);
         } else {
-            ready = handle_line(piece);
+            ready = handle_line(piece, true);
         }
         if (ready) {
             dispatched_ = true;
             return true;
         }
     }
+    keep_data_view();  // the feed's bytes go away on return
     return false;
 }
 
-bool parser::handle_line(std::string_view line) {
+void parser::keep_data_view() {
+    if (data_in_view_) {
+        data_in_view_ = false;
+        data_buf_.append(data_view_);
+        data_buf_.push_back('\n');
+    }
+}
+
+bool parser::handle_line(std::string_view line, bool in_span) {
     if (line.empty()) {
         if (skipping_) {
             skipping_ = false;
             reset_event();
             return false;
         }
-        if (data_buf_.empty()) {
+        if (data_in_view_) {
+            ready_.data = data_view_;
+        } else if (data_buf_.empty()) {
             reset_event();
             return false;
+        } else {
+            ready_.data = std::string_view(data_buf_.data(), data_buf_.size() - 1);
         }
         ready_.type = type_buf_.empty() ? default_event_type : std::string_view(type_buf_);
-        ready_.data = std::string_view(data_buf_.data(), data_buf_.size() - 1);
         ready_.id = id_buf_;
         ++stats_.events;
         return true;
@@ -121,11 +134,11 @@ bool parser::handle_line(std::string_view line) {
         drop_oversized_event();
         return false;
     }
-    handle_field(line);
+    handle_field(line, in_span);
     return false;
 }
 
-void parser::handle_field(std::string_view line) {
+void parser::handle_field(std::string_view line, bool in_span) {
     event_has_fields_ = true;
     std::string_view name = line;
     std::string_view value;
@@ -137,6 +150,12 @@ void parser::handle_field(std::string_view line) {
         }
     }
     if (name == "data") {
+        if (in_span && !data_in_view_ && data_buf_.empty()) {
+            data_view_ = value;
+            data_in_view_ = true;
+            return;
+        }
+        keep_data_view();
         data_buf_.append(value);
         data_buf_.push_back('\n');
     } else if (name == "event") {
@@ -171,8 +190,8 @@ void parser::stash_partial(const char* first, std::size_t size) {
 }
 
 bool parser::fits(std::size_t line_bytes) const noexcept {
-    return line_bytes <= max_event_bytes_ &&
-           data_buf_.size() + type_buf_.size() <= max_event_bytes_ - line_bytes;
+    const std::size_t data = data_in_view_ ? data_view_.size() + 1 : data_buf_.size();
+    return line_bytes <= max_event_bytes_ && data + type_buf_.size() <= max_event_bytes_ - line_bytes;
 }
 
 void parser::drop_oversized_event() noexcept {
@@ -182,6 +201,7 @@ void parser::drop_oversized_event() noexcept {
 }
 
 void parser::reset_event() noexcept {
+    data_in_view_ = false;
     clear_buffer(data_buf_);
     clear_buffer(type_buf_);
     event_has_fields_ = false;
@@ -205,7 +225,8 @@ bool parser::finish() noexcept {
 
 std::size_t parser::buffered_bytes() const noexcept {
     const std::size_t bom_bytes = bom_done_ ? 0 : bom_matched_;
-    return line_buf_.size() + data_buf_.size() + type_buf_.size() + bom_bytes;
+    const std::size_t data = data_in_view_ ? data_view_.size() + 1 : data_buf_.size();
+    return line_buf_.size() + data + type_buf_.size() + bom_bytes;
 }
 
 }  // namespace tokenmeter::sse

@@ -66,9 +66,14 @@ class parser {
     // Consumes lines from the current span until an event is ready in ready_ (true) or the
     // span is used up (false); a trailing partial line is kept for the next feed.
     bool next_event();
-    // Returns true when the line completes an event with data, left in ready_.
-    bool handle_line(std::string_view line);
-    void handle_field(std::string_view line);
+    // Returns true when the line completes an event with data, left in ready_. `in_span`: the
+    // line lies in the current feed's bytes (not in line_buf_), so a view of it stays valid
+    // until the feed returns.
+    bool handle_line(std::string_view line, bool in_span);
+    void handle_field(std::string_view line, bool in_span);
+    // Copies a data value held as a view into data_buf_ (before anything else is added to the
+    // event, and before the feed's bytes go away).
+    void keep_data_view();
     void stash_partial(const char* first, std::size_t size);
     [[nodiscard]] bool fits(std::size_t line_bytes) const noexcept;
     void drop_oversized_event() noexcept;
@@ -79,6 +84,10 @@ class parser {
 
     std::string line_buf_;  // only a line that spans two feeds is copied here
     std::string data_buf_;  // each data value followed by '\n'
+    // An event's first data value, while it is its only one and lies in the current feed's
+    // bytes: held as a view, not copied (the common event is one data line and a blank line).
+    std::string_view data_view_;
+    bool data_in_view_ = false;
     std::string type_buf_;
     std::string id_buf_;  // persists across events and streams
     event ready_;         // views into the buffers above, valid until next_event()

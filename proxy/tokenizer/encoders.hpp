@@ -35,12 +35,19 @@ class tiktoken_encoder final : public encoder {
                              std::vector<token_id>& out) const override;
     void encode_rest(std::string_view text, bool at_start,
                      std::vector<token_id>& out) const override;
+    // Piece ends are reported when no special tokens are matched (encode_ordinary, the default).
+    std::size_t encode_final_pieces(std::string_view pending, bool at_start,
+                                    std::vector<token_id>& out,
+                                    std::vector<piece_end>& ends) const override;
+    [[nodiscard]] bool reports_piece_ends() const noexcept override { return specials_.empty(); }
 
   private:
     class ordinary;  // the text between special tokens, for added_vocabulary
     std::size_t run(std::string_view text, bool open, std::vector<token_id>& out) const;
+    // `ends`, when given, gets each piece's end (encode_final_pieces).
     std::size_t run_ordinary(std::string_view text, std::size_t begin, std::size_t end, bool open,
-                             std::vector<token_id>& out) const;
+                             std::vector<token_id>& out,
+                             std::vector<piece_end>* ends = nullptr) const;
     void encode_piece(std::string_view piece, merge_scratch& s, std::vector<token_id>& out) const;
 
     std::string name_;

@@ -27,7 +27,7 @@ class piece_cache {
         if (piece.size() > max_piece) {
             return false;
         }
-        const entry& e = entries_[hash & (entries - 1)];
+        const entry& e = entries_[slot(owner, hash)];
         if (e.owner != owner || e.hash != hash || e.length != piece.size() ||
             std::memcmp(e.text, piece.data(), piece.size()) != 0) {
             return false;
@@ -41,7 +41,7 @@ class piece_cache {
         if (piece.size() > max_piece || count > max_ids) {
             return;
         }
-        entry& e = entries_[hash & (entries - 1)];
+        entry& e = entries_[slot(owner, hash)];
         e.owner = owner;
         e.hash = hash;
         e.length = static_cast<std::uint8_t>(piece.size());
@@ -63,6 +63,12 @@ class piece_cache {
 
   private:
     static constexpr std::size_t entries = 16384;
+    // The owner is part of the slot: two encoders working on the same text (the native and the
+    // reference tokenizer of one stream) hash each piece alike, and would otherwise take turns
+    // evicting each other from one slot, missing on every piece.
+    static std::size_t slot(std::uint64_t owner, std::uint64_t hash) noexcept {
+        return static_cast<std::size_t>(hash ^ (owner * 0x9E3779B97F4A7C15ULL)) & (entries - 1);
+    }
     struct entry {
         std::uint64_t owner = 0;
         std::uint64_t hash = 0;

@@ -11,6 +11,28 @@
 
 namespace tokenmeter::tokenizer::detail {
 
+// The first min(n, 8) bytes at p as one word, zero padded, as memcpy into a zeroed word would
+// give it, without a call for the variable length: two overlapping fixed-size loads (4 to 8
+// bytes), or three single bytes (1 to 3).
+inline std::uint64_t load_upto8(const char* p, std::size_t n) noexcept {
+    std::uint64_t w = 0;
+    if (n >= 8) {
+        std::memcpy(&w, p, 8);
+    } else if (n >= 4) {
+        std::uint32_t lo = 0;
+        std::uint32_t hi = 0;
+        std::memcpy(&lo, p, 4);
+        std::memcpy(&hi, p + n - 4, 4);
+        w = lo | (std::uint64_t{hi} << ((n - 4) * 8));
+    } else if (n > 0) {
+        const auto byte = [p](std::size_t i) {
+            return std::uint64_t{static_cast<unsigned char>(p[i])} << (i * 8);
+        };
+        w = byte(0) | byte(n / 2) | byte(n - 1);
+    }
+    return w;
+}
+
 // A fast 64-bit hash for short byte strings (tokens are mostly < 16 bytes): 8 bytes per multiply.
 inline std::uint64_t hash_bytes(std::string_view s) noexcept {
     std::uint64_t h = 0x9E3779B97F4A7C15ULL ^ (s.size() * 0xff51afd7ed558ccdULL);
@@ -21,10 +43,7 @@ inline std::uint64_t hash_bytes(std::string_view s) noexcept {
         h = (h ^ w) * 0xbf58476d1ce4e5b9ULL;
         h ^= h >> 31;
     }
-    std::uint64_t w = 0;
-    if (i < s.size()) {
-        std::memcpy(&w, s.data() + i, s.size() - i);
-    }
+    const std::uint64_t w = load_upto8(s.data() + i, s.size() - i);
     h = (h ^ w) * 0x94d049bb133111ebULL;
     h ^= h >> 29;
     h *= 0xbf58476d1ce4e5b9ULL;
@@ -155,9 +174,7 @@ class bytes_map {
     }
 
     static std::uint64_t head_of(std::string_view key) noexcept {
-        std::uint64_t h = 0;
-        std::memcpy(&h, key.data(), key.size() < 8 ? key.size() : 8);
-        return h;
+        return load_upto8(key.data(), key.size());
     }
 
     [[nodiscard]] std::size_t length_of(const slot& s) const noexcept {

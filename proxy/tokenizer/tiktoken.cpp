@@ -98,10 +98,16 @@ void tiktoken_encoder::match_special_tokens(
 }
 
 std::size_t tiktoken_encoder::run_ordinary(std::string_view text, std::size_t begin,
-                                           std::size_t end, bool open,
-                                           std::vector<token_id>& out) const {
+                                           std::size_t end, bool open, std::vector<token_id>& out,
+                                           std::vector<piece_end>* ends) const {
     merge_scratch& s = scratch();
-    auto emit = [&](std::size_t b, std::size_t e) { encode_piece(text.substr(b, e - b), s, out); };
+    const std::size_t first = out.size();
+    auto emit = [&](std::size_t b, std::size_t e) {
+        encode_piece(text.substr(b, e - b), s, out);
+        if (ends != nullptr) {
+            ends->push_back({e, out.size() - first});
+        }
+    };
     // The text between two special tokens is encoded on its own, as tiktoken does.
     return split_pieces(levels_, 0, text.substr(0, end), begin, end, open, emit);
 }
@@ -117,6 +123,15 @@ std::size_t tiktoken_encoder::run(std::string_view text, bool open,
 std::size_t tiktoken_encoder::encode_final(std::string_view pending, bool /*at_start*/,
                                            std::vector<token_id>& out) const {
     return run(pending, true, out);
+}
+
+std::size_t tiktoken_encoder::encode_final_pieces(std::string_view pending, bool /*at_start*/,
+                                                  std::vector<token_id>& out,
+                                                  std::vector<piece_end>& ends) const {
+    if (!specials_.empty()) {
+        return run(pending, true, out);
+    }
+    return run_ordinary(pending, 0, pending.size(), true, out, &ends);
 }
 
 void tiktoken_encoder::encode_rest(std::string_view text, bool /*at_start*/,

@@ -41,4 +41,33 @@ std::size_t encoder::stable_prefix(std::string_view pending) const {
     return encode_final(pending.substr(0, valid), true, ignored);
 }
 
+void stream::append(std::string_view delta) {
+    if (partial_utf8_.empty()) {
+        partial_utf8_.assign(delta.substr(repair_utf8(delta, false, pending_)));
+    } else {
+        std::string joined = partial_utf8_ + std::string(delta);
+        partial_utf8_.assign(std::string_view(joined).substr(repair_utf8(joined, false, pending_)));
+    }
+}
+
+void stream::advance(std::size_t n) {
+    if (n > 0) {
+        pending_.erase(0, n);
+        consumed_ += n;
+        started_ = true;
+    }
+    recheck_at_ = pending_.size() >= backoff_floor ? pending_.size() + pending_.size() / 4 : 0;
+}
+
+void stream::restart() noexcept {
+    consumed_ += pending_.size();
+    pending_.clear();
+    partial_utf8_.clear();
+    scratch_.clear();
+    emitted_ = 0;
+    analysed_ = 0;
+    recheck_at_ = 0;
+    started_ = false;
+}
+
 }  // namespace tokenmeter::tokenizer

@@ -65,6 +65,23 @@ class encoder {
     virtual std::size_t encode_final(std::string_view pending, bool at_start,
                                      std::vector<token_id>& out) const = 0;
 
+    // Where a run of final ids ends: `end` is the byte offset in `pending` just past their text,
+    // `ids` how many of the ids appended by the call end there or before.
+    struct piece_end {
+        std::size_t end = 0;
+        std::size_t ids = 0;
+    };
+    // encode_final that also says where the final pieces end, in order (appended to `ends`), so
+    // a caller can time each piece by the read that delivered its last byte. An encoder that
+    // cannot tell (reports_piece_ends() false, the default) appends nothing to `ends`: then only
+    // the whole final prefix is known.
+    virtual std::size_t encode_final_pieces(std::string_view pending, bool at_start,
+                                            std::vector<token_id>& out,
+                                            std::vector<piece_end>& /*ends*/) const {
+        return encode_final(pending, at_start, out);
+    }
+    [[nodiscard]] virtual bool reports_piece_ends() const noexcept { return false; }
+
     // Encodes the rest of a text (valid UTF-8) at its end; `at_start` as for encode_final.
     virtual void encode_rest(std::string_view text, bool at_start,
                              std::vector<token_id>& out) const = 0;
@@ -138,6 +155,24 @@ class stream {
     template <class OnToken>
     void finish(core::time_point at, OnToken&& on_token);
 
+    // For a caller that times tokens itself (meter/token_counter): append() takes a delta as
+    // feed() does, without analysing it; analyse() then emits what has become final, calling
+    // on_ids(std::uint64_t end, std::size_t count) for each run of final ids in order, `end`
+    // the offset just past their text in everything appended so far (appended_bytes()). One run
+    // per piece when the encoder reports piece ends, else one for the whole final prefix.
+    void append(std::string_view delta);
+    template <class OnIds>
+    void analyse(OnIds&& on_ids);
+    // Repaired text taken in so far: final, plus pending (an incomplete UTF-8 sequence at the
+    // end is not counted until it completes).
+    [[nodiscard]] std::uint64_t appended_bytes() const noexcept {
+        return consumed_ + pending_.size();
+    }
+    // Repaired text made final so far: where the pending text starts.
+    [[nodiscard]] std::uint64_t consumed_bytes() const noexcept { return consumed_; }
+    // Drops the pending text (counted as consumed) and starts over as a new stream would.
+    void restart() noexcept;
+
     [[nodiscard]] std::size_t pending_bytes() const noexcept {
         return pending_.size() + partial_utf8_.size();
     }
@@ -154,36 +189,59 @@ class stream {
         emitted_ += scratch_.size();
     }
 
+    // Whether pending text is due for analysis (backoff on a long pre-token, below).
+    [[nodiscard]] bool due() const noexcept {
+        return !pending_.empty() && pending_.size() >= recheck_at_;
+    }
+    // The first n bytes of pending text became final.
+    void advance(std::size_t n);
+
     const encoder* encoder_;
     std::string pending_;       // valid UTF-8 not yet final: the unfinished pre-token(s)
     std::string partial_utf8_;  // an incomplete UTF-8 sequence at the end of the input so far
     std::vector<token_id> scratch_;
     std::uint64_t emitted_ = 0;
     std::uint64_t analysed_ = 0;
+    std::uint64_t consumed_ = 0;  // bytes of repaired text made final (or dropped)
     std::size_t recheck_at_ = 0;  // analyse again once pending_ is at least this long
     bool started_ = false;        // some text has been consumed (pending_ continues it)
 };
 
 template <class OnToken>
 void stream::feed(std::string_view delta, core::time_point at, OnToken&& on_token) {
-    if (partial_utf8_.empty()) {
-        partial_utf8_.assign(delta.substr(repair_utf8(delta, false, pending_)));
-    } else {
-        std::string joined = partial_utf8_ + std::string(delta);
-        partial_utf8_.assign(std::string_view(joined).substr(repair_utf8(joined, false, pending_)));
-    }
-    if (pending_.size() < recheck_at_ || pending_.empty()) {
+    append(delta);
+    if (!due()) {
         return;
     }
     analysed_ += pending_.size();
     scratch_.clear();
     const std::size_t n = encoder_->encode_final(pending_, !started_, scratch_);
     emit(at, on_token);
-    if (n > 0) {
-        pending_.erase(0, n);
-        started_ = true;
+    advance(n);
+}
+
+template <class OnIds>
+void stream::analyse(OnIds&& on_ids) {
+    if (!due()) {
+        return;
     }
-    recheck_at_ = pending_.size() >= backoff_floor ? pending_.size() + pending_.size() / 4 : 0;
+    thread_local std::vector<encoder::piece_end> ends;
+    ends.clear();
+    analysed_ += pending_.size();
+    scratch_.clear();
+    const std::size_t n = encoder_->encode_final_pieces(pending_, !started_, scratch_, ends);
+    std::size_t done = 0;
+    for (const encoder::piece_end& piece : ends) {
+        if (piece.ids > done) {
+            on_ids(consumed_ + piece.end, piece.ids - done);
+            done = piece.ids;
+        }
+    }
+    if (scratch_.size() > done) {
+        on_ids(consumed_ + n, scratch_.size() - done);
+    }
+    emitted_ += scratch_.size();
+    advance(n);
 }
 
 template <class OnToken>
@@ -199,6 +257,7 @@ void stream::finish(core::time_point at, OnToken&& on_token) {
     scratch_.clear();
     encoder_->encode_rest(pending_, !started_, scratch_);
     emit(at, on_token);
+    consumed_ += pending_.size();
     pending_.clear();
     started_ = true;
     recheck_at_ = 0;

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -28,9 +30,14 @@ core::time_point at(std::chrono::nanoseconds offset) {
 
 // One token per "word": an optional leading space and the non-space bytes after it, or a run of
 // spaces. `width` > 0 also splits every word into pieces of at most `width` bytes, so two
-// instances count the same text differently, as two real tokenizers do.
+// instances count the same text differently, as two real tokenizers do. Every test runs twice:
+// with an encoder that says only how far its text is final (the meter then feeds a read's first
+// character apart), and with one that reports where each word ends (as the tiktoken encoders
+// do; the meter then times each word by its own last byte).
 class word_encoder final : public tokenizer::encoder {
   public:
+    static inline bool report_ends = false;  // set by the test fixture
+
     explicit word_encoder(std::size_t width = 0) : width_(width), name_("words") {}
     const std::string& name() const noexcept override { return name_; }
 
@@ -41,6 +48,20 @@ class word_encoder final : public tokenizer::encoder {
         emit(pending.substr(0, last), out);
         return last;
     }
+    std::size_t encode_final_pieces(std::string_view pending, bool at_start,
+                                    std::vector<tokenizer::token_id>& out,
+                                    std::vector<piece_end>& ends) const override {
+        if (!report_ends) {
+            return encode_final(pending, at_start, out);
+        }
+        std::size_t last = last_word_start(pending);
+        const std::size_t first = out.size();
+        emit(pending.substr(0, last), out, [&](std::size_t end) {
+            ends.push_back({end, out.size() - first});
+        });
+        return last;
+    }
+    bool reports_piece_ends() const noexcept override { return report_ends; }
     void encode_rest(std::string_view text, bool /*at_start*/,
                      std::vector<tokenizer::token_id>& out) const override {
         emit(text, out);
@@ -65,7 +86,9 @@ class word_encoder final : public tokenizer::encoder {
         // " x" starts at the space; a space after a non-space starts a new word.
         return (space && !prev_space) || (!space && prev_space && i >= 2 && s[i - 2] == ' ');
     }
-    void emit(std::string_view s, std::vector<tokenizer::token_id>& out) const {
+    template <class OnWordEnd = void (*)(std::size_t)>
+    void emit(std::string_view s, std::vector<tokenizer::token_id>& out,
+              OnWordEnd on_word_end = [](std::size_t) {}) const {
         std::size_t begin = 0;
         for (std::size_t i = 1; i <= s.size(); ++i) {
             if (i == s.size() || is_word_start(s, i)) {
@@ -74,6 +97,7 @@ class word_encoder final : public tokenizer::encoder {
                 for (std::size_t p = 0; p < pieces; ++p) {
                     out.push_back(static_cast<tokenizer::token_id>(length));
                 }
+                on_word_end(i);
                 begin = i;
             }
         }
@@ -83,13 +107,26 @@ class word_encoder final : public tokenizer::encoder {
     std::string name_;
 };
 
+// The parameter: whether the encoders report piece ends.
+class Retokenize : public ::testing::TestWithParam<bool> {
+  protected:
+    void SetUp() override { word_encoder::report_ends = GetParam(); }
+    void TearDown() override { word_encoder::report_ends = false; }
+};
+
+INSTANTIATE_TEST_SUITE_P(Encoders, Retokenize, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& param) {
+                             return param.param ? std::string("PieceEnds")
+                                               : std::string("FinalPrefixOnly");
+                         });
+
 response_chunk text(std::string_view content) {
     response_chunk chunk;
     chunk.content = content;
     return chunk;
 }
 
-TEST(Retokenize, TokensAreStampedWithTheReadThatDeliveredTheirLastByte) {
+TEST_P(Retokenize, TokensAreStampedWithTheReadThatDeliveredTheirLastByte) {
     word_encoder words;
     stream_meter meter(api_kind::openai_chat_completions, "m", true, at(0ms), &itl_bounds);
     meter.use_encoders({&words, nullptr});
@@ -116,7 +153,7 @@ TEST(Retokenize, TokensAreStampedWithTheReadThatDeliveredTheirLastByte) {
     EXPECT_EQ(s.output_tokens, 3u);
 }
 
-TEST(Retokenize, SeveralTokensInOneReadSplitTheGap) {
+TEST_P(Retokenize, SeveralTokensInOneReadSplitTheGap) {
     word_encoder words;
     stream_meter meter(api_kind::openai_chat_completions, "m", true, at(0ms), &itl_bounds);
     meter.use_encoders({&words, nullptr});
@@ -131,7 +168,7 @@ TEST(Retokenize, SeveralTokensInOneReadSplitTheGap) {
     EXPECT_EQ(s.inter_token_latency.bucket_increments()[3], 4.0);  // all in le=0.01
 }
 
-TEST(Retokenize, NativeAndNormalizedCountsAreKeptApart) {
+TEST_P(Retokenize, NativeAndNormalizedCountsAreKeptApart) {
     word_encoder native;
     word_encoder reference(2);  // splits words into 2-byte pieces
     stream_meter meter(api_kind::openai_chat_completions, "m", true, at(0ms), &itl_bounds);
@@ -153,7 +190,7 @@ TEST(Retokenize, NativeAndNormalizedCountsAreKeptApart) {
     EXPECT_NEAR(*s.output_tokens_per_second, 4 / 0.030, 1e-9);
 }
 
-TEST(Retokenize, AHugePreTokenIsCutAndItsWorkBounded) {
+TEST_P(Retokenize, AHugePreTokenIsCutAndItsWorkBounded) {
     // One "word" of 1 MiB, as a hostile upstream might send. What the tokenizer holds stays
     // under the cut; the first cut part is tokenized exactly (the word encoder makes it one
     // token) and later parts are counted at that part's bytes per token: about one per part.
@@ -175,7 +212,7 @@ TEST(Retokenize, AHugePreTokenIsCutAndItsWorkBounded) {
     EXPECT_EQ(timed, *counter.native_output());
 }
 
-TEST(Retokenize, TheSameTokenizerAsNativeAndReferenceCountsOnce) {
+TEST_P(Retokenize, TheSameTokenizerAsNativeAndReferenceCountsOnce) {
     word_encoder words;
     stream_meter meter(api_kind::openai_chat_completions, "m", true, at(0ms), &itl_bounds);
     meter.use_encoders({&words, &words});
@@ -185,7 +222,7 @@ TEST(Retokenize, TheSameTokenizerAsNativeAndReferenceCountsOnce) {
     EXPECT_EQ(*s.normalized_output_tokens, 3u);
 }
 
-TEST(Retokenize, WithoutNativeTheReportedCountBeatsTheReferenceForTiming) {
+TEST_P(Retokenize, WithoutNativeTheReportedCountBeatsTheReferenceForTiming) {
     word_encoder reference(1);  // one token per byte: far from the model's count
     stream_meter meter(api_kind::openai_chat_completions, "m", true, at(0ms), &itl_bounds);
     meter.use_encoders({nullptr, &reference});
@@ -204,7 +241,7 @@ TEST(Retokenize, WithoutNativeTheReportedCountBeatsTheReferenceForTiming) {
     EXPECT_EQ(s.inter_token_latency.count(), 5u);
 }
 
-TEST(Retokenize, RunningUsageTimesTokensWhenThereIsNoNativeTokenizer) {
+TEST_P(Retokenize, RunningUsageTimesTokensWhenThereIsNoNativeTokenizer) {
     word_encoder reference(1);
     stream_meter meter(api_kind::openai_chat_completions, "m", true, at(0ms), &itl_bounds);
     meter.use_encoders({nullptr, &reference});
@@ -221,7 +258,7 @@ TEST(Retokenize, RunningUsageTimesTokensWhenThereIsNoNativeTokenizer) {
     EXPECT_EQ(*s.normalized_output_tokens, 8u);
 }
 
-TEST(Retokenize, ANonStreamedBodyIsCountedWithoutTiming) {
+TEST_P(Retokenize, ANonStreamedBodyIsCountedWithoutTiming) {
     word_encoder words;
     stream_meter meter(api_kind::openai_chat_completions, "m", false, at(0ms), &itl_bounds);
     meter.use_encoders({&words, nullptr});
@@ -232,7 +269,7 @@ TEST(Retokenize, ANonStreamedBodyIsCountedWithoutTiming) {
     EXPECT_FALSE(s.time_per_output_token);
 }
 
-TEST(Retokenize, ACancelledStreamCountsTheTextThatArrived) {
+TEST_P(Retokenize, ACancelledStreamCountsTheTextThatArrived) {
     word_encoder words;
     stream_meter meter(api_kind::openai_chat_completions, "m", true, at(0ms), &itl_bounds);
     meter.use_encoders({&words, nullptr});
@@ -240,6 +277,91 @@ TEST(Retokenize, ACancelledStreamCountsTheTextThatArrived) {
     auto s = meter.finish(end_reason::client_cancel, at(15ms));
     EXPECT_EQ(s.result, outcome::client_cancel);
     EXPECT_EQ(*s.native_output_tokens, 2u);
+}
+
+// A real encoder that hides its piece ends, so the meter takes the split-feed path with it.
+class final_prefix_only final : public tokenizer::encoder {
+  public:
+    explicit final_prefix_only(const tokenizer::encoder& inner) : inner_(inner) {}
+    const std::string& name() const noexcept override { return inner_.name(); }
+    std::size_t encode_final(std::string_view pending, bool at_start,
+                             std::vector<tokenizer::token_id>& out) const override {
+        return inner_.encode_final(pending, at_start, out);
+    }
+    void encode_rest(std::string_view text, bool at_start,
+                     std::vector<tokenizer::token_id>& out) const override {
+        inner_.encode_rest(text, at_start, out);
+    }
+
+  private:
+    const tokenizer::encoder& inner_;
+};
+
+std::shared_ptr<const tokenizer::encoder> embedded(const char* name) {
+    auto loaded = tokenizer::load(name, tokenizer::load_options{{}, true});
+    EXPECT_NE(loaded.value, nullptr) << loaded.error;
+    return loaded.value;
+}
+
+request_summary meter_words(const tokenizer::encoder& native, const tokenizer::encoder& reference,
+                            const std::vector<std::string>& reads) {
+    stream_meter meter(api_kind::openai_chat_completions, "m", true, at(0ms), &itl_bounds);
+    meter.use_encoders({&native, &reference});
+    meter.on_response_head(200, at(1ms));
+    std::chrono::milliseconds t{10};
+    for (const auto& r : reads) {
+        meter.on_chunk(text(r), at(t));
+        t += std::chrono::milliseconds(3 + (r.size() % 7));  // uneven gaps
+    }
+    return meter.finish(end_reason::upstream_complete, at(t));
+}
+
+TEST(RetokenizeReal, PieceEndsTimeTokensAsTheSplitFeedDoesForWordReads) {
+    // cl100k_base (native, timed) and o200k_base (reference), as the sidecar runs them, with
+    // and without piece ends. With one word per read (what servers stream) both stamp every
+    // token with its own read, so the summaries are the same; with reads cut anywhere the
+    // counts are the same and so is the number of gaps.
+    auto cl100k = embedded("cl100k_base");
+    auto o200k = embedded("o200k_base");
+    ASSERT_TRUE(cl100k && o200k);
+    ASSERT_TRUE(cl100k->reports_piece_ends());
+    final_prefix_only split(*cl100k);
+    const std::string prose =
+        "The quick brown fox jumps over the lazy dog. It's 2024, and 12345 tokens later "
+        "we're still counting: naïve café, 日本語のテキスト, emoji 😀 and\n\ncode(x) { return x; }";
+    std::vector<std::string> words;
+    std::size_t begin = 0;
+    for (std::size_t i = 1; i <= prose.size(); ++i) {
+        if (i == prose.size() || prose[i] == ' ') {
+            words.push_back(prose.substr(begin, i - begin));
+            begin = i;
+        }
+    }
+    const auto by_pieces = meter_words(*cl100k, *o200k, words);
+    const auto by_split = meter_words(split, *o200k, words);
+    ASSERT_TRUE(by_pieces.native_output_tokens);
+    EXPECT_EQ(by_pieces.native_output_tokens, by_split.native_output_tokens);
+    EXPECT_EQ(by_pieces.normalized_output_tokens, by_split.normalized_output_tokens);
+    EXPECT_EQ(by_pieces.inter_token_latency.count(), by_split.inter_token_latency.count());
+    EXPECT_NEAR(by_pieces.inter_token_latency.sum(), by_split.inter_token_latency.sum(), 1e-12);
+    EXPECT_EQ(by_pieces.inter_token_latency.bucket_increments(),
+              by_split.inter_token_latency.bucket_increments());
+    EXPECT_EQ(by_pieces.time_per_output_token, by_split.time_per_output_token);
+
+    std::mt19937 rng(7);
+    for (int round = 0; round < 20; ++round) {
+        std::vector<std::string> reads;
+        for (std::size_t p = 0; p < prose.size();) {
+            const std::size_t n = std::min<std::size_t>(1 + rng() % 9, prose.size() - p);
+            reads.push_back(prose.substr(p, n));
+            p += n;
+        }
+        const auto a = meter_words(*cl100k, *o200k, reads);
+        const auto b = meter_words(split, *o200k, reads);
+        EXPECT_EQ(a.native_output_tokens, b.native_output_tokens) << round;
+        EXPECT_EQ(a.normalized_output_tokens, b.normalized_output_tokens) << round;
+        EXPECT_EQ(a.inter_token_latency.count(), b.inter_token_latency.count()) << round;
+    }
 }
 
 protocol::request_info prompt_request(std::string prompt) {
@@ -268,7 +390,7 @@ request_summary run_exchange(input_counting policy, std::string_view body, encod
     return ex.finish(end_reason::upstream_complete, at(20ms));
 }
 
-TEST(Retokenize, ThePromptIsCountedOnlyWhenTheServerDoesNotReportIt) {
+TEST_P(Retokenize, ThePromptIsCountedOnlyWhenTheServerDoesNotReportIt) {
     word_encoder native;
     word_encoder reference(2);
     auto reported =

@@ -424,6 +424,64 @@ void check_invalid_utf8(const std::string& only) {
     }
 }
 
+void check_piece_ends(const std::string& only) {
+    // append() + analyse(), as the meter's timing lane uses them: the same tokens as encode,
+    // in runs whose ends only move forward and never pass the text taken in. The tiktoken
+    // encoders (encode_ordinary) report every piece's end: a run ends where a pre-token does,
+    // so a text of many words gives many runs; the others report only the final prefix.
+    const std::string text = hazard_text();
+    for (const auto& name : encoder_names) {
+        if (name != only) {
+            continue;
+        }
+        auto enc = get(name);
+        ASSERT_NE(enc, nullptr);
+        std::vector<token_id> whole;
+        enc->encode(text, whole);
+        std::mt19937 rng(99);
+        for (std::size_t max_chunk : {1U, 3U, 8U, 64U}) {
+            tokenmeter::tokenizer::stream s(*enc);
+            std::size_t tokens = 0;
+            std::size_t runs = 0;
+            std::size_t analyses = 0;
+            std::uint64_t last_end = 0;
+            std::size_t p = 0;
+            while (p < text.size()) {
+                const std::size_t n = std::min<std::size_t>(1 + rng() % max_chunk, text.size() - p);
+                s.append(std::string_view(text).substr(p, n));
+                p += n;
+                std::size_t runs_now = 0;
+                s.analyse([&](std::uint64_t end, std::size_t count) {
+                    EXPECT_GT(end, last_end) << name;
+                    EXPECT_LE(end, s.appended_bytes()) << name;
+                    EXPECT_GT(count, 0U) << name;
+                    last_end = end;
+                    tokens += count;
+                    ++runs_now;
+                });
+                runs += runs_now;
+                analyses += runs_now > 0 ? 1 : 0;
+                // Every run ends inside what became final; pending text starts after the last.
+                EXPECT_GE(s.consumed_bytes(), last_end) << name;
+            }
+            s.finish({}, [&](token_id, tokenmeter::core::time_point) { ++tokens; });
+            EXPECT_EQ(tokens, whole.size()) << name << " max_chunk " << max_chunk;
+            EXPECT_EQ(s.appended_bytes(), s.consumed_bytes()) << name;
+            if (enc->reports_piece_ends()) {
+                // A read of 64 bytes completes several pre-tokens at once, each its own run.
+                if (max_chunk == 64U) {
+                    EXPECT_GT(runs, analyses) << name;
+                }
+            } else {
+                EXPECT_EQ(runs, analyses) << name;
+            }
+        }
+    }
+    if (only == "o200k_base" || only == "cl100k_base") {
+        EXPECT_TRUE(get(only)->reports_piece_ends()) << only;
+    }
+}
+
 // One test per encoder, so each process loads one vocabulary once (loading is the slow part).
 void check_all(const std::string& name) {
     check_known_ids(name);
@@ -434,6 +492,7 @@ void check_all(const std::string& name) {
     check_linear_prose(name);
     check_linear_whitespace(name);
     check_invalid_utf8(name);
+    check_piece_ends(name);
 }
 
 TEST(TokenizerEncoder, O200kBase) {

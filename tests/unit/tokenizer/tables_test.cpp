@@ -3,15 +3,21 @@
 // kept in the arena), growth past the 80% fill, and the id limit.
 #include <gtest/gtest.h>
 
+#include <array>
+#include <cstring>
 #include <map>
 #include <random>
 #include <string>
 
+#include "tokenizer/piece_cache.hpp"
 #include "tokenizer/tables.hpp"
 
 namespace {
 
 using tokenmeter::tokenizer::detail::bytes_map;
+using tokenmeter::tokenizer::detail::hash_bytes;
+using tokenmeter::tokenizer::detail::load_upto8;
+using tokenmeter::tokenizer::detail::piece_cache;
 
 TEST(BytesMap, FindsEveryKeyItHoldsAndNothingElse) {
     std::mt19937 rng(7);
@@ -66,6 +72,58 @@ TEST(BytesMap, ReserveFillsToEightyPercent) {
     bytes_map map;
     map.reserve(200000);  // o200k_base: 2^18 slots of 16 bytes and their tags
     EXPECT_LE(map.memory_bytes(), (std::size_t{1} << 18) * (16 + 1) + 64);  // slots + tags
+}
+
+TEST(HashBytes, TheShortLoadIsTheZeroPaddedWord) {
+    // load_upto8 replaces a variable-length memcpy into a zeroed word: every length, bytes with
+    // the high bit set and zero bytes included.
+    std::mt19937 rng(3);
+    for (int round = 0; round < 200; ++round) {
+        std::array<char, 16> bytes{};
+        for (char& c : bytes) {
+            c = static_cast<char>(rng() % 3 == 0 ? 0 : rng());
+        }
+        for (std::size_t n = 0; n <= 16; ++n) {
+            std::uint64_t want = 0;
+            std::memcpy(&want, bytes.data(), n < 8 ? n : 8);
+            EXPECT_EQ(load_upto8(bytes.data(), n), want) << n;
+        }
+    }
+    // Strings that differ only in length or in a late byte hash apart.
+    EXPECT_NE(hash_bytes(std::string_view("a")), hash_bytes(std::string_view("a\0", 2)));
+    EXPECT_NE(hash_bytes("abcdefghi"), hash_bytes("abcdefghj"));
+    EXPECT_NE(hash_bytes("abcdefg"), hash_bytes("abcdefh"));
+}
+
+TEST(PieceCache, TwoEncodersOnTheSameTextKeepTheirOwnEntries) {
+    // The native and the reference tokenizer of one stream look up the same pieces; each must
+    // find its own ids again (before, both mapped a piece to one slot and evicted each other).
+    auto& cache = piece_cache::for_thread();
+    const std::uint64_t a = piece_cache::new_owner();
+    const std::uint64_t b = piece_cache::new_owner();
+    const std::vector<std::string> pieces = {" the", " quick", " brown", " fox", "ing", "\n\n"};
+    for (const auto& p : pieces) {
+        const tokenmeter::tokenizer::token_id ida[] = {1, 2};
+        const tokenmeter::tokenizer::token_id idb[] = {7};
+        cache.store(a, p, hash_bytes(p), ida, 2);
+        cache.store(b, p, hash_bytes(p), idb, 1);
+    }
+    int both = 0;
+    for (const auto& p : pieces) {
+        std::vector<tokenmeter::tokenizer::token_id> got_a;
+        std::vector<tokenmeter::tokenizer::token_id> got_b;
+        const bool hit_a = cache.lookup(a, p, hash_bytes(p), got_a);
+        const bool hit_b = cache.lookup(b, p, hash_bytes(p), got_b);
+        if (hit_a) {
+            EXPECT_EQ(got_a, (std::vector<tokenmeter::tokenizer::token_id>{1, 2}));
+        }
+        if (hit_b) {
+            EXPECT_EQ(got_b, (std::vector<tokenmeter::tokenizer::token_id>{7}));
+        }
+        both += hit_a && hit_b ? 1 : 0;
+    }
+    // Direct-mapped: another piece may share a slot by chance, but not every one of these.
+    EXPECT_GE(both, 5);
 }
 
 }  // namespace
