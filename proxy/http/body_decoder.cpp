@@ -19,6 +19,40 @@ bool is_field_byte(char c) noexcept {
 // Chunk sizes stop at 2^56: far beyond any body, and no overflow while digits are added.
 constexpr std::uint64_t max_chunk_size_before_digit = (std::uint64_t{1} << 52U) - 1;
 
+// A whole chunk of data at `in`: "<hex size>\r\n<data>\r\n" with a size of 1 to 14 digits
+// (no extension, not the last chunk). Its data is moved to `out` (advanced) and the end of the
+// chunk returned; anything else (a longer or odd size line, a chunk cut by the read, a fault)
+// returns null with nothing done, for the byte-at-a-time states to take it as they would.
+const char* whole_chunk(const char* in, const char* end, char*& out) noexcept {
+    constexpr int max_fast_digits = 14;  // below 2^56, as the states allow
+    std::uint64_t size = 0;
+    int digits = 0;
+    const char* p = in;
+    for (; p != end && digits < max_fast_digits; ++p, ++digits) {
+        const int digit = hex_digit_value(*p);
+        if (digit < 0) {
+            break;
+        }
+        size = size * 16 + static_cast<std::uint64_t>(digit);
+    }
+    if (digits == 0 || size == 0 || end - p < 2 || p[0] != '\r' || p[1] != '\n') {
+        return nullptr;
+    }
+    p += 2;
+    if (static_cast<std::uint64_t>(end - p) < size + 2) {
+        return nullptr;
+    }
+    const auto n = static_cast<std::size_t>(size);
+    if (p[n] != '\r' || p[n + 1] != '\n') {
+        return nullptr;
+    }
+    if (out != p) {
+        std::memmove(out, p, n);
+    }
+    out += n;
+    return p + n + 2;
+}
+
 }  // namespace
 
 body_decoder body_decoder::with_length(std::uint64_t length) noexcept {
@@ -67,6 +101,11 @@ body_decoder::step body_decoder::decode(char* data, std::size_t size) noexcept {
                 break;
             }
             case state::size_first: {
+                // The usual case first: a whole chunk in view, its size line without extension.
+                if (const char* after = whole_chunk(in, end, out)) {
+                    in = after;
+                    break;
+                }
                 const int digit = hex_digit_value(*in);
                 if (digit < 0) {
                     return failed(failure::bad_chunk_size);

@@ -12,6 +12,13 @@ token_counter::token_counter(encoders which) : which_(which) {
     if (which_.reference != nullptr && which_.reference != which_.native) {
         reference_.emplace(*which_.reference);
     }
+    if (native_ && reference_) {
+        // The reference lane only counts (the native one is timed): it analyses its text in
+        // batches instead of after every read.
+        for (auto& s : reference_->streams) {
+            s.batch(count_batch_bytes);
+        }
+    }
 }
 
 namespace {
@@ -158,7 +165,7 @@ std::uint64_t token_counter::feed_bounded(lane& l, text_kind kind, std::string_v
             } else {
                 n += static_cast<std::uint64_t>(
                     std::ceil(static_cast<double>(cut) / l.bytes_per_cut_token));
-                stream = tokenizer::stream(*l.encoder);
+                stream.restart();
             }
             ++cut_pieces_;
         }

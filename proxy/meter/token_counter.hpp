@@ -56,6 +56,9 @@ class token_counter {
     // tokenized exactly; every later cut part is counted at that part's bytes per token, without
     // BPE. The work per read stays linear and small; only such runs are estimated.
     static constexpr std::size_t max_pending_bytes = std::size_t{16} * 1024;
+    // The lane that only counts analyses once this much text is pending (a few dozen words),
+    // not after every read: the same count, for a fraction of the calls.
+    static constexpr std::size_t count_batch_bytes = 128;
 
   private:
     enum text_kind : std::uint8_t { content = 0, reasoning = 1, tool_arguments = 2, kinds = 3 };

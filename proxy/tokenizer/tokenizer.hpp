@@ -170,6 +170,9 @@ class stream {
     }
     // Repaired text made final so far: where the pending text starts.
     [[nodiscard]] std::uint64_t consumed_bytes() const noexcept { return consumed_; }
+    // Analyse only once at least `bytes` are pending (and at finish): for a caller that only
+    // counts, so many short deltas cost one analysis. The ids are the same; they come later.
+    void batch(std::size_t bytes) noexcept { batch_ = bytes; }
     // Drops the pending text (counted as consumed) and starts over as a new stream would.
     void restart() noexcept;
 
@@ -191,7 +194,7 @@ class stream {
 
     // Whether pending text is due for analysis (backoff on a long pre-token, below).
     [[nodiscard]] bool due() const noexcept {
-        return !pending_.empty() && pending_.size() >= recheck_at_;
+        return !pending_.empty() && pending_.size() >= recheck_at_ && pending_.size() >= batch_;
     }
     // The first n bytes of pending text became final.
     void advance(std::size_t n);
@@ -203,7 +206,8 @@ class stream {
     std::uint64_t emitted_ = 0;
     std::uint64_t analysed_ = 0;
     std::uint64_t consumed_ = 0;  // bytes of repaired text made final (or dropped)
-    std::size_t recheck_at_ = 0;  // analyse again once pending_ is at least this long
+    std::size_t recheck_at_ = 0;
+    std::size_t batch_ = 0;  // analyse again once pending_ is at least this long
     bool started_ = false;        // some text has been consumed (pending_ continues it)
 };
 

@@ -359,6 +359,9 @@ TEST(RetokenizeReal, PieceEndsTimeTokensAsTheSplitFeedDoesForWordReads) {
         const auto a = meter_words(*cl100k, *o200k, reads);
         const auto b = meter_words(split, *o200k, reads);
         EXPECT_EQ(a.native_output_tokens, b.native_output_tokens) << round;
+        // The reference lane counts in batches; its count is the whole text's.
+        EXPECT_EQ(a.native_output_tokens, cl100k->count(prose)) << round;
+        EXPECT_EQ(a.normalized_output_tokens, o200k->count(prose)) << round;
         EXPECT_EQ(a.normalized_output_tokens, b.normalized_output_tokens) << round;
         EXPECT_EQ(a.inter_token_latency.count(), b.inter_token_latency.count()) << round;
     }
