@@ -12,11 +12,15 @@ token_counter::token_counter(encoders which) : which_(which) {
     if (which_.reference != nullptr && which_.reference != which_.native) {
         reference_.emplace(*which_.reference);
     }
-    if (native_ && reference_) {
-        // The reference lane only counts (the native one is timed): it analyses its text in
-        // batches instead of after every read.
-        for (auto& s : reference_->streams) {
-            s.batch(count_batch_bytes);
+    // A lane that only counts (the reference one, when the native one is timed) analyses its
+    // text in batches instead of after every read; so does the timed lane when its encoder
+    // says where each piece ends, since every piece is then stamped by the read of its last
+    // byte whenever it is analysed.
+    for (lane* l : {native_ ? &*native_ : nullptr, reference_ ? &*reference_ : nullptr}) {
+        if (l != nullptr && (l != &timing_lane() || l->encoder->reports_piece_ends())) {
+            for (auto& s : l->streams) {
+                s.batch(count_batch_bytes);
+            }
         }
     }
 }
@@ -173,22 +177,39 @@ std::uint64_t token_counter::feed_bounded(lane& l, text_kind kind, std::string_v
     return n;
 }
 
-std::uint64_t token_counter::finish_kind(text_kind kind) {
-    std::uint64_t timing_tokens = 0;
+const std::vector<token_counter::token_group>& token_counter::finish_kind(text_kind kind) {
+    thread_local std::vector<token_group> groups;
+    groups.clear();
     lane& timing = timing_lane();
     for (lane* l : {native_ ? &*native_ : nullptr, reference_ ? &*reference_ : nullptr}) {
         if (l == nullptr) {
             continue;
         }
         std::uint64_t n = 0;
-        l->streams[kind].finish(core::time_point{},
-                                [&n](tokenizer::token_id, core::time_point) { ++n; });
-        l->tokens[kind] += n;
-        if (l == &timing) {
-            timing_tokens = n;
+        if (l == &timing && l->encoder->reports_piece_ends()) {
+            // Each piece of the tail keeps the time of the read of its last byte.
+            l->streams[kind].finish_pieces([&](std::uint64_t end, std::size_t count) {
+                n += count;
+                const core::time_point done = completion_time(kind, end);
+                if (!groups.empty() && groups.back().at == done) {
+                    groups.back().count += count;
+                } else {
+                    groups.push_back({done, count});
+                }
+            });
+        } else {
+            l->streams[kind].finish(core::time_point{},
+                                    [&n](tokenizer::token_id, core::time_point) { ++n; });
+            if (l == &timing && n > 0) {
+                // The tail was complete when its last byte arrived, not when the stream ended.
+                groups.push_back({arrivals_[kind].empty() ? core::time_point{}
+                                                          : arrivals_[kind].back().at,
+                                  n});
+            }
         }
+        l->tokens[kind] += n;
     }
-    return timing_tokens;
+    return groups;
 }
 
 // The time of the read that delivered the byte just before `consumed_end`.

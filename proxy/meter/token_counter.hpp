@@ -56,8 +56,9 @@ class token_counter {
     // tokenized exactly; every later cut part is counted at that part's bytes per token, without
     // BPE. The work per read stays linear and small; only such runs are estimated.
     static constexpr std::size_t max_pending_bytes = std::size_t{16} * 1024;
-    // The lane that only counts analyses once this much text is pending (a few dozen words),
-    // not after every read: the same count, for a fraction of the calls.
+    // Lanes that need not analyse after every read (one that only counts, or a timed one whose
+    // encoder reports piece ends) do once this much text is pending (a few dozen words): the
+    // same count and times, for a fraction of the calls.
     static constexpr std::size_t count_batch_bytes = 128;
 
   private:
@@ -123,8 +124,9 @@ class token_counter {
     // Feeds the timing lane only, and says when its new tokens were complete.
     std::uint64_t feed_timed(text_kind kind, std::string_view text, core::time_point at,
                              core::time_point& completed_at);
-    // Flushes one kind's pending text in every lane; returns the timing lane's token count.
-    std::uint64_t finish_kind(text_kind kind);
+    // Flushes one kind's pending text in every lane; returns the timing lane's tokens in groups
+    // by the time of the read that completed them (as feed_kind).
+    const std::vector<token_group>& finish_kind(text_kind kind);
     core::time_point completion_time(text_kind kind, std::uint64_t consumed_end);
     lane& timing_lane() noexcept { return native_ ? *native_ : *reference_; }
     // Feeds `text` into one stream in slices, cutting its pending pre-token at
@@ -157,11 +159,8 @@ void token_counter::feed(const protocol::response_chunk& chunk, core::time_point
 template <class OnTokens>
 void token_counter::finish(OnTokens&& on_tokens) {
     for (int k = 0; k < kinds; ++k) {
-        auto kind = static_cast<text_kind>(k);
-        std::uint64_t n = finish_kind(kind);
-        if (n > 0) {
-            // The tail was complete when its last byte arrived, not when the stream ended.
-            on_tokens(arrivals_[k].empty() ? core::time_point{} : arrivals_[k].back().at, n);
+        for (const token_group& g : finish_kind(static_cast<text_kind>(k))) {
+            on_tokens(g.at, g.count);
         }
     }
 }

@@ -39,6 +39,8 @@ class tiktoken_encoder final : public encoder {
     std::size_t encode_final_pieces(std::string_view pending, bool at_start,
                                     std::vector<token_id>& out,
                                     std::vector<piece_end>& ends) const override;
+    void encode_rest_pieces(std::string_view text, bool at_start, std::vector<token_id>& out,
+                            std::vector<piece_end>& ends) const override;
     [[nodiscard]] bool reports_piece_ends() const noexcept override { return specials_.empty(); }
 
   private:

@@ -134,6 +134,16 @@ std::size_t tiktoken_encoder::encode_final_pieces(std::string_view pending, bool
     return run_ordinary(pending, 0, pending.size(), true, out, &ends);
 }
 
+void tiktoken_encoder::encode_rest_pieces(std::string_view text, bool /*at_start*/,
+                                          std::vector<token_id>& out,
+                                          std::vector<piece_end>& ends) const {
+    if (!specials_.empty()) {
+        run(text, false, out);
+        return;
+    }
+    run_ordinary(text, 0, text.size(), false, out, &ends);
+}
+
 void tiktoken_encoder::encode_rest(std::string_view text, bool /*at_start*/,
                                    std::vector<token_id>& out) const {
     run(text, false, out);

@@ -80,6 +80,12 @@ class encoder {
                                             std::vector<piece_end>& /*ends*/) const {
         return encode_final(pending, at_start, out);
     }
+    // encode_rest with the piece ends, as encode_final_pieces.
+    virtual void encode_rest_pieces(std::string_view text, bool at_start,
+                                    std::vector<token_id>& out,
+                                    std::vector<piece_end>& /*ends*/) const {
+        encode_rest(text, at_start, out);
+    }
     [[nodiscard]] virtual bool reports_piece_ends() const noexcept { return false; }
 
     // Encodes the rest of a text (valid UTF-8) at its end; `at_start` as for encode_final.
@@ -163,6 +169,9 @@ class stream {
     void append(std::string_view delta);
     template <class OnIds>
     void analyse(OnIds&& on_ids);
+    // finish() for the same caller: whatever is pending is final, in runs as analyse() gives.
+    template <class OnIds>
+    void finish_pieces(OnIds&& on_ids);
     // Repaired text taken in so far: final, plus pending (an incomplete UTF-8 sequence at the
     // end is not counted until it completes).
     [[nodiscard]] std::uint64_t appended_bytes() const noexcept {
@@ -198,6 +207,17 @@ class stream {
     }
     // The first n bytes of pending text became final.
     void advance(std::size_t n);
+    // A per-thread list for encode_*_pieces, cleared.
+    static std::vector<encoder::piece_end>& piece_ends() {
+        thread_local std::vector<encoder::piece_end> ends;
+        ends.clear();
+        return ends;
+    }
+    // Calls on_ids for each run of scratch_'s ids by `ends` (offsets in pending_); ids after
+    // the last reported end run to `final_bytes`.
+    template <class OnIds>
+    void report_runs(const std::vector<encoder::piece_end>& ends, std::size_t final_bytes,
+                     OnIds& on_ids);
 
     const encoder* encoder_;
     std::string pending_;       // valid UTF-8 not yet final: the unfinished pre-token(s)
@@ -229,11 +249,37 @@ void stream::analyse(OnIds&& on_ids) {
     if (!due()) {
         return;
     }
-    thread_local std::vector<encoder::piece_end> ends;
-    ends.clear();
+    std::vector<encoder::piece_end>& ends = piece_ends();
     analysed_ += pending_.size();
     scratch_.clear();
     const std::size_t n = encoder_->encode_final_pieces(pending_, !started_, scratch_, ends);
+    report_runs(ends, n, on_ids);
+    advance(n);
+}
+
+template <class OnIds>
+void stream::finish_pieces(OnIds&& on_ids) {
+    if (!partial_utf8_.empty()) {
+        repair_utf8(partial_utf8_, true, pending_);
+        partial_utf8_.clear();
+    }
+    if (pending_.empty()) {
+        return;
+    }
+    std::vector<encoder::piece_end>& ends = piece_ends();
+    analysed_ += pending_.size();
+    scratch_.clear();
+    encoder_->encode_rest_pieces(pending_, !started_, scratch_, ends);
+    report_runs(ends, pending_.size(), on_ids);
+    consumed_ += pending_.size();
+    pending_.clear();
+    started_ = true;
+    recheck_at_ = 0;
+}
+
+template <class OnIds>
+void stream::report_runs(const std::vector<encoder::piece_end>& ends, std::size_t final_bytes,
+                         OnIds& on_ids) {
     std::size_t done = 0;
     for (const encoder::piece_end& piece : ends) {
         if (piece.ids > done) {
@@ -242,10 +288,9 @@ void stream::analyse(OnIds&& on_ids) {
         }
     }
     if (scratch_.size() > done) {
-        on_ids(consumed_ + n, scratch_.size() - done);
+        on_ids(consumed_ + final_bytes, scratch_.size() - done);
     }
     emitted_ += scratch_.size();
-    advance(n);
 }
 
 template <class OnToken>

@@ -61,6 +61,16 @@ class word_encoder final : public tokenizer::encoder {
         });
         return last;
     }
+    void encode_rest_pieces(std::string_view text, bool at_start,
+                            std::vector<tokenizer::token_id>& out,
+                            std::vector<piece_end>& ends) const override {
+        if (!report_ends) {
+            encode_rest(text, at_start, out);
+            return;
+        }
+        const std::size_t first = out.size();
+        emit(text, out, [&](std::size_t end) { ends.push_back({end, out.size() - first}); });
+    }
     bool reports_piece_ends() const noexcept override { return report_ends; }
     void encode_rest(std::string_view text, bool /*at_start*/,
                      std::vector<tokenizer::token_id>& out) const override {
