@@ -92,7 +92,8 @@ request_plan plan_request(bhttp::request<bhttp::string_body>& request,
         if (route.usage_injection && protocol::can_inject_usage(plan.api, plan.info)) {
             // The one place the proxy changes bytes: usage on every stream (see usage_filter).
             if (auto body =
-                    protocol::inject_usage_request(request.body(), route.continuous_usage)) {
+                    protocol::inject_usage_request(request.body(), route.continuous_usage,
+                                                   &plan.info)) {
                 request.body() = std::move(*body);
                 plan.usage_injected = true;
                 plan.continuous_usage = route.continuous_usage;

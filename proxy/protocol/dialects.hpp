@@ -34,8 +34,10 @@ request_info parse_request(api_kind api, std::string_view target, std::string_vi
 bool can_inject_usage(api_kind api, const request_info& info) noexcept;
 // The request body with "stream_options":{"include_usage":true} set (and
 // "continuous_usage_stats":true when asked); nullopt when the body is not a JSON object (then
-// it is forwarded as it is).
-std::optional<std::string> inject_usage_request(std::string_view body, bool continuous = false);
+// it is forwarded as it is). `parsed`, when given, is what parse_request read from this same
+// body: with a JSON object and no "stream_options" member the body is not parsed again.
+std::optional<std::string> inject_usage_request(std::string_view body, bool continuous = false,
+                                                const request_info* parsed = nullptr);
 
 // A fresh adapter for one response; nullptr for api_kind::none.
 std::unique_ptr<adapter> make_adapter(api_kind api);

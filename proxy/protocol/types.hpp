@@ -46,6 +46,10 @@ struct request_info {
     bool stream = false;
     bool include_usage = false;  // stream_options.include_usage
     bool body_parsed = false;    // false: the body was not JSON (still forwarded)
+    // The OpenAI reader's notes for usage injection, so that it need not parse the body again:
+    // a "stream_options" member at the root (even null), and a root object without members.
+    bool has_stream_options = false;
+    bool empty_object = false;
     std::uint64_t prompt_chars = 0;
     // The texts of the prompt (message contents, or the completion prompt), joined by newlines:
     // what the proxy tokenizes when the server reports no input count. No chat template.

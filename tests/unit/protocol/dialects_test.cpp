@@ -167,6 +167,34 @@ TEST(Dialects, InjectedBodyKeepsEveryOtherByte) {
     EXPECT_FALSE(inject_usage_request("{\"a\":"));
 }
 
+TEST(Dialects, InjectionFromTheParsedRequestEqualsParsingAgain) {
+    // The relay passes what parse_request read, so the body is not parsed twice; the result
+    // must be byte for byte what a second parse gives, whatever the body.
+    const std::vector<std::string> bodies = {
+        "{}",
+        " { } ",
+        "{\"model\":\"m\",\"stream\":true,\"messages\":[]}",
+        "\n{ \"stream\": true , \"model\" : \"x\" }\n",
+        "{\"stream\":true,\"stream_options\":null}",
+        "{\"stream\":true,\"stream_options\":{\"include_usage\":false}}",
+        "{\"stream\":true,\"stream_options\":7}",
+        "[1,2]",
+        "{\"a\":",
+        "not json",
+        "{\"a\":1} trailing",
+        std::string(300, '[') + std::string(300, ']'),
+    };
+    for (const auto& body : bodies) {
+        const request_info info =
+            parse_request(api_kind::openai_chat_completions, "/v1/chat/completions", body);
+        for (bool continuous : {false, true}) {
+            EXPECT_EQ(inject_usage_request(body, continuous, &info),
+                      inject_usage_request(body, continuous))
+                << body << " continuous " << continuous;
+        }
+    }
+}
+
 // The merge rules end to end (adapter + meter): reports are running totals, so a field given
 // again replaces its earlier value; it is never added twice.
 meter::request_summary meter_stream(api_kind api, const char* content_type, std::string_view body) {
