@@ -34,7 +34,16 @@ class regex {
     // First match in subject at or after `from`. With `partial`, a match that touched the end of
     // the subject is reported as `partial` starting at `start`.
     result find(std::string_view subject, std::size_t from, bool partial, std::size_t& start,
-                std::size_t& end) const noexcept;
+                std::size_t& end) const noexcept {
+        return find(subject, from, partial, start, end, ascii_tail(subject));
+    }
+    // The same, for a caller that searches one subject many times: `ascii_from` is
+    // ascii_tail(subject), computed once.
+    result find(std::string_view subject, std::size_t from, bool partial, std::size_t& start,
+                std::size_t& end, std::size_t ascii_from) const noexcept;
+    // Where the subject's ASCII tail starts (every byte from there on is ASCII): the hand-written
+    // matcher may answer for a search from there on. Past the end when it never may.
+    [[nodiscard]] std::size_t ascii_tail(std::string_view subject) const noexcept;
 
   private:
     regex() = default;
@@ -70,11 +79,12 @@ std::size_t split_pieces(const std::vector<split_level>& levels, std::size_t lev
     }
     const split_level& lv = levels[level];
     const std::string_view subject = text.substr(begin, end - begin);
+    const std::size_t ascii_from = lv.re->ascii_tail(subject);
     std::size_t pos = 0;  // end of the last final piece, relative to begin
     while (pos < subject.size()) {
         std::size_t s = 0;
         std::size_t e = 0;
-        const regex::result r = lv.re->find(subject, pos, open, s, e);
+        const regex::result r = lv.re->find(subject, pos, open, s, e, ascii_from);
         if (r == regex::result::match) {
             if (s > pos && lv.keep_gaps) {
                 split_pieces(levels, level + 1, text, begin + pos, begin + s, false, emit);

@@ -186,12 +186,25 @@ regex::~regex() {
     pcre2_code_free(static_cast<pcre2_code*>(code_));
 }
 
-// The subjects are short (the pending text of a stream, or a piece of it), so checking all of
-// the text from `from` on costs little, and it is all a matcher may read.
+// The hand-written matcher may read all of the text from `from` on, so all of it must be ASCII.
+std::size_t regex::ascii_tail(std::string_view subject) const noexcept {
+    if (ascii_ == ascii_regex::shape::none) {
+        return subject.size() + 1;
+    }
+    if (ascii_regex::all_ascii(subject)) {
+        return 0;
+    }
+    std::size_t i = subject.size();
+    while (i > 0 && static_cast<unsigned char>(subject[i - 1]) < 0x80) {
+        --i;
+    }
+    return i;
+}
+
 regex::result regex::find(std::string_view subject, std::size_t from, bool partial,
-                          std::size_t& start, std::size_t& end) const noexcept {
-    if (ascii_ != ascii_regex::shape::none && from < subject.size() &&
-        ascii_regex::all_ascii(subject.substr(from))) {
+                          std::size_t& start, std::size_t& end,
+                          std::size_t ascii_from) const noexcept {
+    if (ascii_ != ascii_regex::shape::none && from < subject.size() && from >= ascii_from) {
         switch (ascii_regex::find(ascii_, subject, from, partial, end)) {
             case ascii_regex::outcome::match:
                 start = from;
