@@ -165,6 +165,34 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                          enc->name().c_str());
             std::abort();
         }
+        // As the meter's lanes take it: append + analyse in batches, runs of ids with their ends.
+        tokenmeter::tokenizer::stream b(*enc);
+        b.batch(state % 200);
+        std::size_t counted = 0;
+        std::uint64_t last_end = 0;
+        auto runs = [&](std::uint64_t end, std::size_t count) {
+            if (count == 0 || end <= last_end || end > b.appended_bytes()) {
+                std::fprintf(stderr, "tokenizer_fuzz: %s: bad run (end %llu after %llu)\n",
+                             enc->name().c_str(), static_cast<unsigned long long>(end),
+                             static_cast<unsigned long long>(last_end));
+                std::abort();
+            }
+            last_end = end;
+            counted += count;
+        };
+        for (p = 0; p < text.size();) {
+            state = state * 1103515245U + 12345U;
+            const std::size_t n = std::min<std::size_t>(1 + (state >> 16) % 16, text.size() - p);
+            b.append(text.substr(p, n));
+            b.analyse(runs);
+            p += n;
+        }
+        b.finish_pieces(runs);
+        if (counted != whole.size() || b.consumed_bytes() != b.appended_bytes()) {
+            std::fprintf(stderr, "tokenizer_fuzz: %s: batched count %zu, one-shot %zu\n",
+                         enc->name().c_str(), counted, whole.size());
+            std::abort();
+        }
     }
     return 0;
 }
