@@ -29,9 +29,18 @@ void histogram_batch::observe(double value, std::uint64_t times) {
     }
     std::size_t index = 0;
     if (bounds_ != nullptr) {
-        // Prometheus buckets are "less than or equal": the first bound >= value.
-        index = static_cast<std::size_t>(std::lower_bound(bounds_->begin(), bounds_->end(), value) -
-                                         bounds_->begin());
+        // Prometheus buckets are "less than or equal": the first bound >= value. Gaps between
+        // tokens cluster, so the bucket of the last value is tried first.
+        const std::vector<double>& b = *bounds_;
+        const std::size_t last = last_index_;
+        if (last <= b.size() && (last == b.size() || value <= b[last]) &&
+            (last == 0 || value > b[last - 1])) {
+            index = last;
+        } else {
+            index = static_cast<std::size_t>(std::lower_bound(b.begin(), b.end(), value) -
+                                             b.begin());
+            last_index_ = index;
+        }
     }
     if (span_.empty()) {
         first_ = index;

@@ -51,6 +51,7 @@ class histogram_batch {
   private:
     const std::vector<double>* bounds_;
     std::size_t first_ = 0;            // the bucket index of span_[0]
+    std::size_t last_index_ = 0;       // the bucket of the last value observed
     std::vector<std::uint64_t> span_;  // counts of buckets first_ .. first_ + size - 1
     double sum_ = 0.0;
     std::uint64_t count_ = 0;

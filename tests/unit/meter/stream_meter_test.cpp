@@ -3,7 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <random>
 #include <vector>
 
 #include "meter/exchange.hpp"
@@ -211,6 +214,35 @@ TEST(HistogramBatch, BoundaryValuesFallInTheirOwnBucket) {
     EXPECT_EQ(batch.bucket_increments()[1], 1.0);
     EXPECT_EQ(batch.bucket_increments()[itl_bounds.size()], 1.0);
     EXPECT_EQ(batch.count(), 6u);
+}
+
+TEST(HistogramBatch, EveryValueLandsWhereABinarySearchPutsIt) {
+    // observe() tries the last value's bucket first; whatever the order of values (runs in one
+    // bucket, jumps, bounds exactly, below the first, past the last), each must land in the
+    // bucket of the first bound >= it.
+    std::mt19937 rng(11);
+    std::vector<double> values;
+    for (double b : itl_bounds) {
+        values.push_back(b);
+        values.push_back(std::nextafter(b, 0.0));
+        values.push_back(std::nextafter(b, 1e9));
+    }
+    values.push_back(0.0);
+    values.push_back(-1.0);
+    values.push_back(1e9);
+    std::uniform_real_distribution<double> gap(0.0, 0.12);
+    for (int i = 0; i < 2000; ++i) {
+        values.push_back(i % 3 == 0 ? values[rng() % values.size()] : gap(rng));
+    }
+    histogram_batch batch(&itl_bounds);
+    std::vector<double> want(itl_bounds.size() + 1, 0.0);
+    for (double v : values) {
+        batch.observe(v);
+        want[static_cast<std::size_t>(
+            std::lower_bound(itl_bounds.begin(), itl_bounds.end(), v) - itl_bounds.begin())] += 1;
+    }
+    EXPECT_EQ(batch.bucket_increments(), want);
+    EXPECT_EQ(batch.count(), values.size());
 }
 
 // ---- exchange: bytes in, summary out --------------------------------------------------------
