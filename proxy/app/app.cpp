@@ -175,7 +175,10 @@ int run(const config::settings& settings, const reloader& reload) try {
         main_ioc, settings.upstream.host, std::to_string(settings.upstream.port),
         settings.readiness.probe_interval, settings.timeouts.upstream_connect, upstream_ready);
     if (pool_settings.tls) {
-        probe.use_tls(pool_settings.tls, pool_settings.tls_server_name);
+        // Its own context: one shared with the workers' handshakes races inside OpenSSL
+        // (ThreadSanitizer, integration.upstream_tls).
+        probe.use_tls(upstream_tls_context(settings.upstream_tls, false),
+                      pool_settings.tls_server_name);
     }
     std::optional<spool_health> health;
     if (usage.spool) {

@@ -36,9 +36,8 @@ http::session_settings session_settings_from(const config::settings& settings) {
     return out;
 }
 
-namespace {
-
-std::shared_ptr<http::ssl::context> upstream_tls_context(const config::upstream_tls_settings& t) {
+std::shared_ptr<http::ssl::context> upstream_tls_context(const config::upstream_tls_settings& t,
+                                                         bool warn) {
     http::tls_client_options options;
     options.ca_file = t.ca_file;
     options.ca_file_key = "upstream_tls.ca_file";
@@ -51,7 +50,7 @@ std::shared_ptr<http::ssl::context> upstream_tls_context(const config::upstream_
     if (!loaded.context) {
         throw start_up_error(loaded.error);
     }
-    if (t.insecure_skip_verify) {
+    if (t.insecure_skip_verify && warn) {
         spdlog::warn(
             "upstream_tls.insecure_skip_verify is on: the upstream's certificate is NOT verified, "
             "so anyone on the path can read and change the traffic (for tests only)");
@@ -59,8 +58,6 @@ std::shared_ptr<http::ssl::context> upstream_tls_context(const config::upstream_
     http::tls_session_cache::enable(loaded.context->native_handle());
     return std::move(loaded.context);
 }
-
-}  // namespace
 
 http::upstream_pool_settings pool_settings_from(const config::settings& settings) {
     http::upstream_pool_settings out;

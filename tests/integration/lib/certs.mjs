@@ -59,7 +59,9 @@ function signWithDates(ca, csr, cert, ext, serial, start, end) {
   const dir = ca.dir;
   const db = path.join(dir, `ca-db-${serial}`);
   writeFileSync(`${db}.index`, '');
-  writeFileSync(`${db}.serial`, `${BigInt(serial).toString(16).padStart(2, '0')}\n`);
+  // `openssl ca` reads the serial file as hex bytes: an odd number of digits is refused.
+  const hex = BigInt(serial).toString(16);
+  writeFileSync(`${db}.serial`, `${hex.length % 2 === 1 ? `0${hex}` : hex}\n`);
   const config = path.join(dir, `ca-${serial}.cnf`);
   writeFileSync(config, [
     '[ca]', 'default_ca = test_ca', '[test_ca]', `database = ${db}.index`, `new_certs_dir = ${dir}`,
