@@ -78,12 +78,19 @@ if [[ "${TOKENMETER_SKIP_SANITIZE:-0}" != 1 ]]; then
     tsan_logs="$tsan_dir/tsan-reports"
     rm -rf "$tsan_logs" && mkdir -p "$tsan_logs"
     # A race aborts the process (the test then fails) and leaves its report in $tsan_logs.
+    # The reports are printed whether or not ctest passed: a test that failed because its process
+    # aborted on a race is explained by the report, not by the test's own output.
+    tsan_status=0
     (cd "$tsan_dir" && TSAN_OPTIONS="halt_on_error=1:abort_on_error=1:log_path=$tsan_logs/tsan" \
-        ctest --output-on-failure --timeout 600 -j"$jobs" -L tsan)
+        ctest --output-on-failure --timeout 600 -j"$jobs" -L tsan) || tsan_status=$?
     if compgen -G "$tsan_logs/tsan*" >/dev/null; then
         cat "$tsan_logs"/tsan*
         echo "ThreadSanitizer reported the races above" >&2
         exit 1
+    fi
+    if [[ $tsan_status -ne 0 ]]; then
+        echo "the threaded tests failed under ThreadSanitizer (ctest exit $tsan_status)" >&2
+        exit "$tsan_status"
     fi
 
     fuzz_seconds="${TOKENMETER_FUZZ_SECONDS:-60}"

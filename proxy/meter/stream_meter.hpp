@@ -45,6 +45,16 @@ class histogram_batch {
     void observe(double value, std::uint64_t times = 1);
     // One increment per bound plus +Inf, not cumulative (built when asked: once per request).
     [[nodiscard]] std::vector<double> bucket_increments() const;
+    // f(bucket index, count) for each bucket with a nonzero count, in index order: what the
+    // consumers of a request's batch need without a vector of every bound's increment.
+    template <typename F>
+    void for_each_bucket(F&& f) const {
+        for (std::size_t i = 0; i < span_.size(); ++i) {
+            if (span_[i] != 0) {
+                f(first_ + i, span_[i]);
+            }
+        }
+    }
     [[nodiscard]] double sum() const noexcept { return sum_; }
     [[nodiscard]] std::uint64_t count() const noexcept { return count_; }
 

@@ -543,10 +543,9 @@ void registry::count_request(protocol::api_kind api, const std::string& model_la
 
 void registry::observe_inter_token_latency(const label_list& labels,
                                            const meter::histogram_batch& batch) {
-    const std::vector<double> increments = batch.bucket_increments();
     if (itl_classic_index_.empty()) {
         series(itl_, labels, buckets_.inter_token_latency)
-            .ObserveMultiple(increments, batch.sum());
+            .ObserveMultiple(batch.bucket_increments(), batch.sum());
         return;
     }
     std::vector<double> classic(buckets_.inter_token_latency.size() + 1, 0.0);
@@ -554,21 +553,20 @@ void registry::observe_inter_token_latency(const label_list& labels,
     native.zero_threshold = itl_batch_bounds_.front();
     native.count = batch.count();
     native.sum = batch.sum();
-    for (std::size_t j = 0; j < increments.size() && j < itl_classic_index_.size(); ++j) {
-        if (increments[j] == 0) {
-            continue;
+    batch.for_each_bucket([&](std::size_t j, std::uint64_t n) {
+        if (j >= itl_classic_index_.size()) {
+            return;
         }
-        classic[itl_classic_index_[j]] += increments[j];
+        classic[itl_classic_index_[j]] += static_cast<double>(n);
         if (!natives_) {
-            continue;
+            return;
         }
-        const auto n = static_cast<std::uint64_t>(increments[j]);
         if (j == 0) {
             native.zero_count += n;  // at most 2^-17 s: not told apart from 0
         } else {
             native.positive[itl_native_index_[j]] += n;
         }
-    }
+    });
     series(itl_, labels, buckets_.inter_token_latency).ObserveMultiple(classic, batch.sum());
     if (natives_) {
         natives_->observe(itl_->GetName(), labels.to_map(), native);

@@ -114,18 +114,16 @@ std::string status_board::tenant_label(std::string_view tenant) {
 
 void status_board::add_inter_token_latency(quantile_sketch& sketch,
                                            const meter::histogram_batch& batch) const {
-    const std::vector<double> increments = batch.bucket_increments();
-    for (std::size_t j = 0; j < increments.size() && j < itl_bins_.size(); ++j) {
-        const auto n = static_cast<std::uint64_t>(increments[j]);
-        if (n == 0) {
-            continue;
+    batch.for_each_bucket([&](std::size_t j, std::uint64_t n) {
+        if (j >= itl_bins_.size()) {
+            return;
         }
         if (itl_bins_[j]) {
             sketch.add_bin(*itl_bins_[j], n);
         } else {
             sketch.add_zero(n);
         }
-    }
+    });
 }
 
 void status_board::record(const meter::request_summary& s, std::string_view tenant) {

@@ -38,12 +38,19 @@ async function launchProxy(kase) {
   const base = kase.upstream_base || '';
   for (let attempt = 1; ; attempt++) {
     try {
+      const connectionsBefore = upstream.connectionsEver();
       const proxy = await startProxy({
         upstream: `http://127.0.0.1:${upstream.port}${base}`,
         config: proxyConfig(kase.config),
         name: `proxy${base}`,
       });
       await waitReady(proxy);
+      // The readiness probe's connection completes in the kernel before the upstream's event
+      // loop accepts it: on a busy machine that can be after the case's reset, where it would
+      // count as a connection the case opened. Wait until the upstream has seen it.
+      if (!/^readiness:/m.test(kase.config || '')) {
+        await upstream.waitFor(() => upstream.connectionsEver() > connectionsBefore, 3000);
+      }
       return proxy;
     } catch (error) {
       if (attempt >= 3) throw error;

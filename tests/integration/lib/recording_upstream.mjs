@@ -9,6 +9,7 @@
 //   ... the proxy forwards something ...
 //   upstream.received()                // Buffer: every byte received since reset, in arrival order
 //   upstream.connectionsSinceReset()   // connections accepted since reset
+//   upstream.connectionsEver()         // connections accepted since the upstream started
 //   upstream.requests()                // [{connection, bytes (Buffer), complete}] in arrival order
 //
 // A response in the script is answered to the next delimited request on any connection (the
@@ -127,6 +128,7 @@ export async function startRecordingUpstream({ defaultResponse = DEFAULT_RESPONS
   let log = [];           // [{connection, chunk}] since reset
   let requestLog = [];    // [{connection, bytes, complete}] since reset
   let accepted = 0;       // connections since reset
+  let acceptedEver = 0;   // connections since start (reset does not clear it)
   let nextId = 1;
   const waiters = new Set();
 
@@ -139,6 +141,7 @@ export async function startRecordingUpstream({ defaultResponse = DEFAULT_RESPONS
     const myGeneration = generation;
     sockets.add(socket);
     accepted += 1;
+    acceptedEver += 1;
     socket.setNoDelay(true);
     let pending = Buffer.alloc(0);
     let garbage = false;
@@ -235,6 +238,7 @@ export async function startRecordingUpstream({ defaultResponse = DEFAULT_RESPONS
     },
     requests: () => requestLog.slice(),
     connectionsSinceReset: () => accepted,
+    connectionsEver: () => acceptedEver,
     openConnections: () => sockets.size,
     // Resolves true once predicate() holds, false after timeoutMs.
     waitFor(predicate, timeoutMs = 2000) {

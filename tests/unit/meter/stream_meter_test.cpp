@@ -243,6 +243,27 @@ TEST(HistogramBatch, EveryValueLandsWhereABinarySearchPutsIt) {
     }
     EXPECT_EQ(batch.bucket_increments(), want);
     EXPECT_EQ(batch.count(), values.size());
+
+    // for_each_bucket visits exactly the nonzero increments, in index order.
+    std::vector<double> visited(itl_bounds.size() + 1, 0.0);
+    std::size_t previous = 0;
+    bool first = true;
+    batch.for_each_bucket([&](std::size_t index, std::uint64_t n) {
+        ASSERT_LT(index, visited.size());
+        EXPECT_GT(n, 0u);
+        EXPECT_TRUE(first || index > previous);
+        first = false;
+        previous = index;
+        visited[index] = static_cast<double>(n);
+    });
+    EXPECT_EQ(visited, want);
+}
+
+TEST(HistogramBatch, ForEachBucketOfAnEmptyBatchVisitsNothing) {
+    histogram_batch batch(&itl_bounds);
+    int visits = 0;
+    batch.for_each_bucket([&](std::size_t, std::uint64_t) { ++visits; });
+    EXPECT_EQ(visits, 0);
 }
 
 // ---- exchange: bytes in, summary out --------------------------------------------------------
