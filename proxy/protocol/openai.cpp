@@ -172,32 +172,49 @@ bool key_is(std::string_view key, const char (&literal)[N]) noexcept {
 class chat_chunk_reader {
   public:
     chat_chunk_reader(std::string_view text, chunk_builder& out) noexcept
-        : p_(text.data()), end_(text.data() + text.size()), out_(out) {}
+        : begin_(text.data()), p_(text.data()), end_(text.data() + text.size()), out_(out) {}
 
     // On true: `choices` says whether the root held a "choices" array, `role` whether a delta
-    // had a "role" string.
-    bool read(bool& choices, bool& role) {
-        if (!eat('{') || peek('}')) {
+    // had a "role" string. `known_prefix`, when not 0, is the length of a prefix of the text
+    // that is byte for byte what an earlier accepted text held before its first "choices" array
+    // (choices_at()): the same bytes read the same way, so reading starts at that array.
+    bool read(bool& choices, bool& role, std::size_t known_prefix = 0) {
+        if (known_prefix != 0) {
+            p_ += known_prefix;
+            choices = true;
+            if (!peek('[') || !read_choices(role)) {
+                return false;
+            }
+        } else if (!eat('{') || peek('}') || !member(choices, role)) {
             return false;
         }
-        do {
-            std::string_view key;
-            if (!member_key(key) || key_is(key, "error")) {
+        while (eat(',')) {
+            if (!member(choices, role)) {
                 return false;
             }
-            if (key_is(key, "choices") && peek('[')) {
-                choices = true;
-                if (!read_choices(role)) {
-                    return false;
-                }
-            } else if (!skip_scalar()) {
-                return false;
-            }
-        } while (eat(','));
+        }
         return eat('}') && p_ == end_;
     }
 
+    // After a read that found one: the offset of the first "choices" array's '['; 0 if none.
+    [[nodiscard]] std::size_t choices_at() const noexcept { return choices_at_; }
+
   private:
+    bool member(bool& choices, bool& role) {
+        std::string_view key;
+        if (!member_key(key) || key_is(key, "error")) {
+            return false;
+        }
+        if (key_is(key, "choices") && peek('[')) {
+            choices = true;
+            if (choices_at_ == 0) {
+                choices_at_ = static_cast<std::size_t>(p_ - begin_);
+            }
+            return read_choices(role);
+        }
+        return skip_scalar();
+    }
+
     bool read_choices(bool& role) {
         ++p_;  // '['
         if (eat(']')) {
@@ -334,9 +351,11 @@ class chat_chunk_reader {
         return p_ != digits && p_ - digits <= 19;
     }
 
+    const char* begin_;
     const char* p_;
     const char* end_;
     chunk_builder& out_;
+    std::size_t choices_at_ = 0;
 };
 
 // One chunk (or a whole body) walked once. Each open object or array is a frame that knows what
@@ -373,10 +392,22 @@ class openai_adapter final : public json_document_adapter, private json_visitor 
             max_json_depth() >= chat_chunk_depth) {
             bool choices = false;
             bool role = false;
-            if (chat_chunk_reader(text, out_).read(choices, role)) {
+            // A stream's chunks repeat the same id, object, created and model before "choices":
+            // a prefix the reader accepted is compared, not read again.
+            const std::size_t known =
+                !known_prefix_.empty() && text.size() > known_prefix_.size() &&
+                        std::memcmp(text.data(), known_prefix_.data(), known_prefix_.size()) == 0
+                    ? known_prefix_.size()
+                    : 0;
+            chat_chunk_reader reader(text, out_);
+            if (reader.read(choices, role, known)) {
                 seen_.root_object = true;
                 seen_.choices = choices;
                 seen_.role = role;
+                if (known == 0 && reader.choices_at() != 0 &&
+                    reader.choices_at() <= max_known_prefix) {
+                    known_prefix_.assign(text.data(), reader.choices_at());
+                }
             } else {
                 out_.reset();  // not that shape: the walk below reads it from the start
             }
@@ -536,11 +567,16 @@ class openai_adapter final : public json_document_adapter, private json_visitor 
 
     // The deepest the chunk reader goes: root, choices, a choice, its delta.
     static constexpr std::size_t chat_chunk_depth = 4;
+    // The longest prefix kept per stream (servers send well under 200 bytes before "choices").
+    static constexpr std::size_t max_known_prefix = 512;
 
     api_kind kind_;
     bool streamed_ = true;
     json_path path_;
     chunk_builder out_;  // buffers reused from chunk to chunk
+    // What the last chunk the reader accepted held before its "choices" array ('{' up to and
+    // including `"choices":`); empty until one is accepted.
+    std::string known_prefix_;
     std::vector<frame> stack_;
     // What the walk of one chunk found besides text and usage; reset by assignment.
     struct {

@@ -269,6 +269,97 @@ TEST(OpenAiChunkReader, SameOutputOnMutations) {
     EXPECT_GT(accepted, 1000);
 }
 
+// A stream's chunks through one adapter: the reader keeps the bytes before "choices" of the last
+// chunk it accepted and compares them instead of reading them again. Sequences that repeat,
+// change and break that prefix (and what follows it) must give what the walk gives.
+recording_sink adapter_outputs(const std::vector<std::string>& texts, bool reader) {
+    set_openai_chunk_reader(reader);
+    openai_events feed;
+    for (const auto& text : texts) {
+        feed(text);
+    }
+    set_openai_chunk_reader(true);
+    return feed.sink;
+}
+
+TEST(OpenAiChunkReader, AStreamWithRepeatedPrefixesGivesWhatTheWalkGives) {
+    const std::string key = "\"choices\":";
+    std::vector<std::string> prefixes;
+    std::vector<std::string> suffixes;
+    for (const auto& text : chat_chunk_corpus()) {
+        if (const auto at = text.find(key); at != std::string::npos) {
+            prefixes.push_back(text.substr(0, at + key.size()));
+            suffixes.push_back(text.substr(at + key.size()));
+        }
+    }
+    ASSERT_GT(prefixes.size(), 20u);
+    suffixes.emplace_back("null}");
+    suffixes.emplace_back("\"x\"}");
+    suffixes.emplace_back("[]");
+    suffixes.emplace_back("");
+    std::mt19937 random(29);
+    int streams_compared = 0;
+    for (int round = 0; round < 400; ++round) {
+        std::vector<std::string> texts;
+        std::string prefix = prefixes[random() % prefixes.size()];
+        for (int i = 0; i < 12; ++i) {
+            switch (random() % 8) {
+                case 0:  // another prefix from here on
+                    prefix = prefixes[random() % prefixes.size()];
+                    break;
+                case 1: {  // one byte of it changed, for one chunk
+                    std::string changed = prefix;
+                    changed[random() % changed.size()] = "{}\"x:,0"[random() % 7];
+                    texts.push_back(changed + suffixes[random() % suffixes.size()]);
+                    continue;
+                }
+                case 2:  // the prefix alone, or cut short
+                    texts.push_back(prefix.substr(0, random() % (prefix.size() + 1)));
+                    continue;
+                default:
+                    break;
+            }
+            std::string suffix = suffixes[random() % suffixes.size()];
+            if (random() % 4 == 0 && !suffix.empty()) {
+                suffix[random() % suffix.size()] = "{}[]\":,x0"[random() % 9];
+            }
+            texts.push_back(prefix + suffix);
+        }
+        const recording_sink with = adapter_outputs(texts, true);
+        const recording_sink without = adapter_outputs(texts, false);
+        ASSERT_EQ(with.errors, without.errors) << texts.front();
+        ASSERT_EQ(with.chunks.size(), without.chunks.size()) << texts.front();
+        for (std::size_t i = 0; i < with.chunks.size(); ++i) {
+            const auto& a = with.chunks[i];
+            const auto& b = without.chunks[i];
+            ASSERT_EQ(a.content, b.content) << i;
+            ASSERT_EQ(a.reasoning, b.reasoning) << i;
+            ASSERT_EQ(a.tool, b.tool) << i;
+            ASSERT_EQ(a.finish, b.finish) << i;
+            ASSERT_EQ(a.role_only, b.role_only) << i;
+            ASSERT_EQ(a.error, b.error) << i;
+            ASSERT_EQ(a.usage.has_value(), b.usage.has_value()) << i;
+        }
+        ++streams_compared;
+    }
+    EXPECT_EQ(streams_compared, 400);
+}
+
+TEST(OpenAiChunkReader, ARepeatedPrefixBeforeSomethingElseIsNotTakenForChoices) {
+    openai_events feed;
+    feed(R"({"id":"a","choices":[{"delta":{"content":"x"}}]})");
+    feed(R"({"id":"a","choices":null,"x":[{"delta":{"content":"y"}}]})");
+    feed(R"({"id":"a","choices":[{"delta":{"content":"z"}}],"error":{"message":"m"}})");
+    feed(R"({"id":"a","choices":[{"delta":{"content":"w"}}]})");
+    const auto& sink = feed.sink;
+    ASSERT_EQ(sink.chunks.size(), 3u);
+    EXPECT_EQ(sink.chunks[0].content, "x");
+    EXPECT_EQ(sink.chunks[1].content, "z");
+    EXPECT_TRUE(sink.chunks[1].error);
+    EXPECT_EQ(sink.chunks[2].content, "w");
+    EXPECT_EQ(sink.parse_errors(), 1);  // "choices":null: not the shape of a chunk
+}
+
 TEST(OpenAiRequest, ReadsModelStreamAndUsageOption) {
     auto info = parse_openai_request(
         R"({"model":"llama","stream":true,"stream_options":{"include_usage":true},)"
