@@ -169,20 +169,34 @@ bool key_is(std::string_view key, const char (&literal)[N]) noexcept {
 // object or array elsewhere (tool calls, logprobs, usage), an "error", anything invalid. A
 // "yes" is therefore only given for texts the walk accepts with the same result
 // (tests/unit/protocol/openai_test.cpp compares the two on recorded and mutated chunks).
+// Where reading a later text can start when its first bytes are the same: the same bytes read
+// the same way, so only the reader's position and what they meant need keeping.
+enum class chunk_text_field : std::uint8_t { none, content, reasoning };
+struct chunk_resume_point {
+    std::size_t at = 0;  // the offset to start at; 0: from the beginning
+    // none: at the first "choices" array's '['. content or reasoning: at the opening quote of a
+    // delta's text value, with nothing read before it that had an effect (no text, no role, no
+    // finish reason).
+    chunk_text_field field = chunk_text_field::none;
+};
+
 class chat_chunk_reader {
   public:
     chat_chunk_reader(std::string_view text, chunk_builder& out) noexcept
         : begin_(text.data()), p_(text.data()), end_(text.data() + text.size()), out_(out) {}
 
+    using text_field = chunk_text_field;
+    using resume_point = chunk_resume_point;
+
     // On true: `choices` says whether the root held a "choices" array, `role` whether a delta
-    // had a "role" string. `known_prefix`, when not 0, is the length of a prefix of the text
-    // that is byte for byte what an earlier accepted text held before its first "choices" array
-    // (choices_at()): the same bytes read the same way, so reading starts at that array.
-    bool read(bool& choices, bool& role, std::size_t known_prefix = 0) {
-        if (known_prefix != 0) {
-            p_ += known_prefix;
+    // had a "role" string. `from`: a resume point an earlier accepted text gave (choices_at(),
+    // value_at()) whose bytes before it this text repeats.
+    bool read(bool& choices, bool& role, resume_point from = {}) {
+        if (from.at != 0) {
+            p_ += from.at;
             choices = true;
-            if (!peek('[') || !read_choices(role)) {
+            if (from.field == text_field::none ? !peek('[') || !read_choices(role)
+                                               : !resume_in_delta(from.field, role)) {
                 return false;
             }
         } else if (!eat('{') || peek('}') || !member(choices, role)) {
@@ -196,10 +210,17 @@ class chat_chunk_reader {
         return eat('}') && p_ == end_;
     }
 
-    // After a read that found one: the offset of the first "choices" array's '['; 0 if none.
-    [[nodiscard]] std::size_t choices_at() const noexcept { return choices_at_; }
+    // After an accepted read from the beginning: the first "choices" array's '[' (at 0: none).
+    [[nodiscard]] resume_point choices_at() const noexcept { return {choices_at_}; }
+    // After an accepted read that did not start at a text value: the first delta text value
+    // with nothing of effect before it (at 0: none).
+    [[nodiscard]] resume_point value_at() const noexcept { return value_at_; }
 
   private:
+    [[nodiscard]] std::size_t offset() const noexcept {
+        return static_cast<std::size_t>(p_ - begin_);
+    }
+
     bool member(bool& choices, bool& role) {
         std::string_view key;
         if (!member_key(key) || key_is(key, "error")) {
@@ -208,7 +229,7 @@ class chat_chunk_reader {
         if (key_is(key, "choices") && peek('[')) {
             choices = true;
             if (choices_at_ == 0) {
-                choices_at_ = static_cast<std::size_t>(p_ - begin_);
+                choices_at_ = offset();
             }
             return read_choices(role);
         }
@@ -228,6 +249,36 @@ class chat_chunk_reader {
         return eat(']');
     }
 
+    // From a delta's text value (at its quote) to the end of the "choices" array: the rest of
+    // the delta, of its choice, and the choices after it.
+    bool resume_in_delta(text_field field, bool& role) {
+        if (!delta_text(field)) {
+            return false;
+        }
+        while (eat(',')) {
+            if (!delta_member(role)) {
+                return false;
+            }
+        }
+        if (!eat('}')) {
+            return false;
+        }
+        while (eat(',')) {
+            if (!choice_member(role)) {
+                return false;
+            }
+        }
+        if (!eat('}')) {
+            return false;
+        }
+        while (eat(',')) {
+            if (!read_choice(role)) {
+                return false;
+            }
+        }
+        return eat(']');
+    }
+
     bool read_choice(bool& role) {
         if (!eat('{')) {
             return false;
@@ -236,25 +287,31 @@ class chat_chunk_reader {
             return true;
         }
         do {
-            std::string_view key;
-            if (!member_key(key)) {
-                return false;
-            }
-            std::string_view value;
-            if (key_is(key, "delta") && peek('{')) {
-                if (!read_delta(role)) {
-                    return false;
-                }
-            } else if (key_is(key, "finish_reason") && peek('"')) {
-                if (!string(value)) {
-                    return false;
-                }
-                out_.set_finish(value);
-            } else if (!skip_scalar()) {
+            if (!choice_member(role)) {
                 return false;
             }
         } while (eat(','));
         return eat('}');
+    }
+
+    bool choice_member(bool& role) {
+        std::string_view key;
+        if (!member_key(key)) {
+            return false;
+        }
+        if (key_is(key, "delta") && peek('{')) {
+            return read_delta(role);
+        }
+        if (key_is(key, "finish_reason") && peek('"')) {
+            std::string_view value;
+            if (!string(value)) {
+                return false;
+            }
+            out_.set_finish(value);
+            effects_ = true;
+            return true;
+        }
+        return skip_scalar();
     }
 
     bool read_delta(bool& role) {
@@ -263,27 +320,53 @@ class chat_chunk_reader {
             return true;
         }
         do {
-            std::string_view key;
-            if (!member_key(key)) {
-                return false;
-            }
-            if (peek('"')) {
-                std::string_view value;
-                if (!string(value)) {
-                    return false;
-                }
-                if (key_is(key, "content")) {
-                    out_.content.append(value);
-                } else if (key_is(key, "reasoning_content") || key_is(key, "reasoning")) {
-                    out_.reasoning.append(value);
-                } else if (key_is(key, "role")) {
-                    role = true;
-                }
-            } else if (!skip_scalar()) {
+            if (!delta_member(role)) {
                 return false;
             }
         } while (eat(','));
         return eat('}');
+    }
+
+    bool delta_member(bool& role) {
+        std::string_view key;
+        if (!member_key(key)) {
+            return false;
+        }
+        if (!peek('"')) {
+            return skip_scalar();
+        }
+        text_field field = text_field::none;
+        if (key_is(key, "content")) {
+            field = text_field::content;
+        } else if (key_is(key, "reasoning_content") || key_is(key, "reasoning")) {
+            // vLLM and SGLang use reasoning_content; newer vLLM and OpenRouter reasoning.
+            field = text_field::reasoning;
+        }
+        if (field != text_field::none) {
+            if (!effects_ && value_at_.at == 0) {
+                value_at_ = {offset(), field};
+            }
+            return delta_text(field);
+        }
+        std::string_view value;
+        if (!string(value)) {
+            return false;
+        }
+        if (key_is(key, "role")) {
+            role = true;
+            effects_ = true;
+        }
+        return true;
+    }
+
+    bool delta_text(text_field field) {
+        std::string_view value;
+        if (!string(value)) {
+            return false;
+        }
+        (field == text_field::content ? out_.content : out_.reasoning).append(value);
+        effects_ = true;
+        return true;
     }
 
     [[nodiscard]] bool peek(char c) const noexcept { return p_ != end_ && *p_ == c; }
@@ -356,6 +439,8 @@ class chat_chunk_reader {
     const char* end_;
     chunk_builder& out_;
     std::size_t choices_at_ = 0;
+    resume_point value_at_;
+    bool effects_ = false;  // something read so far changed the builder or `role`
 };
 
 // One chunk (or a whole body) walked once. Each open object or array is a frame that knows what
@@ -392,21 +477,23 @@ class openai_adapter final : public json_document_adapter, private json_visitor 
             max_json_depth() >= chat_chunk_depth) {
             bool choices = false;
             bool role = false;
-            // A stream's chunks repeat the same id, object, created and model before "choices":
-            // a prefix the reader accepted is compared, not read again.
-            const std::size_t known =
-                !known_prefix_.empty() && text.size() > known_prefix_.size() &&
-                        std::memcmp(text.data(), known_prefix_.data(), known_prefix_.size()) == 0
-                    ? known_prefix_.size()
-                    : 0;
+            // A stream's chunks repeat the same id, object, created and model before "choices",
+            // and most the same choice and delta up to the text: bytes the reader accepted
+            // before are compared, not read again.
+            chat_chunk_reader::resume_point from = at_value_.resume(text);
+            if (from.at == 0) {
+                from = at_choices_.resume(text);
+            }
             chat_chunk_reader reader(text, out_);
-            if (reader.read(choices, role, known)) {
+            if (reader.read(choices, role, from)) {
                 seen_.root_object = true;
                 seen_.choices = choices;
                 seen_.role = role;
-                if (known == 0 && reader.choices_at() != 0 &&
-                    reader.choices_at() <= max_known_prefix) {
-                    known_prefix_.assign(text.data(), reader.choices_at());
+                if (from.at == 0) {
+                    at_choices_.keep(text, reader.choices_at());
+                }
+                if (from.field == chat_chunk_reader::text_field::none) {
+                    at_value_.keep(text, reader.value_at());
                 }
             } else {
                 out_.reset();  // not that shape: the walk below reads it from the start
@@ -567,16 +654,39 @@ class openai_adapter final : public json_document_adapter, private json_visitor 
 
     // The deepest the chunk reader goes: root, choices, a choice, its delta.
     static constexpr std::size_t chat_chunk_depth = 4;
-    // The longest prefix kept per stream (servers send well under 200 bytes before "choices").
-    static constexpr std::size_t max_known_prefix = 512;
+    // A resume point of an accepted chunk and the bytes before it.
+    class known_prefix {
+      public:
+        // Where `text` can be read from: the point kept if text starts with its bytes (and has
+        // more), else none.
+        [[nodiscard]] chat_chunk_reader::resume_point resume(std::string_view text) const noexcept {
+            if (bytes_.empty() || text.size() <= bytes_.size() ||
+                std::memcmp(text.data(), bytes_.data(), bytes_.size()) != 0) {
+                return {};
+            }
+            return point_;
+        }
+        void keep(std::string_view text, chat_chunk_reader::resume_point point) {
+            // Servers send well under 200 bytes before the text; a longer prefix is not kept.
+            if (point.at != 0 && point.at <= 512) {
+                bytes_.assign(text.data(), point.at);
+                point_ = point;
+            }
+        }
+
+      private:
+        std::string bytes_;
+        chat_chunk_reader::resume_point point_;
+    };
 
     api_kind kind_;
     bool streamed_ = true;
     json_path path_;
     chunk_builder out_;  // buffers reused from chunk to chunk
-    // What the last chunk the reader accepted held before its "choices" array ('{' up to and
-    // including `"choices":`); empty until one is accepted.
-    std::string known_prefix_;
+    // What the last chunks the reader accepted held before their "choices" array and before
+    // their first delta text; empty until one is accepted.
+    known_prefix at_choices_;
+    known_prefix at_value_;
     std::vector<frame> stack_;
     // What the walk of one chunk found besides text and usage; reset by assignment.
     struct {

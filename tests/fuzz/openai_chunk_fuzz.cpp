@@ -1,7 +1,10 @@
 // Differential fuzz target for the OpenAI adapter's one-pass chunk reader (protocol/openai.cpp):
-// arbitrary bytes as one streamed Chat Completions event, decoded by the adapter with the reader
-// on and with it off (the general walk alone). The chunks and parse errors reported must be the
-// same, field for field. Nothing may crash or throw.
+// arbitrary bytes as the streamed Chat Completions events of one response (one event per line,
+// so that the reader's memory of the bytes before "choices" and before a delta's text is
+// exercised across events), decoded by one adapter with the reader on and by another with it
+// off (the general walk alone). The chunks and parse errors reported must be the same, field for
+// field. Nothing may crash or throw.
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -43,7 +46,11 @@ sink decode(std::string_view data, bool reader) {
     protocol::set_openai_chunk_reader(reader);
     sink out;
     auto adapter = protocol::make_adapter(protocol::api_kind::openai_chat_completions);
-    adapter->on_event("message", data, core::time_point{}, out);
+    for (std::size_t start = 0; start <= data.size();) {
+        const std::size_t end = std::min(data.find('\n', start), data.size());
+        adapter->on_event("message", data.substr(start, end - start), core::time_point{}, out);
+        start = end + 1;
+    }
     return out;
 }
 

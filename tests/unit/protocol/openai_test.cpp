@@ -297,6 +297,9 @@ TEST(OpenAiChunkReader, AStreamWithRepeatedPrefixesGivesWhatTheWalkGives) {
         }
     }
     ASSERT_GT(prefixes.size(), 20u);
+    suffixes.emplace_back(R"([{"index":0,"finish_reason":"stop","delta":{"content":"x"}}]})");
+    suffixes.emplace_back(R"([{"delta":{"role":"assistant","content":""}}]})");
+    suffixes.emplace_back(R"([{"delta":{"reasoning":"r","content":"c"}}]})");
     suffixes.emplace_back("null}");
     suffixes.emplace_back("\"x\"}");
     suffixes.emplace_back("[]");
@@ -324,6 +327,28 @@ TEST(OpenAiChunkReader, AStreamWithRepeatedPrefixesGivesWhatTheWalkGives) {
                     break;
             }
             std::string suffix = suffixes[random() % suffixes.size()];
+            if (random() % 2 == 0 && !texts.empty()) {
+                // The last text up to a delta's text value, then other text and another end.
+                static const std::vector<std::string> ends = {
+                    "\"}}]}", "\"},\"finish_reason\":null}]}", "\"},\"finish_reason\":\"stop\"}]}",
+                    "\",\"role\":\"assistant\"}}]}", "\\n\"}}]}", "\"}},{\"delta\":{\"content\":\"b\"}}]}",
+                    "\"}}],\"usage\":null}", "\"}}]", "\"}}]}x", "\",\"content\":\"y\"}}]}",
+                    "\"},\"index\":0,\"finish_reason\":\"length\",\"logprobs\":null}]}"};
+                const std::string& last = texts.back();
+                std::size_t at = std::string::npos;
+                for (const char* field : {"\"content\":\"", "\"reasoning_content\":\"",
+                                          "\"reasoning\":\""}) {
+                    at = std::min(at, last.find(field));
+                }
+                if (at != std::string::npos) {
+                    const std::size_t quote = last.find(":\"", at) + 2;
+                    std::string text = last.substr(0, quote);
+                    text.append(random() % 4, "ab c"[random() % 4]);
+                    text += ends[random() % ends.size()];
+                    texts.push_back(text);
+                    continue;
+                }
+            }
             if (random() % 4 == 0 && !suffix.empty()) {
                 suffix[random() % suffix.size()] = "{}[]\":,x0"[random() % 9];
             }
