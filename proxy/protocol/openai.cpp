@@ -160,15 +160,6 @@ bool key_is(std::string_view key, const char (&literal)[N]) noexcept {
     return key.size() == N - 1 && std::memcmp(key.data(), literal, N - 1) == 0;
 }
 
-// A streamed Chat Completions chunk of the shape servers send token after token, read in one
-// pass without the general walk and its visitor calls: no whitespace, keys and strings of plain
-// printable ASCII without escapes, scalars that are such strings, null, true, false or unsigned
-// integers of up to 19 digits, "choices" an array of objects whose "delta" is an object of
-// scalars. It fills the builder as openai_adapter's walk would, and says no (the caller then
-// walks the text) at the first byte outside that shape: an escape, a non-ASCII byte, a nested
-// object or array elsewhere (tool calls, logprobs, usage), an "error", anything invalid. A
-// "yes" is therefore only given for texts the walk accepts with the same result
-// (tests/unit/protocol/openai_test.cpp compares the two on recorded and mutated chunks).
 // Where reading a later text can start when its first bytes are the same: the same bytes read
 // the same way, so only the reader's position and what they meant need keeping.
 enum class chunk_text_field : std::uint8_t { none, content, reasoning };
@@ -180,6 +171,15 @@ struct chunk_resume_point {
     chunk_text_field field = chunk_text_field::none;
 };
 
+// A streamed Chat Completions chunk of the shape servers send token after token, read in one
+// pass without the general walk and its visitor calls: no whitespace, keys and strings of plain
+// printable ASCII without escapes, scalars that are such strings, null, true, false or unsigned
+// integers of up to 19 digits, "choices" an array of objects whose "delta" is an object of
+// scalars. It fills the builder as openai_adapter's walk would, and says no (the caller then
+// walks the text) at the first byte outside that shape: an escape, a non-ASCII byte, a nested
+// object or array elsewhere (tool calls, logprobs, usage), an "error", anything invalid. A
+// "yes" is therefore only given for texts the walk accepts with the same result
+// (tests/unit/protocol/openai_test.cpp compares the two on recorded and mutated chunks).
 class chat_chunk_reader {
   public:
     chat_chunk_reader(std::string_view text, chunk_builder& out) noexcept
