@@ -284,8 +284,10 @@ function panelExpr(file, title, refId = 'A') {
   return p.targets.find((t) => t.refId === refId).expr;
 }
 
-async function instant(expr) {
-  const r = await query(expr);
+// At `time` (Unix seconds) when given: queries compared with each other are evaluated at one
+// instant, or a rate over a short window moves between them as scrapes arrive.
+async function instant(expr, time) {
+  const r = await prom.query(expr, time);
   assert.equal(r.json.status, 'success', `${expr}: ${JSON.stringify(r.json)}`);
   return r.json.data.result;
 }
@@ -322,17 +324,20 @@ test('TTFT good + bad verdicts equal the requests with a TTFT, and are not doubl
   assert.equal(verdictsNow, ttftNow);
   // The panel's good and bad series (rates over the run) against the TTFT histogram's rate.
   const expr = panelExpr('tokenmeter-slo.json', 'TTFT: good and bad requests per second');
-  const panel = total(await instant(substitute(expr, '.+').replace(`[${RATE_INTERVAL}]`, `[${run}]`)));
-  const truth = total(await instant(`sum(rate(tokenmeter_time_to_first_token_seconds_count{${models}}[${run}]))`));
+  const at = Date.now() / 1000;
+  const panel = total(await instant(substitute(expr, '.+').replace(`[${RATE_INTERVAL}]`, `[${run}]`), at));
+  const truth = total(await instant(`sum(rate(tokenmeter_time_to_first_token_seconds_count{${models}}[${run}]))`, at));
   assert.ok(truth > 0);
   assert.ok(Math.abs(panel - truth) <= 0.02 * truth, `panel ${panel} req/s against ${truth} req/s`);
 });
 
 test('provisioned throughput use counts input and output tokens', async () => {
   const expr = panelExpr('tokenmeter-tenants.json', 'Input + output tokens per second against provisioned throughput');
-  const used = total(await instant(substitute(expr, '.+')));
-  const both = total(await instant(`sum(rate(tokenmeter_tenant_tokens_total[${RATE_INTERVAL}]))`));
-  const output = total(await instant(`sum(rate(tokenmeter_tenant_tokens_total{type="output"}[${RATE_INTERVAL}]))`));
+  // At the end of the traffic: the short rate window then still holds the last requests.
+  const at = trafficEnd + 1;
+  const used = total(await instant(substitute(expr, '.+'), at));
+  const both = total(await instant(`sum(rate(tokenmeter_tenant_tokens_total[${RATE_INTERVAL}]))`, at));
+  const output = total(await instant(`sum(rate(tokenmeter_tenant_tokens_total{type="output"}[${RATE_INTERVAL}]))`, at));
   assert.ok(both > output, 'the run has input tokens');
   assert.ok(Math.abs(used - both) < 1e-6 * both + 1e-9, `panel ${used}, input + output ${both}`);
 });
