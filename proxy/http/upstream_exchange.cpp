@@ -76,6 +76,7 @@ void upstream_exchange<Stream>::cancel() noexcept {
 template <class Stream>
 void upstream_exchange<Stream>::abort() noexcept {
     stop_body_watch();
+    drained_.detach();
     if (upstream_) {
         error_code ignored;
         upstream_->stream.socket().shutdown(tcp::socket::shutdown_both, ignored);

@@ -16,6 +16,7 @@
 
 #include "http/beast.hpp"
 #include "http/body_decoder.hpp"
+#include "http/drained_read.hpp"
 #include "http/local_failure.hpp"
 #include "http/upstream_pool.hpp"
 #include "protocol/usage_filter.hpp"
@@ -126,6 +127,10 @@ class upstream_exchange {
     std::string_view pending_last_;  // the held end of the response (see write_last_body)
     std::size_t last_read_ = 0;      // bytes of the previous body read (buffer growth)
     error_code deferred_error_;      // a framing error found behind forwarded bytes
+    // Body reads over plain TCP where the framing says more bytes are due (http/drained_read).
+    drained_read drained_;
+    bool drained_ok_ = false;  // this body is read with drained_
+    static void on_drained_read(void* self, error_code ec, std::size_t bytes);
 
     enum class waiting_on : std::uint8_t { nothing, upstream, client };
     asio::steady_timer body_watch_;

@@ -69,7 +69,7 @@ const boost::system::error_category& pool_category() noexcept {
 }
 
 upstream_pool::upstream_pool(asio::io_context& ioc, upstream_pool_settings settings)
-    : ioc_(ioc), settings_(std::move(settings)), resolver_(ioc) {}
+    : ioc_(ioc), settings_(std::move(settings)), resolver_(ioc), hangups_(ioc) {}
 
 upstream_ptr upstream_pool::take_idle() {
     auto now = std::chrono::steady_clock::now();

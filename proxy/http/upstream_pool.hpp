@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "http/beast.hpp"
+#include "http/drained_read.hpp"
 #include "http/tls_client.hpp"
 #include "http/tls_stream.hpp"
 
@@ -87,6 +88,7 @@ struct upstream_connection {
     beast::flat_buffer buffer;
     std::chrono::steady_clock::time_point idle_since{};
     std::uint64_t requests = 0;
+    bool hangup_watched = false;  // registered with the pool's hangup_watch
 };
 using upstream_ptr = std::unique_ptr<upstream_connection>;
 
@@ -138,6 +140,8 @@ class upstream_pool {
 
     [[nodiscard]] std::uint32_t open_connections() const noexcept { return open_; }
     [[nodiscard]] std::size_t idle_connections() const noexcept { return idle_.size(); }
+    // Peers' closes on this worker's upstream sockets (for drained reads, http/drained_read).
+    hangup_watch& hangups() noexcept { return hangups_; }
 
   private:
     struct waiter {
@@ -162,6 +166,7 @@ class upstream_pool {
     std::deque<std::shared_ptr<waiter>> waiters_;
     std::uint32_t open_ = 0;  // idle + in use + connecting
     tls_session_cache sessions_;  // this worker's last upstream TLS session
+    hangup_watch hangups_;
 };
 
 }  // namespace tokenmeter::http

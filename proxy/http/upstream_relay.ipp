@@ -47,6 +47,23 @@ void upstream_exchange<Stream>::start_body() {
         decoder_ = body_decoder::until_close();
     }
     bytes_after_body_ = false;
+    // Over plain TCP, where the framing says more bytes are due, a short read counts as draining
+    // the socket (http/drained_read: no receive that finds nothing before each wait). A body
+    // read until the close keeps Asio's read.
+    drained_ok_ = false;
+    if (upstream_->stream.tls() == nullptr &&
+        decoder_.kind() != body_decoder::framing::until_close) {
+        if (!upstream_->hangup_watched) {
+            upstream_->hangup_watched =
+                pool_.hangups().watch(upstream_->stream.socket().native_handle());
+        }
+        drained_ok_ = upstream_->hangup_watched;
+    }
+    if (drained_ok_) {
+        drained_.begin(upstream_->stream.socket(), pool_.hangups());
+    } else {
+        drained_.detach();
+    }
     start_body_watch();
     do_read_body();
 }
@@ -81,10 +98,36 @@ void upstream_exchange<Stream>::do_read_body() {
     auto done = owner_.guarded([this](error_code ec, std::size_t n) { on_read_body(ec, n); });
     if (upstream_->stream.tls() == nullptr) {
         // The socket itself: the body watch keeps the time, so Beast's stream has nothing to add.
+        if (drained_ok_ && drained_.start(upstream_->stream.socket(), body_buffer_.get(),
+                                          body_capacity_, owner_.shared_from_this(),
+                                          &upstream_exchange::on_drained_read, this)) {
+            return;
+        }
         upstream_->stream.socket().async_read_some(into, std::move(done));
     } else {
         upstream_->stream.async_read_some(into, std::move(done));
     }
+}
+
+template <class Stream>
+void upstream_exchange<Stream>::on_drained_read(void* self, error_code ec, std::size_t bytes) {
+    auto* exchange = static_cast<upstream_exchange*>(self);
+    exchange->owner_.run_guarded([&] {
+        if (ec == asio::error::try_again) {
+            // The upstream closed while the read waited: read what is left (and the close) now,
+            // unless the exchange has moved on meanwhile (then the wait was cancelled).
+            if (!exchange->watch_cut_ && exchange->upstream_ &&
+                exchange->upstream_->stream.socket().is_open() &&
+                exchange->drained_.start(exchange->upstream_->stream.socket(),
+                                         exchange->body_buffer_.get(), exchange->body_capacity_,
+                                         exchange->owner_.shared_from_this(),
+                                         &upstream_exchange::on_drained_read, exchange)) {
+                return;
+            }
+            ec = asio::error::operation_aborted;
+        }
+        exchange->on_read_body(ec, bytes);
+    });
 }
 
 template <class Stream>

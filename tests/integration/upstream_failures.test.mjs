@@ -47,6 +47,39 @@ test('upstream closes mid-stream: the client sees no clean end, counted upstream
   assert.equal(m.value('tokenmeter_streams_active'), 0);
 });
 
+test('upstream closes right behind its last bytes, again and again: every cut is seen at once', { timeout: 60_000 }, async () => {
+  // The simulator writes a chunk and closes at once, so the bytes and the close usually reach
+  // the proxy together. The relay counts a short read as draining the socket; the close behind
+  // it must still end the response at once (the hangup watch, http/drained_read), not when
+  // the idle timeout (300 s by default) runs out.
+  const model = 'fail-truncated-repeat';
+  const sim = await startSim();
+  const proxy = await startProxy({ upstream: sim.port });
+  const rounds = 20;
+  const slow = [];
+  for (let i = 0; i < rounds; i++) {
+    const started = nowMs();
+    const res = await request({
+      port: proxy.port,
+      body: chatBody(model, { includeUsage: true }),
+      headers: {
+        'x-sim-ttft-ms': '2', 'x-sim-itl-ms': '2', 'x-sim-output-tokens': '10', 'x-sim-fail': `close-after:${1 + (i % 5)}`,
+      },
+      timeoutMs: 5_000,
+    });
+    assert.equal(res.status, 200, describeResult(res));
+    assert.equal(res.complete, false, describeResult(res));
+    assert.notEqual(res.error && res.error.code, 'TEST_TIMEOUT', `round ${i}: the cut was not seen`);
+    const took = nowMs() - started;
+    if (took > 1_000) slow.push(`round ${i}: ${Math.round(took)} ms`);
+  }
+  assert.deepEqual(slow, [], 'cuts seen late');
+  const m = await waitMetrics(proxy, (x) => x.value('tokenmeter_requests_total', { model }) >= rounds);
+  assert.equal(m.value('tokenmeter_requests_total', { model, outcome: 'upstream_truncated', code: '200' }), rounds);
+  assert.equal(m.value('tokenmeter_upstream_errors_total', { reason: 'truncated' }), rounds);
+  assert.equal(m.value('tokenmeter_streams_active'), 0);
+});
+
 test('upstream closes mid-body of a non-streamed response: the client sees a short body', { timeout: 30_000 }, async () => {
   const model = 'fail-truncated-json';
   const sim = await startSim();
