@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <utility>
@@ -73,7 +74,15 @@ bool hangup_watch::watch(int fd) noexcept {
     epoll_event event{};
     event.events = EPOLLRDHUP | EPOLLET;  // and, always, EPOLLHUP and EPOLLERR
     event.data.fd = fd;
-    return ::epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &event) == 0 || errno == EEXIST;
+    if (::epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &event) != 0 && errno != EEXIST) {
+        return false;
+    }
+    // A new socket on this descriptor: no close seen for it yet (the watch reports one at once
+    // if it came already).
+    if (static_cast<std::size_t>(fd) < closed_.size()) {
+        closed_[static_cast<std::size_t>(fd)] = 0;
+    }
+    return true;
 }
 
 void hangup_watch::attach(int fd, drained_read* read) {
@@ -95,8 +104,15 @@ void hangup_watch::arm() {
     // The handler touches `this` only when the wait was not aborted: the destructor closes the
     // descriptor, which aborts it.
     descriptor_->async_wait(asio::posix::stream_descriptor::wait_read, [this](error_code ec) {
-        if (!ec) {
+        if (ec) {
+            return;
+        }
+        try {
             on_ready();
+            arm();
+        } catch (const std::exception&) {
+            // Out of memory: the closes seen so far are handled; the watch stops here, and reads
+            // that wait for a close it would have seen end at timeouts.upstream_idle.
         }
     });
 }
@@ -110,6 +126,10 @@ void hangup_watch::on_ready() {
         }
         for (int i = 0; i < n; ++i) {
             const auto index = static_cast<std::size_t>(events[static_cast<std::size_t>(i)].data.fd);
+            if (index >= closed_.size()) {
+                closed_.resize(std::max<std::size_t>(index + 1, closed_.size() * 2), 0);
+            }
+            closed_[index] = 1;
             if (index < reads_.size() && reads_[index] != nullptr) {
                 reads_[index]->hangup();
             }
@@ -118,7 +138,6 @@ void hangup_watch::on_ready() {
             break;
         }
     }
-    arm();
 }
 
 // ---- drained_read ------------------------------------------------------------------------------
@@ -139,6 +158,7 @@ void drained_read::begin(socket_type& socket, hangup_watch& hangups) {
     if (fd == asio::detail::invalid_socket || hangups.epoll_ < 0) {
         return;
     }
+    peer_closed_ = hangups.closed(fd);
     hangups.attach(fd, this);
     hangups_ = &hangups;
     fd_ = fd;

@@ -23,6 +23,7 @@
 #include <boost/version.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -63,10 +64,16 @@ class hangup_watch {
     // destroyed first (a worker's pool goes before its io_context), lets go of them.
     void arm();
     void on_ready();
+    [[nodiscard]] bool closed(int fd) const noexcept {
+        const auto index = static_cast<std::size_t>(fd);
+        return index < closed_.size() && closed_[index] != 0;
+    }
 
     int epoll_ = -1;
     std::optional<asio::posix::stream_descriptor> descriptor_;  // epoll_, as Asio sees it
-    std::vector<drained_read*> reads_;  // by descriptor: the drained read waiting on it
+    std::vector<drained_read*> reads_;  // by descriptor: the drained read of its current body
+    // By descriptor: the peer closed (since watch(); a close may come before the body begins).
+    std::vector<std::uint8_t> closed_;
 };
 
 // One per stream, reused for each read (no allocation per read). Not copyable or movable: the
@@ -81,7 +88,7 @@ class drained_read final : private asio::detail::reactor_op {
     ~drained_read() { detach(); }
 
     // A new body on `socket`, which `hangups` watches (hangup_watch::watch): the reads from
-    // now on are told of its peer's close. No close seen yet.
+    // now on are told of its peer's close (one seen before this too).
     void begin(socket_type& socket, hangup_watch& hangups);
     // Before the socket is closed: the watch must not reach this read any more.
     void detach() noexcept;

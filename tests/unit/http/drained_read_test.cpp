@@ -131,6 +131,32 @@ TEST(DrainedRead, ACloseQueuedBehindTheLastBytesIsSeen) {
     }
 }
 
+TEST(DrainedRead, ACloseSeenBeforeTheBodyBeginsIsRemembered) {
+    // The next response on a kept connection: its bytes and the close arrive, and the watch
+    // sees the close, before the relay begins the body. The body is longer than the read buffer,
+    // so it takes several reads, the last of them short.
+    for (int round = 0; round < 5; ++round) {
+        rig t;
+        auto [ioc, pair, r] = std::tie(t.ioc, t.pair, t.r);
+        const std::string body(1000, 'b');
+        asio::write(pair.peer, asio::buffer(body));
+        pair.peer.shutdown(tcp::socket::shutdown_send);
+        std::this_thread::sleep_for(1ms);
+        ioc.run_for(10ms);
+        ioc.restart();
+        r.read.begin(pair.ours, t.watch);  // a new body on the same connection
+        ASSERT_TRUE(r.start());
+        run_until(ioc, [&] { return !r.results.empty() && r.results.back().ec; });
+        ASSERT_FALSE(r.results.empty());
+        EXPECT_EQ(r.results.back().ec, asio::error::eof) << "round " << round;
+        std::string all;
+        for (const auto& result : r.results) {
+            all += result.bytes;
+        }
+        EXPECT_EQ(all, body);
+    }
+}
+
 TEST(DrainedRead, ACloseWhileAReadWaitsEndsIt) {
     // A read waits in the reactor; the peer's close comes: the read completes with try_again
     // or end of stream, whichever readiness the reactor sees first, and the next read ends it.
