@@ -130,6 +130,7 @@ class upstream_exchange {
     // Body reads over plain TCP where the framing says more bytes are due (http/drained_read).
     drained_read drained_;
     bool drained_ok_ = false;  // this body is read with drained_
+    bool start_drained_read();  // false: not this body, or not now (read as Asio does)
     static void on_drained_read(void* self, error_code ec, std::size_t bytes);
 
     enum class waiting_on : std::uint8_t { nothing, upstream, client };

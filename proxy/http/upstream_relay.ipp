@@ -94,19 +94,24 @@ void upstream_exchange<Stream>::do_read_body() {
         early.shrink_to_fit();
     }
     begin_wait(true);
+    if (start_drained_read()) {
+        return;
+    }
     auto into = asio::buffer(body_buffer_.get(), body_capacity_);
     auto done = owner_.guarded([this](error_code ec, std::size_t n) { on_read_body(ec, n); });
     if (upstream_->stream.tls() == nullptr) {
         // The socket itself: the body watch keeps the time, so Beast's stream has nothing to add.
-        if (drained_ok_ && drained_.start(upstream_->stream.socket(), body_buffer_.get(),
-                                          body_capacity_, owner_.shared_from_this(),
-                                          &upstream_exchange::on_drained_read, this)) {
-            return;
-        }
         upstream_->stream.socket().async_read_some(into, std::move(done));
     } else {
         upstream_->stream.async_read_some(into, std::move(done));
     }
+}
+
+template <class Stream>
+bool upstream_exchange<Stream>::start_drained_read() {
+    return drained_ok_ && drained_.start(upstream_->stream.socket(), body_buffer_.get(),
+                                         body_capacity_, owner_.shared_from_this(),
+                                         &upstream_exchange::on_drained_read, this);
 }
 
 template <class Stream>
@@ -118,10 +123,7 @@ void upstream_exchange<Stream>::on_drained_read(void* self, error_code ec, std::
             // unless the exchange has moved on meanwhile (then the wait was cancelled).
             if (!exchange->watch_cut_ && exchange->upstream_ &&
                 exchange->upstream_->stream.socket().is_open() &&
-                exchange->drained_.start(exchange->upstream_->stream.socket(),
-                                         exchange->body_buffer_.get(), exchange->body_capacity_,
-                                         exchange->owner_.shared_from_this(),
-                                         &upstream_exchange::on_drained_read, exchange)) {
+                exchange->start_drained_read()) {
                 return;
             }
             ec = asio::error::operation_aborted;
