@@ -149,6 +149,55 @@ void drop_trailer_fields(bhttp::fields& fields, std::size_t header_fields) {
     }
 }
 
+namespace {
+
+void append_view(std::string& out, beast::string_view text) {
+    out.append(text.data(), text.size());
+}
+
+// Every field as Beast stores it ("name: value\r\n"), then the empty line.
+void append_fields(const bhttp::fields& fields, std::string& out) {
+    for (const auto& field : fields) {
+        append_view(out, field.name_string());
+        out.append(": ");
+        append_view(out, field.value());
+        out.append("\r\n");
+    }
+    out.append("\r\n");
+}
+
+void append_version(unsigned version, std::string& out) {
+    out.append("HTTP/");
+    out.push_back(static_cast<char>('0' + (version / 10) % 10));
+    out.push_back('.');
+    out.push_back(static_cast<char>('0' + version % 10));
+}
+
+}  // namespace
+
+void append_head(const bhttp::request_header<>& head, std::string& out) {
+    append_view(out, head.method_string());
+    out.push_back(' ');
+    append_view(out, head.target());
+    out.push_back(' ');
+    append_version(head.version(), out);
+    out.append("\r\n");
+    append_fields(head, out);
+}
+
+void append_head(const bhttp::response_header<>& head, std::string& out) {
+    append_version(head.version(), out);
+    const unsigned code = head.result_int();
+    out.push_back(' ');
+    out.push_back(static_cast<char>('0' + (code / 100) % 10));
+    out.push_back(static_cast<char>('0' + (code / 10) % 10));
+    out.push_back(static_cast<char>('0' + code % 10));
+    out.push_back(' ');
+    append_view(out, head.reason());  // the upstream's, or the standard one when it sent none
+    out.append("\r\n");
+    append_fields(head, out);
+}
+
 std::string upstream_host_header(const upstream_address& upstream) {
     // Built with append: GCC 12 misreports "literal" + std::string at -O3 (-Wrestrict).
     std::string host;

@@ -118,8 +118,17 @@ void upstream_exchange<Stream>::on_upstream(error_code ec, upstream_ptr connecti
 template <class Stream>
 void upstream_exchange<Stream>::do_write_request() {
     upstream_->stream.expires_after(owner_.context_.settings.upstream_idle);
-    bhttp::async_write(upstream_->stream, request_,
-                       owner_.guarded([this](error_code ec, std::size_t) { on_write_request(ec); }));
+    auto done = owner_.guarded([this](error_code ec, std::size_t) { on_write_request(ec); });
+    if (request_.chunked()) {
+        // Not planned (a string body has a length: plan_request), but Beast would frame it.
+        bhttp::async_write(upstream_->stream, request_, std::move(done));
+        return;
+    }
+    head_text_.clear();
+    append_head(request_.base(), head_text_);
+    const std::array<asio::const_buffer, 2> bytes{asio::buffer(head_text_),
+                                                  asio::buffer(request_.body())};
+    asio::async_write(upstream_->stream, bytes, std::move(done));
 }
 
 template <class Stream>
@@ -277,7 +286,8 @@ void upstream_exchange<Stream>::on_head(error_code ec) {
     // Everything the head said has been copied or decided on: its fields are not needed while
     // the body streams (trailers, if any, are parsed into the emptied set).
     parser_->get().clear();
-    serializer_.emplace(client_response_);
+    head_text_.clear();
+    append_head(client_response_.base(), head_text_);
     // No byte of a metered response reaches the client before its open entry is on disk, so a
     // client that saw a response always has a record, even if the proxy is killed next.
     if (hold(wait, &upstream_exchange::write_client_header)) {
@@ -322,15 +332,15 @@ template <class Stream>
 void upstream_exchange<Stream>::write_client_header() {
     owner_.request_.response_begun = true;
     owner_.lowest().expires_after(owner_.context_.settings.client_write);
-    bhttp::async_write_header(
-        owner_.client_, *serializer_,
+    asio::async_write(
+        owner_.client_, asio::buffer(head_text_),
         owner_.guarded([this](error_code ec, std::size_t) { on_write_client_header(ec); }));
 }
 
 template <class Stream>
 void upstream_exchange<Stream>::on_write_client_header(error_code ec) {
-    // The body's framing is the relay's own: the head and its writer are done with.
-    serializer_.reset();
+    // The body's framing is the relay's own: the head is done with.
+    head_text_ = {};
     client_response_ = {};
     if (ec || client_gone()) {
         end_for_client_gone();
@@ -353,7 +363,6 @@ void upstream_exchange<Stream>::on_complete() {
     upstream_->stream.expires_never();
     pool_.release(std::move(upstream_), reusable);
     parser_.reset();
-    serializer_.reset();
     owner_.finish_exchange(observe::end_reason::upstream_complete);
     owner_.next_request_or_close();
 }

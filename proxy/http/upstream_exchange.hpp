@@ -110,8 +110,9 @@ class upstream_exchange {
     unsigned interim_responses_ = 0;
     bhttp::response<bhttp::empty_body> interim_response_;
     bhttp::response<bhttp::buffer_body> client_response_;
-    // Writes the response head only; the body's framing is the relay's own (body_framing).
-    std::optional<bhttp::response_serializer<bhttp::buffer_body>> serializer_;
+    // The head being written: the request's to the upstream, then the response's to the
+    // client (http::append_head); the body's framing is the relay's own (body_framing).
+    std::string head_text_;
     // How the body goes to the client: as it is (Content-Length, or until the connection closes
     // for an HTTP/1.0 client) or in chunks the relay frames itself, one chunk per write, so a
     // write is one gathered send of the bytes in place (no per-chunk serializer machinery).

@@ -137,5 +137,71 @@ TEST(HostHeader, OmitsPort80AndBracketsIpv6) {
     EXPECT_EQ(upstream_host_header(target), "api.example.com:80");
 }
 
+// The bytes Beast's own serializer writes for a head, to compare append_head with.
+template <bool IsRequest>
+std::string beast_head(bhttp::message<IsRequest, bhttp::empty_body>& message) {
+    bhttp::serializer<IsRequest, bhttp::empty_body> serializer(message);
+    std::string out;
+    error_code ec;
+    while (!serializer.is_header_done() && !ec) {
+        serializer.next(ec, [&](error_code&, const auto& buffers) {
+            std::size_t n = 0;
+            for (auto buffer : beast::buffers_range_ref(buffers)) {
+                out.append(static_cast<const char*>(buffer.data()), buffer.size());
+                n += buffer.size();
+            }
+            serializer.consume(n);
+        });
+    }
+    return out;
+}
+
+TEST(HeadText, RequestIsWhatBeastWrites) {
+    bhttp::request<bhttp::empty_body> request(bhttp::verb::post, "/v1/chat/completions?x=1", 11);
+    request.set(bhttp::field::host, "model:8000");
+    request.insert("X-Custom", "a, b");
+    request.insert("x-custom", "");
+    request.content_length(42);
+    std::string text;
+    append_head(request.base(), text);
+    EXPECT_EQ(text, beast_head(request));
+    EXPECT_EQ(text.rfind("POST /v1/chat/completions?x=1 HTTP/1.1\r\nHost: model:8000\r\n", 0), 0u);
+    EXPECT_EQ(text.substr(text.size() - 4), "\r\n\r\n");
+
+    // A method Beast has no verb for goes as it came.
+    bhttp::request<bhttp::empty_body> query;
+    query.method_string("QUERY");
+    query.target("*");
+    query.version(10);
+    text.clear();
+    append_head(query.base(), text);
+    EXPECT_EQ(text, beast_head(query));
+    EXPECT_EQ(text, "QUERY * HTTP/1.0\r\n\r\n");
+}
+
+TEST(HeadText, ResponseIsWhatBeastWrites) {
+    bhttp::response<bhttp::empty_body> ok(bhttp::status::ok, 11);
+    ok.set(bhttp::field::content_type, "text/event-stream");
+    ok.chunked(true);
+    std::string text;
+    append_head(ok.base(), text);
+    EXPECT_EQ(text, beast_head(ok));
+    EXPECT_EQ(text, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                    "Transfer-Encoding: chunked\r\n\r\n");
+
+    // The upstream's own reason phrase, and a code without a standard one.
+    bhttp::response<bhttp::empty_body> odd;
+    odd.result(599);
+    odd.version(10);
+    text.clear();
+    append_head(odd.base(), text);
+    EXPECT_EQ(text, beast_head(odd));
+    odd.reason("Model Overloaded");
+    text.clear();
+    append_head(odd.base(), text);
+    EXPECT_EQ(text, beast_head(odd));
+    EXPECT_EQ(text, "HTTP/1.0 599 Model Overloaded\r\n\r\n");
+}
+
 }  // namespace
 }  // namespace tokenmeter::http
