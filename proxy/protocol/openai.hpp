@@ -11,7 +11,12 @@
 namespace tokenmeter::protocol {
 
 // Reads model, stream, stream_options.include_usage and the prompt's text from a request body.
+// One pass of json_walk over the body.
 request_info parse_openai_request(std::string_view body);
+// The same read from nlohmann/json's DOM: what parse_openai_request gives, and reads in its place
+// a body that repeats a key it reads (the DOM keeps the last). Exposed for tests and the fuzzer,
+// which compare the two.
+request_info parse_openai_request_dom(std::string_view body);
 
 // Streamed Chat Completions chunks of the common shape are read by a one-pass reader instead of
 // the general walk (same results); tests and benchmarks turn it off to compare the two.

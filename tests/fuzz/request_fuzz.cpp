@@ -17,6 +17,7 @@
 #include "protocol/dialect.hpp"
 #include "protocol/dialects.hpp"
 #include "protocol/json_limits.hpp"
+#include "protocol/openai.hpp"
 
 namespace {
 
@@ -39,6 +40,19 @@ void check_target(std::string_view target) {
     }
 }
 
+// The one-pass OpenAI request reader reads what the DOM reader it replaced reads.
+void check_openai_reader(std::string_view body) {
+    const protocol::request_info walk = protocol::parse_openai_request(body);
+    const protocol::request_info dom = protocol::parse_openai_request_dom(body);
+    if (walk.body_parsed != dom.body_parsed || walk.model != dom.model ||
+        walk.stream != dom.stream || walk.include_usage != dom.include_usage ||
+        walk.has_stream_options != dom.has_stream_options ||
+        walk.empty_object != dom.empty_object || walk.prompt_chars != dom.prompt_chars ||
+        walk.prompt_text != dom.prompt_text) {
+        std::abort();
+    }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -48,6 +62,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         (void)protocol::parse_request(d->api, "/v1beta/models/m:streamGenerateContent", input);
     }
     (void)protocol::inject_usage_request(input, size % 2 == 0);
+    check_openai_reader(input);
     check_target(input.substr(0, std::min<std::size_t>(size, 512)));
 
     http::bhttp::request_parser<http::bhttp::string_body> parser;

@@ -401,5 +401,61 @@ TEST(OpenAiRequest, ReadsModelStreamAndUsageOption) {
     EXPECT_EQ(completions.prompt_chars, 4u);
 }
 
+// The one-pass reader against the DOM reader it replaced, field by field.
+void expect_same_as_dom(std::string_view body) {
+    SCOPED_TRACE(std::string(body));
+    const request_info walk = parse_openai_request(body);
+    const request_info dom = parse_openai_request_dom(body);
+    EXPECT_EQ(walk.body_parsed, dom.body_parsed);
+    EXPECT_EQ(walk.model, dom.model);
+    EXPECT_EQ(walk.stream, dom.stream);
+    EXPECT_EQ(walk.include_usage, dom.include_usage);
+    EXPECT_EQ(walk.has_stream_options, dom.has_stream_options);
+    EXPECT_EQ(walk.empty_object, dom.empty_object);
+    EXPECT_EQ(walk.prompt_chars, dom.prompt_chars);
+    EXPECT_EQ(walk.prompt_text, dom.prompt_text);
+}
+
+TEST(OpenAiRequest, OnePassReadsWhatTheDomReads) {
+    for (const char* body : {
+             R"({"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]})",
+             R"({})",
+             R"( { } )",
+             R"([])",
+             R"("text")",
+             R"(7)",
+             R"({"model":"m"} x)",
+             R"({"model":"m",)",
+             R"({"stream_options":null})",
+             R"({"stream_options":{"include_usage":true,"continuous_usage_stats":true}})",
+             R"({"stream_options":{"include_usage":"yes"}})",
+             R"({"stream_options":[{"include_usage":true}]})",
+             R"({"stream_options":7,"stream":false})",
+             R"({"model":null,"stream":null,"messages":null,"prompt":null})",
+             R"({"messages":[{"content":null},{"content":7},"text",["content"],{"content":""}]})",
+             R"({"messages":[{"content":""},{"content":"a"},{"content":""},{"content":"b"}]})",
+             R"({"messages":[{"content":[{"text":"a"},"b",{"text":["c"]},{"type":"image"}]}]})",
+             R"({"messages":[{"content":[{"text":"x","image":{"text":"no"}}],"name":{"content":"no"}}]})",
+             R"({"messages":{"[]":{"content":"no"}}})",
+             R"({"prompt":{"[]":"no"},"messages":[{"content":{"[]":{"text":"no"}}}]})",
+             R"({"prompt":["", "a", 3, "", "b"],"messages":[{"content":"m"}]})",
+             R"({"prompt":"p","messages":[{"content":""},{"content":"m"}]})",
+             R"({"prompt":[["nested"]],"other":{"messages":[{"content":"no"}]}})",
+             R"({"messages":[{"content":"caf\u00e9 \"quoted\" \n"}],"model":"a\/b"})",
+             R"({"model":"first","model":"second"})",
+             R"({"model":"first","model":5})",
+             R"({"stream":true,"stream":false})",
+             R"({"messages":[{"content":"a","content":"b"}]})",
+             R"({"messages":[{"content":[{"text":"a","text":"b"}]}]})",
+             R"({"stream_options":{"include_usage":true,"include_usage":false}})",
+             R"({"prompt":"a","prompt":["b"]})",
+             R"({"messages":[{"content":"a"}],"messages":[{"content":"b"}]})",
+             R"({"x":{"model":"no","stream":true},"y":[{"model":"no"}]})",
+             "{\"model\":\"\xff\"}",
+         }) {
+        expect_same_as_dom(body);
+    }
+}
+
 }  // namespace
 }  // namespace tokenmeter::protocol
