@@ -103,8 +103,9 @@ void token_counter::feed_pieces(lane& l, text_kind kind, std::string_view text,
         if (arrivals.empty() || arrivals.back().end < stream.appended_bytes()) {
             arrivals.push_back({stream.appended_bytes(), at});
         }
+        std::size_t from = 0;  // the runs' ends only grow: each read is looked at once
         stream.analyse([&](std::uint64_t end, std::size_t n) {
-            add(completion_time(kind, end), n);
+            add(completion_time(kind, end, from), n);
         });
         if (stream.pending_bytes() >= max_pending_bytes) {
             // As feed_bounded: the first cut part exactly, later ones estimated.
@@ -188,9 +189,10 @@ const std::vector<token_counter::token_group>& token_counter::finish_kind(text_k
         std::uint64_t n = 0;
         if (l == &timing && l->encoder->reports_piece_ends()) {
             // Each piece of the tail keeps the time of the read of its last byte.
+            std::size_t from = 0;
             l->streams[kind].finish_pieces([&](std::uint64_t end, std::size_t count) {
                 n += count;
-                const core::time_point done = completion_time(kind, end);
+                const core::time_point done = completion_time(kind, end, from);
                 if (!groups.empty() && groups.back().at == done) {
                     groups.back().count += count;
                 } else {
@@ -213,11 +215,13 @@ const std::vector<token_counter::token_group>& token_counter::finish_kind(text_k
 }
 
 // The time of the read that delivered the byte just before `consumed_end`.
-core::time_point token_counter::completion_time(text_kind kind, std::uint64_t consumed_end) {
+core::time_point token_counter::completion_time(text_kind kind, std::uint64_t consumed_end,
+                                                std::size_t& from) {
     const auto& arrivals = arrivals_[kind];
-    for (const arrival& a : arrivals) {
-        if (a.end >= consumed_end) {
-            return a.at;
+    for (auto it = arrivals.begin() + static_cast<std::ptrdiff_t>(from); it != arrivals.end();
+         ++it, ++from) {
+        if (it->end >= consumed_end) {
+            return it->at;
         }
     }
     return arrivals.empty() ? core::time_point{} : arrivals.back().at;

@@ -127,7 +127,14 @@ class token_counter {
     // Flushes one kind's pending text in every lane; returns the timing lane's tokens in groups
     // by the time of the read that completed them (as feed_kind).
     const std::vector<token_group>& finish_kind(text_kind kind);
-    core::time_point completion_time(text_kind kind, std::uint64_t consumed_end);
+    core::time_point completion_time(text_kind kind, std::uint64_t consumed_end) {
+        std::size_t from = 0;
+        return completion_time(kind, consumed_end, from);
+    }
+    // The same, looking from the `from`th pending read on, and leaving `from` at the read found:
+    // for the runs of one analysis, whose ends only grow, so the reads are looked at once each.
+    core::time_point completion_time(text_kind kind, std::uint64_t consumed_end,
+                                     std::size_t& from);
     lane& timing_lane() noexcept { return native_ ? *native_ : *reference_; }
     // Feeds `text` into one stream in slices, cutting its pending pre-token at
     // max_pending_bytes; returns the tokens it completed.
