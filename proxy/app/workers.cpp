@@ -35,7 +35,9 @@ void worker_pool::serve(socket_type socket, asio::io_context& ioc) {
     auto found =
         std::find_if(ring_.begin(), ring_.end(), [&](worker* w) { return &w->ioc == &ioc; });
     if (found == ring_.end()) {
-        return;  // not one of ours: the socket closes
+        // Not one of ours: the socket closes, on its own context's thread (see worker::ioc).
+        asio::post(ioc, [s = std::move(socket)] {});
+        return;
     }
     worker* target = *found;
     if (max_clients_ > 0 &&

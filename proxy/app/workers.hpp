@@ -44,7 +44,12 @@ class worker_pool {
     struct worker {
         worker(const http::upstream_pool_settings& settings) : pool(ioc, settings) {}
         http::session_registry sessions;  // declared first: outlives the sessions ioc owns
-        http::asio::io_context ioc{1};
+        // No locking in the reactor's I/O (per-socket operation queues): every socket and
+        // timer of this context is used on its thread only (the acceptor registers a new socket
+        // from the main thread before the worker knows of it, then posts it here; a socket that
+        // is not served is closed here too). Posts from other threads stay safe (the
+        // scheduler keeps its lock). Saves a lock and unlock per read and per readiness event.
+        http::asio::io_context ioc{BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO};
         http::upstream_pool pool;
         std::optional<http::asio::executor_work_guard<http::asio::io_context::executor_type>> guard;
         std::thread thread;

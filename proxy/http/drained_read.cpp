@@ -1,5 +1,7 @@
 #include "http/drained_read.hpp"
 
+#include "http/direct_io.hpp"
+
 #if TOKENMETER_DRAINED_READ
 
 #include <sys/epoll.h>
@@ -221,7 +223,7 @@ void drained_read::hangup() noexcept {
 asio::detail::reactor_op::status drained_read::do_perform(reactor_op* base) {
     auto* self = static_cast<drained_read*>(base);
     for (;;) {
-        const ssize_t n = ::recv(self->fd_, self->data_, self->size_, MSG_DONTWAIT);
+        const ssize_t n = direct_io::recv(self->fd_, self->data_, self->size_, MSG_DONTWAIT);
         if (n > 0) {
             self->queued_ = false;
             self->bytes_transferred_ = static_cast<std::size_t>(n);

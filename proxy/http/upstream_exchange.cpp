@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "http/client_connection.hpp"
+#include "http/direct_io.hpp"
 #include "http/headers.hpp"
 
 namespace tokenmeter::http {

@@ -256,7 +256,8 @@ std::optional<error_code> upstream_exchange<Stream>::write_client_body(std::stri
         message.msg_iov = vectors.data();
         message.msg_iovlen = count;
         const ssize_t sent =
-            ::sendmsg(owner_.socket().native_handle(), &message, MSG_DONTWAIT | MSG_NOSIGNAL);
+            direct_io::sendmsg(owner_.socket().native_handle(), &message,
+                               MSG_DONTWAIT | MSG_NOSIGNAL);
         if (sent >= 0 && static_cast<std::size_t>(sent) == total) {
             return error_code{};
         }

@@ -52,15 +52,19 @@ const std::vector<token_counter::token_group>& token_counter::feed_kind(text_kin
                                                                           core::time_point at) {
     thread_local std::vector<token_group> groups;
     groups.clear();
+    // Every lane takes the same text: checked once here, not repaired by each stream.
+    const tokenizer::utf8_checked checked = tokenizer::valid_utf8(text)
+                                                ? tokenizer::utf8_checked::valid
+                                                : tokenizer::utf8_checked::no;
     // The lane that is not timed only counts: it takes the whole read at once.
     lane& timing = timing_lane();
     for (lane* l : {native_ ? &*native_ : nullptr, reference_ ? &*reference_ : nullptr}) {
         if (l != nullptr && l != &timing) {
-            l->tokens[kind] += feed_bounded(*l, kind, text, at);
+            l->tokens[kind] += feed_bounded(*l, kind, text, at, checked);
         }
     }
     if (timing.encoder->reports_piece_ends()) {
-        feed_pieces(timing, kind, text, at, groups);
+        feed_pieces(timing, kind, text, at, checked, groups);
         return groups;
     }
     // The encoder says only how far its text is final. The first character of a read usually
@@ -70,20 +74,22 @@ const std::vector<token_counter::token_group>& token_counter::feed_kind(text_kin
     const std::size_t head = first_char_length(text);
     core::time_point earlier_at = at;
     if (head < text.size()) {
-        if (const std::uint64_t n = feed_timed(kind, text.substr(0, head), at, earlier_at)) {
+        if (const std::uint64_t n =
+                feed_timed(kind, text.substr(0, head), at, checked, earlier_at)) {
             groups.push_back({earlier_at, n});
         }
         text.remove_prefix(head);
     }
     core::time_point completed_at = at;
-    if (const std::uint64_t n = feed_timed(kind, text, at, completed_at)) {
+    if (const std::uint64_t n = feed_timed(kind, text, at, checked, completed_at)) {
         groups.push_back({completed_at, n});
     }
     return groups;
 }
 
 void token_counter::feed_pieces(lane& l, text_kind kind, std::string_view text,
-                                core::time_point at, std::vector<token_group>& groups) {
+                                core::time_point at, tokenizer::utf8_checked checked,
+                                std::vector<token_group>& groups) {
     tokenizer::stream& stream = l.streams[kind];
     auto& arrivals = arrivals_[kind];
     std::uint64_t total = 0;
@@ -97,7 +103,7 @@ void token_counter::feed_pieces(lane& l, text_kind kind, std::string_view text,
     };
     while (!text.empty()) {
         const std::size_t slice = slice_length(text);
-        stream.append(text.substr(0, slice));
+        stream.append(text.substr(0, slice), checked);  // slices end on character boundaries
         text.remove_prefix(slice);
         // Arrivals here are offsets in the stream's own (repaired) text, where pieces end.
         if (arrivals.empty() || arrivals.back().end < stream.appended_bytes()) {
@@ -133,11 +139,12 @@ void token_counter::feed_pieces(lane& l, text_kind kind, std::string_view text,
 }
 
 std::uint64_t token_counter::feed_timed(text_kind kind, std::string_view text, core::time_point at,
+                                        tokenizer::utf8_checked checked,
                                         core::time_point& completed_at) {
     fed_[kind] += text.size();
     arrivals_[kind].push_back({fed_[kind], at});
     lane& timing = timing_lane();
-    const std::uint64_t n = feed_bounded(timing, kind, text, at);
+    const std::uint64_t n = feed_bounded(timing, kind, text, at, checked);
     timing.tokens[kind] += n;
     const std::uint64_t pending_from = fed_[kind] - timing.streams[kind].pending_bytes();
     if (n > 0) {
@@ -152,13 +159,13 @@ std::uint64_t token_counter::feed_timed(text_kind kind, std::string_view text, c
 }
 
 std::uint64_t token_counter::feed_bounded(lane& l, text_kind kind, std::string_view text,
-                                          core::time_point at) {
+                                          core::time_point at, tokenizer::utf8_checked checked) {
     std::uint64_t n = 0;
     auto count = [&n](tokenizer::token_id, core::time_point) { ++n; };
     tokenizer::stream& stream = l.streams[kind];
     while (!text.empty()) {
         const std::size_t slice = slice_length(text);
-        stream.feed(text.substr(0, slice), at, count);
+        stream.feed(text.substr(0, slice), at, count, checked);
         text.remove_prefix(slice);
         if (stream.pending_bytes() >= max_pending_bytes) {
             const std::size_t cut = stream.pending_bytes();

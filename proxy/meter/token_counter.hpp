@@ -120,10 +120,10 @@ class token_counter {
     // The timing lane when its encoder reports piece ends: one analysis per read, each piece
     // stamped with the read that delivered its last byte.
     void feed_pieces(lane& l, text_kind kind, std::string_view text, core::time_point at,
-                     std::vector<token_group>& groups);
+                     tokenizer::utf8_checked checked, std::vector<token_group>& groups);
     // Feeds the timing lane only, and says when its new tokens were complete.
     std::uint64_t feed_timed(text_kind kind, std::string_view text, core::time_point at,
-                             core::time_point& completed_at);
+                             tokenizer::utf8_checked checked, core::time_point& completed_at);
     // Flushes one kind's pending text in every lane; returns the timing lane's tokens in groups
     // by the time of the read that completed them (as feed_kind).
     const std::vector<token_group>& finish_kind(text_kind kind);
@@ -138,7 +138,8 @@ class token_counter {
     lane& timing_lane() noexcept { return native_ ? *native_ : *reference_; }
     // Feeds `text` into one stream in slices, cutting its pending pre-token at
     // max_pending_bytes; returns the tokens it completed.
-    std::uint64_t feed_bounded(lane& l, text_kind kind, std::string_view text, core::time_point at);
+    std::uint64_t feed_bounded(lane& l, text_kind kind, std::string_view text, core::time_point at,
+                               tokenizer::utf8_checked checked);
 
     encoders which_;
     std::optional<lane> native_;

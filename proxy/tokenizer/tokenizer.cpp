@@ -41,7 +41,15 @@ std::size_t encoder::stable_prefix(std::string_view pending) const {
     return encode_final(pending.substr(0, valid), true, ignored);
 }
 
-void stream::append(std::string_view delta) {
+bool valid_utf8(std::string_view text) noexcept {
+    return detail::utf8_valid(text);
+}
+
+void stream::append(std::string_view delta, utf8_checked checked) {
+    if (partial_utf8_.empty() && checked == utf8_checked::valid) {
+        pending_.append(delta);  // nothing to repair, nothing left incomplete
+        return;
+    }
     if (partial_utf8_.empty()) {
         partial_utf8_.assign(delta.substr(repair_utf8(delta, false, pending_)));
     } else {

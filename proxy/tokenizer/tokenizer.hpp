@@ -134,6 +134,12 @@ load_result load(std::string_view spec, const load_options& options);
 // Repairs `in` as UTF-8 into `out`, leaving an incomplete trailing sequence unconsumed unless
 // `final`; returns the bytes consumed. (Declared here for the stream template; see utf8.hpp.)
 std::size_t repair_utf8(std::string_view in, bool final, std::string& out);
+// Whether `text` is valid UTF-8 whose last sequence is complete.
+[[nodiscard]] bool valid_utf8(std::string_view text) noexcept;
+
+// Whether a delta given to a stream is known to be valid UTF-8 (valid_utf8): then the stream
+// need not check it, which a caller feeding the same delta to several streams does once.
+enum class utf8_checked : bool { no, valid };
 
 // Per-request streaming re-tokenizer. Fed text deltas in order with the time each arrived; emits
 // each token once it can no longer change. Memory is bounded by the longest pre-token (plus an
@@ -155,7 +161,8 @@ class stream {
     // on_token(token_id id, core::time_point at): `at` is the time of the delta that completed
     // the token (the delta after which it became final, or the finish time for the tail).
     template <class OnToken>
-    void feed(std::string_view delta, core::time_point at, OnToken&& on_token);
+    void feed(std::string_view delta, core::time_point at, OnToken&& on_token,
+              utf8_checked checked = utf8_checked::no);
 
     // End of output: encodes whatever is pending, stamped `at`.
     template <class OnToken>
@@ -166,7 +173,7 @@ class stream {
     // on_ids(std::uint64_t end, std::size_t count) for each run of final ids in order, `end`
     // the offset just past their text in everything appended so far (appended_bytes()). One run
     // per piece when the encoder reports piece ends, else one for the whole final prefix.
-    void append(std::string_view delta);
+    void append(std::string_view delta, utf8_checked checked = utf8_checked::no);
     template <class OnIds>
     void analyse(OnIds&& on_ids);
     // finish() for the same caller: whatever is pending is final, in runs as analyse() gives.
@@ -232,8 +239,9 @@ class stream {
 };
 
 template <class OnToken>
-void stream::feed(std::string_view delta, core::time_point at, OnToken&& on_token) {
-    append(delta);
+void stream::feed(std::string_view delta, core::time_point at, OnToken&& on_token,
+                  utf8_checked checked) {
+    append(delta, checked);
     if (!due()) {
         return;
     }

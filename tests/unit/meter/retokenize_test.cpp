@@ -200,6 +200,36 @@ TEST_P(Retokenize, NativeAndNormalizedCountsAreKeptApart) {
     EXPECT_NEAR(*s.output_tokens_per_second, 4 / 0.030, 1e-9);
 }
 
+TEST_P(Retokenize, ReadsOfValidAndInvalidUtf8CountAsTheRepairedWhole) {
+    // The counter checks each read's UTF-8 once and lets the streams skip their repair when it
+    // is valid; a valid read that follows an incomplete sequence must still end that sequence as
+    // the repair does (U+FFFD, 3 bytes, which the 1-byte-piece reference counts as 3).
+    word_encoder native;
+    word_encoder reference(1);
+    token_counter counter({&native, &reference});
+    const std::vector<std::string> reads = {
+        "ab\xE2\x82",    // an incomplete euro sign ...
+        "\xAC cd",        // ... completed by the next read
+        " e\xE2",         // incomplete ...
+        "f g",            // ... and cut by a valid read: "e\uFFFDf"
+        " \xFF\xFEh",      // invalid bytes inside one read
+        " \xC3\xA9t\xC3",  // valid, then an incomplete sequence at the end of the text
+    };
+    std::string whole;
+    for (const std::string& r : reads) {
+        counter.feed(text(r), at(1ms), [](core::time_point, std::uint64_t) {});
+        whole += r;
+    }
+    counter.finish([](core::time_point, std::uint64_t) {});
+    ASSERT_TRUE(counter.native_output());
+    ASSERT_TRUE(counter.normalized_output());
+    EXPECT_EQ(*counter.native_output(), native.count(whole));
+    EXPECT_EQ(*counter.normalized_output(), reference.count(whole));
+    // The repaired whole: 2 + 3 ("€") + 3 (" cd") + 2 (" e") + 3 (U+FFFD) + 3 ("f g") + 1 +
+    // 6 (two U+FFFD) + 1 + 1 + 2 ("é") + 1 + 3 (U+FFFD at the end) = 31 bytes.
+    EXPECT_EQ(*counter.normalized_output(), 31u);
+}
+
 TEST_P(Retokenize, AHugePreTokenIsCutAndItsWorkBounded) {
     // One "word" of 1 MiB, as a hostile upstream might send. What the tokenizer holds stays
     // under the cut; the first cut part is tokenized exactly (the word encoder makes it one

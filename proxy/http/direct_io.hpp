@@ -1,0 +1,46 @@
+// http/direct_io: the receive and send of the per-chunk path, made as plain system calls.
+// glibc's recv and sendmsg are thread cancellation points: in a process with more than one
+// thread, each call switches asynchronous cancellation on and back off around the system call
+// (two extra function calls, tens of instructions, on every forwarded chunk). No thread of this
+// process is ever cancelled, so the relay makes the same calls without the wrapper. Errors are
+// returned as the wrappers return them: -1 and errno. Under ThreadSanitizer the wrappers are
+// kept: it intercepts them to follow what passes between threads through sockets.
+#pragma once
+
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <cstddef>
+
+#if defined(__SANITIZE_THREAD__)
+#define TOKENMETER_DIRECT_IO 0
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TOKENMETER_DIRECT_IO 0
+#endif
+#endif
+#ifndef TOKENMETER_DIRECT_IO
+#define TOKENMETER_DIRECT_IO 1
+#endif
+
+namespace tokenmeter::http::direct_io {
+
+inline ssize_t recv(int fd, void* data, std::size_t size, int flags) noexcept {
+#if TOKENMETER_DIRECT_IO
+    return static_cast<ssize_t>(::syscall(SYS_recvfrom, fd, data, size, flags, nullptr, nullptr));
+#else
+    return ::recv(fd, data, size, flags);
+#endif
+}
+
+inline ssize_t sendmsg(int fd, const msghdr* message, int flags) noexcept {
+#if TOKENMETER_DIRECT_IO
+    return static_cast<ssize_t>(::syscall(SYS_sendmsg, fd, message, flags));
+#else
+    return ::sendmsg(fd, message, flags);
+#endif
+}
+
+}  // namespace tokenmeter::http::direct_io
