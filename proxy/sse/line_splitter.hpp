@@ -5,10 +5,12 @@
 // SSE parser and the relay's usage filter, so both split the same stream the same way.
 #pragma once
 
-#include <algorithm>
 #include <cstddef>
-#include <cstring>
 #include <string_view>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 namespace tokenmeter::sse {
 
@@ -25,8 +27,6 @@ class line_splitter {
     bool begin(std::string_view span) noexcept {
         cur_ = span.data();
         end_ = span.data() + span.size();
-        next_lf_ = nullptr;
-        next_cr_ = nullptr;
         if (after_cr_ && cur_ != end_) {
             after_cr_ = false;
             if (*cur_ == '\n') {
@@ -43,15 +43,8 @@ class line_splitter {
         if (cur_ == end_) {
             return false;
         }
-        // Each position is searched for at most once per span, whatever the mix of endings, so
-        // a stream that uses only CR (or only LF) does not rescan the span on every line.
-        if (next_lf_ == nullptr || next_lf_ < cur_) {
-            next_lf_ = find_or_end('\n');
-        }
-        if (next_cr_ == nullptr || next_cr_ < cur_) {
-            next_cr_ = find_or_end('\r');
-        }
-        const char* eol = std::min(next_lf_, next_cr_);
+        // One scan for either end, stopping at the first: each byte is looked at once.
+        const char* eol = cur_ + find_line_end(rest());
         out.text = std::string_view(cur_, static_cast<std::size_t>(eol - cur_));
         if (eol == end_) {
             out.end_size = 0;
@@ -74,19 +67,43 @@ class line_splitter {
     // The last span ended in a CR: an LF at the start of the next belongs to that line end.
     [[nodiscard]] bool after_cr() const noexcept { return after_cr_; }
 
+    // The span's bytes not yet split into lines, for a caller that reads a common shape of
+    // lines itself; skip(n) then moves past n of them (whole lines with their ends).
+    [[nodiscard]] std::string_view rest() const noexcept {
+        return {cur_, static_cast<std::size_t>(end_ - cur_)};
+    }
+    void skip(std::size_t n) noexcept { cur_ += n; }
+
+    // The offset of the first CR or LF in `text`, or text.size(): one pass for both bytes.
+    [[nodiscard]] static std::size_t find_line_end(std::string_view text) noexcept {
+        const char* p = text.data();
+        const char* const end = p + text.size();
+#if defined(__SSE2__)
+        const __m128i lf = _mm_set1_epi8('\n');
+        const __m128i cr = _mm_set1_epi8('\r');
+        while (end - p >= 16) {
+            const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+            const auto mask = static_cast<unsigned>(
+                _mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(v, lf), _mm_cmpeq_epi8(v, cr))));
+            if (mask != 0) {
+                return static_cast<std::size_t>(p - text.data()) +
+                       static_cast<std::size_t>(__builtin_ctz(mask));
+            }
+            p += 16;
+        }
+#endif
+        while (p != end && *p != '\n' && *p != '\r') {
+            ++p;
+        }
+        return static_cast<std::size_t>(p - text.data());
+    }
+
     // Back to the start of a stream.
     void reset() noexcept { *this = line_splitter{}; }
 
   private:
-    [[nodiscard]] const char* find_or_end(char wanted) const noexcept {
-        const void* found = std::memchr(cur_, wanted, static_cast<std::size_t>(end_ - cur_));
-        return found != nullptr ? static_cast<const char*>(found) : end_;
-    }
-
     const char* cur_ = nullptr;
     const char* end_ = nullptr;
-    const char* next_lf_ = nullptr;
-    const char* next_cr_ = nullptr;
     bool after_cr_ = false;
 };
 

@@ -51,10 +51,43 @@ void parser::begin_feed(std::string_view bytes) {
     lines_.begin(bytes.substr(start));
 }
 
+bool parser::whole_data_event() {
+    if (event_has_fields_ || data_in_view_ || skipping_ || partial_ != partial_line::none ||
+        !line_buf_.empty() || !data_buf_.empty() || !type_buf_.empty()) {
+        return false;
+    }
+    const std::string_view rest = lines_.rest();
+    constexpr std::string_view field = "data:";
+    if (rest.size() < field.size() + 2 || rest.compare(0, field.size(), field) != 0) {
+        return false;
+    }
+    const std::size_t end =
+        field.size() + line_splitter::find_line_end(rest.substr(field.size()));
+    // The line ends in LF and a blank line (LF) follows: the event is complete here.
+    if (end + 1 >= rest.size() || rest[end] != '\n' || rest[end + 1] != '\n' || !fits(end)) {
+        return false;
+    }
+    std::string_view value = rest.substr(field.size(), end - field.size());
+    if (!value.empty() && value.front() == ' ') {
+        value.remove_prefix(1);
+    }
+    event_has_fields_ = true;
+    ready_.data = value;
+    ready_.type = default_event_type;
+    ready_.id = id_buf_;
+    ++stats_.events;
+    lines_.skip(end + 2);
+    return true;
+}
+
 bool parser::next_event() {
     if (dispatched_) {
         dispatched_ = false;
         reset_event();
+    }
+    if (whole_data_event()) {
+        dispatched_ = true;
+        return true;
     }
     line next;
     while (lines_.next(next)) {
