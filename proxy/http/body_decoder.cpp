@@ -19,15 +19,36 @@ bool is_field_byte(char c) noexcept {
 // Chunk sizes stop at 2^56: far beyond any body, and no overflow while digits are added.
 constexpr std::uint64_t max_chunk_size_before_digit = (std::uint64_t{1} << 52U) - 1;
 
+// Where a read's payload goes: the first payload bytes stay where they are, and later ones are
+// moved up to follow them.
+struct payload_span {
+    char* begin = nullptr;  // null until the first payload byte
+    char* end = nullptr;
+    void add(char* from, std::size_t n) noexcept {
+        if (n == 0) {
+            return;
+        }
+        if (begin == nullptr) {
+            begin = from;
+            end = from + n;
+            return;
+        }
+        if (end != from) {
+            std::memmove(end, from, n);
+        }
+        end += n;
+    }
+};
+
 // A whole chunk of data at `in`: "<hex size>\r\n<data>\r\n" with a size of 1 to 14 digits
-// (no extension, not the last chunk). Its data is moved to `out` (advanced) and the end of the
-// chunk returned; anything else (a longer or odd size line, a chunk cut by the read, a fault)
-// returns null with nothing done, for the byte-at-a-time states to take it as they would.
-const char* whole_chunk(const char* in, const char* end, char*& out) noexcept {
+// (no extension, not the last chunk). Its data is added to `out` and the end of the chunk
+// returned; anything else (a longer or odd size line, a chunk cut by the read, a fault) returns
+// null with nothing done, for the byte-at-a-time states to take it as they would.
+char* whole_chunk(char* in, const char* end, payload_span& out) noexcept {
     constexpr int max_fast_digits = 14;  // below 2^56, as the states allow
     std::uint64_t size = 0;
     int digits = 0;
-    const char* p = in;
+    char* p = in;
     for (; p != end && digits < max_fast_digits; ++p, ++digits) {
         const int digit = hex_digit_value(*p);
         if (digit < 0) {
@@ -46,10 +67,7 @@ const char* whole_chunk(const char* in, const char* end, char*& out) noexcept {
     if (p[n] != '\r' || p[n + 1] != '\n') {
         return nullptr;
     }
-    if (out != p) {
-        std::memmove(out, p, n);
-    }
-    out += n;
+    out.add(p, n);
     return p + n + 2;
 }
 
@@ -73,13 +91,19 @@ body_decoder::step body_decoder::decode(char* data, std::size_t size) noexcept {
         result.error = error_;
         return result;
     }
-    const char* in = data;
+    char* in = data;
     const char* const end = data + size;
-    char* out = data;
+    payload_span out;
+    auto finish = [&] {
+        if (out.begin != nullptr) {
+            result.offset = static_cast<std::size_t>(out.begin - data);
+            result.payload = static_cast<std::size_t>(out.end - out.begin);
+        }
+        result.consumed = static_cast<std::size_t>(in - data);
+    };
     // What was decoded before a failure is still the body's.
     auto failed = [&](failure why) {
-        result.payload = static_cast<std::size_t>(out - data);
-        result.consumed = static_cast<std::size_t>(in - data);
+        finish();
         return fail(result, why);
     };
     while (in != end && state_ != state::done) {
@@ -93,16 +117,13 @@ body_decoder::step body_decoder::decode(char* data, std::size_t size) noexcept {
                         state_ = framing_ == framing::chunked ? state::data_cr : state::done;
                     }
                 }
-                if (out != in) {
-                    std::memmove(out, in, n);
-                }
-                out += n;
+                out.add(in, n);
                 in += n;
                 break;
             }
             case state::size_first: {
                 // The usual case first: a whole chunk in view, its size line without extension.
-                if (const char* after = whole_chunk(in, end, out)) {
+                if (char* after = whole_chunk(in, end, out)) {
                     in = after;
                     break;
                 }
@@ -195,8 +216,7 @@ body_decoder::step body_decoder::decode(char* data, std::size_t size) noexcept {
                 break;  // not reached: the loop stops at done, and failed returned above
         }
     }
-    result.payload = static_cast<std::size_t>(out - data);
-    result.consumed = static_cast<std::size_t>(in - data);
+    finish();
     return result;
 }
 

@@ -1,7 +1,8 @@
 // http/body_decoder: the body of an upstream response, decoded in place as the relay reads it.
 // Content-Length, chunked transfer coding (RFC 9112 §7.1) or "until the connection closes":
-// each decode() moves the payload bytes of one read to the front of that read, so the relay
-// forwards and meters them where they lie, with no copy through a parser's buffer. Sans-I/O and
+// each decode() leaves the payload bytes of one read together where the first of them lay
+// (later ones are moved up behind it), so the relay forwards and meters them where they lie, with
+// no copy through a parser's buffer; a read of one chunk moves nothing. Sans-I/O and
 // Asio-free; every split of the input gives the same payload (tests/unit/http/body_decoder_test).
 // Bounded: a chunk line over max_line_bytes, trailers over max_trailer_bytes and a chunk size
 // over 2^56 are errors, never growth.
@@ -36,7 +37,8 @@ class body_decoder {
     static body_decoder until_close() noexcept;
 
     struct step {
-        std::size_t payload = 0;   // payload bytes, now at the front of the decoded span
+        std::size_t offset = 0;    // where the payload now starts in the decoded span
+        std::size_t payload = 0;   // payload bytes, from data + offset on
         std::size_t consumed = 0;  // input bytes used; less than given when the body ended first
         failure error = failure::none;
     };

@@ -142,9 +142,11 @@ void upstream_exchange<Stream>::on_read_body(error_code ec, std::size_t bytes) {
     }
     last_read_ = bytes;
     std::size_t payload = 0;
+    std::size_t offset = 0;  // where the payload starts in the buffer
     if (bytes > 0) {
         const auto step = decoder_.decode(body_buffer_.get(), bytes);
         payload = step.payload;
+        offset = step.offset;
         bytes_after_body_ = bytes_after_body_ || step.consumed < bytes;
         if (step.error != body_decoder::failure::none && !ec) {
             // The payload before the fault is forwarded first.
@@ -155,7 +157,7 @@ void upstream_exchange<Stream>::on_read_body(error_code ec, std::size_t bytes) {
         ec = relay_detail::body_error(decoder_.at_close());
     }
     auto& observed = *owner_.request_.observed;
-    std::string_view read(body_buffer_.get(), payload);
+    std::string_view read(body_buffer_.get() + offset, payload);
     if (ec) {
         // The client must not mistake a cut stream for a whole one: no final chunk, just close.
         // Bytes decoded in this same read are still shown to the observer.

@@ -49,11 +49,13 @@ std::size_t first_char_length(std::string_view s) {
 
 const std::vector<token_counter::token_group>& token_counter::feed_kind(text_kind kind,
                                                                           std::string_view text,
-                                                                          core::time_point at) {
+                                                                          core::time_point at,
+                                                                          bool known_ascii) {
     thread_local std::vector<token_group> groups;
     groups.clear();
-    // Every lane takes the same text: checked once here, not repaired by each stream.
-    const tokenizer::utf8_checked checked = tokenizer::valid_utf8(text)
+    // Every lane takes the same text: checked once here (unless the decoder already knows it
+    // is ASCII), not repaired by each stream.
+    const tokenizer::utf8_checked checked = known_ascii || tokenizer::valid_utf8(text)
                                                 ? tokenizer::utf8_checked::valid
                                                 : tokenizer::utf8_checked::no;
     // The lane that is not timed only counts: it takes the whole read at once.

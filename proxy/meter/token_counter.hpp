@@ -116,7 +116,7 @@ class token_counter {
     // groups by the time of the read that completed them (a per-thread scratch vector, valid
     // until the next call).
     const std::vector<token_group>& feed_kind(text_kind kind, std::string_view text,
-                                              core::time_point at);
+                                              core::time_point at, bool known_ascii);
     // The timing lane when its encoder reports piece ends: one analysis per read, each piece
     // stamped with the read that delivered its last byte.
     void feed_pieces(lane& l, text_kind kind, std::string_view text, core::time_point at,
@@ -158,7 +158,8 @@ void token_counter::feed(const protocol::response_chunk& chunk, core::time_point
         if (texts[k].empty()) {
             continue;
         }
-        for (const token_group& g : feed_kind(static_cast<text_kind>(k), texts[k], at)) {
+        for (const token_group& g :
+             feed_kind(static_cast<text_kind>(k), texts[k], at, chunk.ascii_text)) {
             on_tokens(g.at, g.count);
         }
     }

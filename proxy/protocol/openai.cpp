@@ -329,9 +329,9 @@ class request_walk final : public json_visitor {
 
 request_info parse_openai_request(std::string_view body) {
     request_info info;
-    if (!json_depth_within(body, max_json_depth())) {
-        return info;  // forwarded as it is, not metered from the body
-    }
+    // No separate depth scan first: the walk stops at max_json_depth() itself (a body nested
+    // deeper is forwarded as it is, not metered from the body), and the DOM reader below is
+    // only given a body the walk accepted.
     thread_local json_path path;
     request_walk walk(info);
     if (walk_json(body, walk, path) != walk_result::ok || !info.body_parsed) {
@@ -725,6 +725,7 @@ class openai_adapter final : public json_document_adapter, private json_visitor 
         stack_.clear();
         seen_ = {};
         streamed_ = streamed;
+        bool read_by_chunk_reader = false;
         if (streamed && kind_ == api_kind::openai_chat_completions &&
             chunk_reader_enabled.load(std::memory_order_relaxed) &&
             max_json_depth() >= chat_chunk_depth) {
@@ -739,6 +740,7 @@ class openai_adapter final : public json_document_adapter, private json_visitor 
             }
             chat_chunk_reader reader(text, out_);
             if (reader.read(choices, role, from)) {
+                read_by_chunk_reader = true;
                 seen_.root_object = true;
                 seen_.choices = choices;
                 seen_.role = role;
@@ -763,6 +765,7 @@ class openai_adapter final : public json_document_adapter, private json_visitor 
         }
         response_chunk chunk = out_.chunk();
         chunk.role_only = seen_.role && !chunk.carries_text();
+        chunk.ascii_text = read_by_chunk_reader;  // its strings are plain printable ASCII
         sink.on_chunk(chunk, at);
     }
 

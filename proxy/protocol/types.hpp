@@ -74,6 +74,9 @@ struct response_chunk {
     std::string_view finish_reason;
     bool role_only = false;  // a chunk with only a role (or empty text): not a token
     bool error = false;      // the server reported an error object inside the stream
+    // Every byte of the text fields is known to be printable ASCII (the reader that produced
+    // them accepted nothing else), so a consumer need not check their UTF-8 again.
+    bool ascii_text = false;
 
     [[nodiscard]] bool carries_text() const noexcept {
         return !content.empty() || !reasoning.empty() || !tool_arguments.empty();

@@ -30,10 +30,11 @@ outcome decode(std::string_view wire, std::size_t piece) {
     for (std::size_t from = 0; from < wire.size(); from += piece) {
         read.assign(wire.substr(from, piece));
         const auto step = decoder.decode(read.data(), read.size());
-        if (step.payload > read.size() || step.consumed > read.size()) {
+        if (step.offset > read.size() || step.payload > read.size() - step.offset ||
+            step.consumed > read.size()) {
             std::abort();
         }
-        out.payload.append(read.data(), step.payload);
+        out.payload.append(read.data() + step.offset, step.payload);
         out.consumed += step.consumed;
         if (step.error != body_decoder::failure::none) {
             out.error = step.error;

@@ -36,7 +36,7 @@ outcome decode_in_pieces(body_decoder decoder, const std::string& wire,
             continue;
         }
         const auto step = decoder.decode(read.data(), read.size());
-        result.payload.append(read.data(), step.payload);
+        result.payload.append(read.data() + step.offset, step.payload);
         result.consumed += step.consumed;
         if (step.error != failure::none) {
             result.error = step.error;
@@ -82,19 +82,31 @@ TEST(BodyDecoder, UntilCloseTakesEverythingAndEndsAtClose) {
     auto decoder = body_decoder::until_close();
     std::string read = "0\r\n\r\nnot chunked";
     auto step = decoder.decode(read.data(), read.size());
-    EXPECT_EQ(std::string(read.data(), step.payload), "0\r\n\r\nnot chunked");
+    EXPECT_EQ(std::string(read.data() + step.offset, step.payload), "0\r\n\r\nnot chunked");
     EXPECT_FALSE(decoder.done());
     EXPECT_EQ(decoder.at_close(), failure::none);
     EXPECT_TRUE(decoder.done());
 }
 
-TEST(BodyDecoder, ChunkedPayloadMovesToTheFront) {
+TEST(BodyDecoder, ChunkedPayloadIsJoinedWhereItStarts) {
     std::string read = "5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n";
     auto decoder = chunked();
     auto step = decoder.decode(read.data(), read.size());
-    EXPECT_EQ(std::string(read.data(), step.payload), "hello world");
+    // The first chunk's data stays where it lay; the second is moved up behind it.
+    EXPECT_EQ(step.offset, 3U);
+    EXPECT_EQ(std::string(read.data() + step.offset, step.payload), "hello world");
     EXPECT_EQ(step.consumed, read.size());
     EXPECT_TRUE(decoder.done());
+}
+
+TEST(BodyDecoder, AReadOfOneChunkMovesNothing) {
+    const std::string wire = "9\r\ndata: x\n\n\r\n";
+    std::string read = wire;
+    auto decoder = chunked();
+    auto step = decoder.decode(read.data(), read.size());
+    EXPECT_EQ(step.offset, 3U);
+    EXPECT_EQ(std::string(read.data() + step.offset, step.payload), "data: x\n\n");
+    EXPECT_EQ(read, wire);  // not a byte moved
 }
 
 // Valid chunked bodies: extensions, trailers, upper-case hex, leading zeros, empty-looking data.

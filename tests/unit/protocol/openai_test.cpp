@@ -215,6 +215,15 @@ void expect_same_chunks(const recording_sink& with, const recording_sink& withou
         ASSERT_EQ(a.role_only, b.role_only) << context << " #" << i;
         ASSERT_EQ(a.error, b.error) << context << " #" << i;
         ASSERT_EQ(a.usage.has_value(), b.usage.has_value()) << context << " #" << i;
+        // A chunk said to be ASCII (so the meter skips its UTF-8 check) is: every text byte.
+        if (a.ascii_text) {
+            for (const std::string* field : {&a.content, &a.reasoning, &a.tool}) {
+                for (const char c : *field) {
+                    ASSERT_LT(static_cast<unsigned char>(c), 0x80) << context << " #" << i;
+                }
+            }
+        }
+        ASSERT_FALSE(b.ascii_text) << context << " #" << i;  // the walk does not know
     }
 }
 
@@ -236,6 +245,12 @@ TEST(OpenAiChunkReader, SameOutputAsTheWalk) {
     // The common shape is the reader's; escapes, non-ASCII, usage, tool calls, errors and
     // anything invalid are the walk's.
     EXPECT_GE(read_by_reader, 12);
+    // What the reader takes reaches the sink marked ASCII.
+    const recording_sink plain = adapter_output(
+        R"({"id":"c","choices":[{"index":0,"delta":{"content":" word"},"finish_reason":null}]})",
+        true);
+    ASSERT_EQ(plain.chunks.size(), 1u);
+    EXPECT_TRUE(plain.chunks[0].ascii_text);
     EXPECT_LT(read_by_reader, static_cast<int>(corpus.size()));
 }
 
