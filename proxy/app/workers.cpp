@@ -35,9 +35,7 @@ void worker_pool::serve(socket_type socket, asio::io_context& ioc) {
     auto found =
         std::find_if(ring_.begin(), ring_.end(), [&](worker* w) { return &w->ioc == &ioc; });
     if (found == ring_.end()) {
-        // Not one of ours: the socket closes, on its own context's thread (see worker::ioc).
-        asio::post(ioc, [s = std::move(socket)] {});
-        return;
+        return;  // not one of ours: the socket closes
     }
     worker* target = *found;
     if (max_clients_ > 0 &&

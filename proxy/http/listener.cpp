@@ -83,11 +83,6 @@ void listener::do_accept() {
 
 void listener::on_accepted(error_code ec, socket_type socket) {
     if (ec == asio::error::operation_aborted || stopped_ || !acceptor_.is_open()) {
-        if (socket.is_open()) {
-            // Accepted as the listener stopped: closed on the thread of the context it belongs
-            // to, which may run a worker whose reactor does not lock (app/workers.hpp).
-            asio::post(socket.get_executor(), [s = std::move(socket)] {});
-        }
         return;
     }
     if (ec) {
