@@ -81,8 +81,9 @@ for bin in "${binaries[@]}"; do
       --upstream "http://$sim_addr" --threads 1 >"$work/$name.out" 2>"$work/$name.err" &
     pid=$!
     server_pids+=("$pid")
-    # Under valgrind start-up (loading the tokenizers) takes a while: up to a minute.
-    for _ in $(seq 1 600); do
+    # Under valgrind start-up (loading the tokenizers, and a binary's debug information) takes a
+    # while: up to three minutes.
+    for _ in $(seq 1 1800); do
       grep -q 'proxy=' "$work/$name.out" 2>/dev/null && break
       kill -0 "$pid" 2>/dev/null || { cat "$work/$name.err" >&2; exit 1; }
       sleep 0.1

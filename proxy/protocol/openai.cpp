@@ -406,11 +406,19 @@ namespace {
 // Off only in tests and benchmarks that compare the reader with the walk.
 std::atomic<bool> chunk_reader_enabled{true};
 
-// A key against a literal: the length first, then a comparison of a size known at compile time
-// (inlined, where string_view's == calls out for every key of every chunk).
+// A key against a literal: the length first, then byte by byte over a size known at compile
+// time (unrolled inline; memcmp of an odd constant size is a call for every key of every chunk).
 template <std::size_t N>
 bool key_is(std::string_view key, const char (&literal)[N]) noexcept {
-    return key.size() == N - 1 && std::memcmp(key.data(), literal, N - 1) == 0;
+    if (key.size() != N - 1) {
+        return false;
+    }
+    for (std::size_t i = 0; i + 1 < N; ++i) {
+        if (key[i] != literal[i]) {
+            return false;
+        }
+    }
+    return true;
 }
 
 // Where reading a later text can start when its first bytes are the same: the same bytes read
@@ -422,6 +430,11 @@ struct chunk_resume_point {
     // delta's text value, with nothing read before it that had an effect (no text, no role, no
     // finish reason).
     chunk_text_field field = chunk_text_field::none;
+    // With a text field: the bytes an earlier accepted chunk with the same bytes before `at` had
+    // after that text value's closing quote, where reading them had no effect (they close the
+    // delta, the choice, "choices" and the root, with nulls and the like between). A text that
+    // ends with the same bytes after its value is accepted without reading them. Empty: none.
+    std::string_view quiet_suffix;
 };
 
 // A streamed Chat Completions chunk of the shape servers send token after token, read in one
@@ -448,9 +461,28 @@ class chat_chunk_reader {
         if (from.at != 0) {
             p_ += from.at;
             choices = true;
-            if (from.field == text_field::none ? !peek('[') || !read_choices(role)
-                                               : !resume_in_delta(from.field, role)) {
-                return false;
+            if (from.field == text_field::none) {
+                if (!peek('[') || !read_choices(role)) {
+                    return false;
+                }
+            } else {
+                if (!delta_text(from.field)) {
+                    return false;
+                }
+                value_end_ = offset();
+                effects_at_value_end_ = effect_count_;
+                // The same bytes as an earlier chunk's quiet end, read the same way: accepted
+                // with nothing more to add.
+                if (const auto known = from.quiet_suffix;
+                    !known.empty() && static_cast<std::size_t>(end_ - p_) == known.size() &&
+                    std::memcmp(p_, known.data(), known.size()) == 0) {
+                    p_ = end_;
+                    matched_quiet_suffix_ = true;
+                    return true;
+                }
+                if (!rest_of_choices(role)) {
+                    return false;
+                }
             }
         } else if (!eat('{') || peek('}') || !member(choices, role)) {
             return false;
@@ -464,10 +496,17 @@ class chat_chunk_reader {
     }
 
     // After an accepted read from the beginning: the first "choices" array's '[' (at 0: none).
-    [[nodiscard]] resume_point choices_at() const noexcept { return {choices_at_}; }
+    [[nodiscard]] resume_point choices_at() const noexcept { return {choices_at_, text_field::none, {}}; }
     // After an accepted read that did not start at a text value: the first delta text value
     // with nothing of effect before it (at 0: none).
     [[nodiscard]] resume_point value_at() const noexcept { return value_at_; }
+    // After an accepted read that started at a text value: where the bytes after that value
+    // begin if reading them had no effect (0: they had one).
+    [[nodiscard]] std::size_t quiet_suffix_at() const noexcept {
+        return effect_count_ == effects_at_value_end_ ? value_end_ : 0;
+    }
+    // Whether the read ended by matching the quiet suffix it was given.
+    [[nodiscard]] bool matched_quiet_suffix() const noexcept { return matched_quiet_suffix_; }
 
   private:
     [[nodiscard]] std::size_t offset() const noexcept {
@@ -502,12 +541,9 @@ class chat_chunk_reader {
         return eat(']');
     }
 
-    // From a delta's text value (at its quote) to the end of the "choices" array: the rest of
-    // the delta, of its choice, and the choices after it.
-    bool resume_in_delta(text_field field, bool& role) {
-        if (!delta_text(field)) {
-            return false;
-        }
+    // After a delta's text value to the end of the "choices" array: the rest of the delta, of
+    // its choice, and the choices after it.
+    bool rest_of_choices(bool& role) {
         while (eat(',')) {
             if (!delta_member(role)) {
                 return false;
@@ -561,7 +597,7 @@ class chat_chunk_reader {
                 return false;
             }
             out_.set_finish(value);
-            effects_ = true;
+            had_effect();
             return true;
         }
         return skip_scalar();
@@ -597,7 +633,7 @@ class chat_chunk_reader {
         }
         if (field != text_field::none) {
             if (!effects_ && value_at_.at == 0) {
-                value_at_ = {offset(), field};
+                value_at_ = {offset(), field, {}};
             }
             return delta_text(field);
         }
@@ -607,7 +643,7 @@ class chat_chunk_reader {
         }
         if (key_is(key, "role")) {
             role = true;
-            effects_ = true;
+            had_effect();
         }
         return true;
     }
@@ -618,8 +654,13 @@ class chat_chunk_reader {
             return false;
         }
         (field == text_field::content ? out_.content : out_.reasoning).append(value);
-        effects_ = true;
+        had_effect();
         return true;
+    }
+
+    void had_effect() noexcept {
+        effects_ = true;
+        ++effect_count_;
     }
 
     [[nodiscard]] bool peek(char c) const noexcept { return p_ != end_ && *p_ == c; }
@@ -694,6 +735,11 @@ class chat_chunk_reader {
     std::size_t choices_at_ = 0;
     resume_point value_at_;
     bool effects_ = false;  // something read so far changed the builder or `role`
+    std::size_t effect_count_ = 0;
+    // Where the text value a read resumed at ended, and how many effects there had been then.
+    std::size_t value_end_ = 0;
+    std::size_t effects_at_value_end_ = 0;
+    bool matched_quiet_suffix_ = false;
 };
 
 // One chunk (or a whole body) walked once. Each open object or array is a frame that knows what
@@ -749,6 +795,9 @@ class openai_adapter final : public json_document_adapter, private json_visitor 
                 }
                 if (from.field == chat_chunk_reader::text_field::none) {
                     at_value_.keep(text, reader.value_at());
+                } else if (const std::size_t quiet = reader.quiet_suffix_at();
+                           quiet != 0 && !reader.matched_quiet_suffix()) {
+                    at_value_.keep_suffix(text.substr(quiet));
                 }
             } else {
                 out_.reset();  // not that shape: the walk below reads it from the start
@@ -920,18 +969,28 @@ class openai_adapter final : public json_document_adapter, private json_visitor 
                 std::memcmp(text.data(), bytes_.data(), bytes_.size()) != 0) {
                 return {};
             }
-            return point_;
+            chat_chunk_reader::resume_point point = point_;
+            point.quiet_suffix = suffix_;
+            return point;
         }
         void keep(std::string_view text, chat_chunk_reader::resume_point point) {
             // Servers send well under 200 bytes before the text; a longer prefix is not kept.
             if (point.at != 0 && point.at <= 512) {
                 bytes_.assign(text.data(), point.at);
                 point_ = point;
+                suffix_.clear();  // it followed other bytes
+            }
+        }
+        // The quiet end of a text read from this point (see chunk_resume_point::quiet_suffix).
+        void keep_suffix(std::string_view suffix) {
+            if (suffix.size() <= 512) {
+                suffix_.assign(suffix);
             }
         }
 
       private:
         std::string bytes_;
+        std::string suffix_;
         chat_chunk_reader::resume_point point_;
     };
 

@@ -91,6 +91,28 @@ class line_splitter {
             }
             p += 16;
         }
+        if (p != end && text.size() >= 16) {
+            // The last 1-15 bytes: one more load of the final 16 (the bytes before p in it are
+            // known to hold neither end, so they are masked off).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+// Inlined for a short constant text, GCC warns about this load on the path the size test above
+// rules out.
+#pragma GCC diagnostic ignored "-Warray-bounds"
+#endif
+            const char* const last = end - 16;
+            const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(last));
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+            const auto mask =
+                static_cast<unsigned>(_mm_movemask_epi8(
+                    _mm_or_si128(_mm_cmpeq_epi8(v, lf), _mm_cmpeq_epi8(v, cr)))) >>
+                static_cast<unsigned>(p - last);
+            return static_cast<std::size_t>(p - text.data()) +
+                   (mask != 0 ? static_cast<std::size_t>(__builtin_ctz(mask))
+                              : static_cast<std::size_t>(end - p));
+        }
 #endif
         while (p != end && *p != '\n' && *p != '\r') {
             ++p;
