@@ -1,6 +1,10 @@
 #include "app/workers.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <optional>
+#include <utility>
 
 #include "http/client_connection.hpp"
 #include "http/listener.hpp"
@@ -31,6 +35,45 @@ asio::io_context& worker_pool::next() {
     return target.ioc;
 }
 
+namespace {
+
+// An accepted connection's descriptor on its way to a worker, out of any reactor: closed unless
+// the worker takes it (a post dropped at shutdown closes it too).
+class handed_descriptor {
+  public:
+    handed_descriptor(tcp protocol, socket_type::native_handle_type fd) noexcept
+        : protocol_(protocol), fd_(fd) {}
+    handed_descriptor(handed_descriptor&& other) noexcept
+        : protocol_(other.protocol_), fd_(std::exchange(other.fd_, -1)) {}
+    handed_descriptor(const handed_descriptor&) = delete;
+    handed_descriptor& operator=(const handed_descriptor&) = delete;
+    handed_descriptor& operator=(handed_descriptor&&) = delete;
+    ~handed_descriptor() {
+        if (fd_ >= 0) {
+            ::close(fd_);
+        }
+    }
+
+    // On the worker's thread: the socket, registered with `ioc`'s reactor there; closed (an
+    // empty optional) if it cannot be.
+    std::optional<socket_type> take(asio::io_context& ioc) {
+        socket_type socket(ioc);
+        error_code ec;
+        socket.assign(protocol_, fd_, ec);
+        if (ec) {
+            return std::nullopt;
+        }
+        fd_ = -1;
+        return socket;
+    }
+
+  private:
+    tcp protocol_;
+    socket_type::native_handle_type fd_;
+};
+
+}  // namespace
+
 void worker_pool::serve(socket_type socket, asio::io_context& ioc) {
     auto found =
         std::find_if(ring_.begin(), ring_.end(), [&](worker* w) { return &w->ioc == &ioc; });
@@ -38,28 +81,52 @@ void worker_pool::serve(socket_type socket, asio::io_context& ioc) {
         return;  // not one of ours: the socket closes
     }
     worker* target = *found;
+    // The socket leaves the acceptor's reactor here and joins the worker's on the worker's
+    // thread: the workers' reactors take no per-socket locks (see worker::ioc).
+    error_code ec;
+    const tcp protocol = socket.local_endpoint(ec).protocol();
+    if (ec) {
+        return;  // already gone (reset before it was served): the socket closes
+    }
+    handed_descriptor handed(protocol, socket.release(ec));
+    if (ec) {
+        return;
+    }
     if (max_clients_ > 0 &&
         context_.client_connections.load(std::memory_order_relaxed) >= max_clients_) {
         context_.edge.connection_refused();
-        asio::post(ioc, [s = std::move(socket)]() mutable {
-            refuse_connection(std::move(s), "too_many_connections",
-                              "the proxy is at limits.max_client_connections; retry shortly");
+        asio::post(ioc, [&ioc, h = std::move(handed)]() mutable {
+            if (auto s = h.take(ioc)) {
+                refuse_connection(std::move(*s), "too_many_connections",
+                                  "the proxy is at limits.max_client_connections; retry shortly");
+            }
         });
         return;
     }
     // Counted here, not when the worker gets to it, so the limit above sees it at once.
     context_.client_connections.fetch_add(1, std::memory_order_relaxed);
+    // A descriptor the worker cannot take is no connection: uncounted again there.
     if (tls_ != nullptr) {
         // The context current now; a certificate reload after this affects later connections.
-        asio::post(ioc, [target, this, s = std::move(socket), tls = tls_->current()]() mutable {
+        asio::post(ioc, [target, this, h = std::move(handed), tls = tls_->current()]() mutable {
+            auto s = h.take(target->ioc);
+            if (!s) {
+                context_.client_connections.fetch_sub(1, std::memory_order_relaxed);
+                return;
+            }
             std::make_shared<client_connection<tls_stream>>(
-                tls_stream(std::move(s), *tls), context_, target->pool, target->sessions)
+                tls_stream(std::move(*s), *tls), context_, target->pool, target->sessions)
                 ->start();
         });
         return;
     }
-    asio::post(ioc, [target, this, s = std::move(socket)]() mutable {
-        std::make_shared<client_connection<tcp_stream>>(tcp_stream(std::move(s)), context_,
+    asio::post(ioc, [target, this, h = std::move(handed)]() mutable {
+        auto s = h.take(target->ioc);
+        if (!s) {
+            context_.client_connections.fetch_sub(1, std::memory_order_relaxed);
+            return;
+        }
+        std::make_shared<client_connection<tcp_stream>>(tcp_stream(std::move(*s)), context_,
                                                         target->pool, target->sessions)
             ->start();
     });

@@ -76,7 +76,9 @@ void listener::do_accept() {
         return;
     }
     target_ = &pick_();
-    acceptor_.async_accept(*target_, [this](error_code ec, socket_type socket) {
+    // Accepted on the listener's own context: registering the socket with the target's reactor
+    // is the target's own thread's job (see on_accept).
+    acceptor_.async_accept(ioc_, [this](error_code ec, socket_type socket) {
         on_accepted(ec, std::move(socket));
     });
 }

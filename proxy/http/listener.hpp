@@ -17,8 +17,9 @@ class listener {
   public:
     // Chooses the io_context that will own the next connection.
     using pick_context = std::function<asio::io_context&()>;
-    // A connection, its socket bound to the context pick_context chose (called on the
-    // listener's own context).
+    // A connection, its socket still on the listener's own context, and the context
+    // pick_context chose for it (called on the listener's own context). The socket is moved
+    // there by the callee: a worker registers it with its reactor on its own thread.
     using on_accept = std::function<void(socket_type, asio::io_context&)>;
     using at_capacity = std::function<bool()>;
 
