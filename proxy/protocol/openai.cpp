@@ -632,7 +632,7 @@ class chat_chunk_reader {
             field = text_field::reasoning;
         }
         if (field != text_field::none) {
-            if (!effects_ && value_at_.at == 0) {
+            if (effect_count_ == 0 && value_at_.at == 0) {
                 value_at_ = {offset(), field, {}};
             }
             return delta_text(field);
@@ -658,10 +658,7 @@ class chat_chunk_reader {
         return true;
     }
 
-    void had_effect() noexcept {
-        effects_ = true;
-        ++effect_count_;
-    }
+    void had_effect() noexcept { ++effect_count_; }
 
     [[nodiscard]] bool peek(char c) const noexcept { return p_ != end_ && *p_ == c; }
     bool eat(char c) noexcept {
@@ -734,7 +731,7 @@ class chat_chunk_reader {
     chunk_builder& out_;
     std::size_t choices_at_ = 0;
     resume_point value_at_;
-    bool effects_ = false;  // something read so far changed the builder or `role`
+    // How many things read so far changed the builder or `role`.
     std::size_t effect_count_ = 0;
     // Where the text value a read resumed at ended, and how many effects there had been then.
     std::size_t value_end_ = 0;

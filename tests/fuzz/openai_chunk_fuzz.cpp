@@ -1,7 +1,7 @@
 // Differential fuzz target for the OpenAI adapter's one-pass chunk reader (protocol/openai.cpp):
 // arbitrary bytes as the streamed Chat Completions events of one response (one event per line,
-// so that the reader's memory of the bytes before "choices" and before a delta's text is
-// exercised across events), decoded by one adapter with the reader on and by another with it
+// so that the reader's memory of the bytes before "choices", before a delta's text and after it
+// is exercised across events), decoded by one adapter with the reader on and by another with it
 // off (the general walk alone). The chunks and parse errors reported must be the same, field for
 // field. Nothing may crash or throw.
 #include <algorithm>
