@@ -9,7 +9,7 @@ import { chmodSync } from 'node:fs';
 
 import {
   binaries, chatBody, makeTempDir, request, startProxy, startSim, stopAll, waitFor, waitMetrics,
-  writeTempFile,
+  waitForLog, writeTempFile,
 } from './lib/harness.mjs';
 import { readRecords } from './lib/usage.mjs';
 
@@ -46,7 +46,7 @@ test('failing disk: /readyz 503, errors counted, streams flow, nothing lost once
     return r.status === 503 ? r : undefined;
   }, { timeoutMs: 5000, what: '/readyz 503' });
   assert.match(ready.body.toString(), /usage spool/);
-  assert.match(proxy.child.stderrText, /usage spool write failed/);
+  await waitForLog(proxy.child, /usage spool write failed/);
   assert.equal(readRecords(spool).length, 0);
 
   // The disk recovers: everything queued is written, /readyz is ready again.

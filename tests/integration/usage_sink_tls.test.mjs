@@ -15,7 +15,8 @@ import path from 'node:path';
 
 import { makeCa, makeLeaf } from './lib/certs.mjs';
 import {
-  binaries, chatBody, makeTempDir, request, startProxy, startSim, stopAll, waitFor, waitMetrics,
+  binaries, chatBody, makeTempDir, request, startProxy, startSim, stopAll, waitFor, waitForLog,
+  waitMetrics,
 } from './lib/harness.mjs';
 import { readRecords, takeCloudEventsBatch } from './lib/usage.mjs';
 
@@ -221,7 +222,7 @@ test('https sink: token from token_env; a 401 is counted as unauthorized and ret
       x.value('tokenmeter_usage_ship_errors_total', { reason: 'unauthorized' }) >= 2, 10_000);
     assert.equal(m.value('tokenmeter_usage_spool_records'), 8);
     assert.equal(receiver.received.size, 0);
-    assert.match(proxy.child.stderrText, /did not accept \d+ records \(unauthorized: HTTP 401: no: Bearer \[token\]\)/);
+    await waitForLog(proxy.child, /did not accept \d+ records \(unauthorized: HTTP 401: no: Bearer \[token\]\)/);
     // The secret is rotated on disk; the next attempt reads it.
     writeFileSync(tokenFile, `${right}\n`);
     await allArrivedOnce(receiver, spool, 8);
@@ -243,7 +244,7 @@ test('https sink: a certificate for another host or from an untrusted CA gets no
   const proxy = await startWithTokenEnv(sim, spool, receiver, token);
   await send(proxy, 6, 'tls');
   let m = await waitMetrics(proxy, (x) => x.value('tokenmeter_usage_ship_errors_total', { reason: 'tls' }) >= 2, 10_000);
-  assert.match(proxy.child.stderrText, /\(tls: TLS handshake: .*hostname mismatch/i);
+  await waitForLog(proxy.child, /\(tls: TLS handshake: .*hostname mismatch/i);
   const hostFailures = m.value('tokenmeter_usage_ship_errors_total', { reason: 'tls' });
 
   receiver.use(untrusted);

@@ -289,6 +289,12 @@ export async function waitFor(fn, { timeoutMs = 2000, intervalMs = 10, what = 'c
   }
 }
 
+// Waits until the child's stderr matches re. A log line is read from a pipe, so it can arrive
+// after a metric or a response that the same event changed: never assert on stderr at once.
+export function waitForLog(child, re, timeoutMs = 5000) {
+  return waitFor(() => re.test(child.stderrText), { timeoutMs, what: `a log line matching ${re}` });
+}
+
 // Polls /metrics until predicate(metrics) is true; returns the metrics. On timeout, the last
 // scrape is returned (the caller's assertions then show the actual values).
 export async function waitMetrics(proxy, predicate, timeoutMs = 2000) {
