@@ -5,7 +5,7 @@
 
 namespace tokenmeter::meter {
 
-token_counter::token_counter(encoders which) : which_(which) {
+token_counter::token_counter(encoders which, bool hold_reads) : which_(which) {
     if (which_.native != nullptr) {
         native_.emplace(*which_.native);
     }
@@ -23,6 +23,9 @@ token_counter::token_counter(encoders which) : which_(which) {
             }
         }
     }
+    // Every lane but the timing one batches; the timing one does when it reports piece ends.
+    hold_reads_ = hold_reads && (native_ || reference_) &&
+                  timing_lane().encoder->reports_piece_ends();
 }
 
 namespace {
@@ -45,7 +48,22 @@ std::size_t first_char_length(std::string_view s) {
     return std::min(n, s.size());
 }
 
+// Drops held text once given to the lanes (keeping a batch's worth of capacity).
+void release(std::string& held) {
+    held.clear();
+    if (held.capacity() > 4 * token_counter::count_batch_bytes) {
+        std::string().swap(held);
+    }
+}
+
 }  // namespace
+
+bool token_counter::can_hold(text_kind kind) const noexcept {
+    const auto clean = [kind](const std::optional<lane>& l) {
+        return !l || !l->streams[kind].holds_partial_utf8();
+    };
+    return clean(native_) && clean(reference_);
+}
 
 const std::vector<token_counter::token_group>& token_counter::feed_kind(text_kind kind,
                                                                           std::string_view text,
@@ -58,6 +76,39 @@ const std::vector<token_counter::token_group>& token_counter::feed_kind(text_kin
     const tokenizer::utf8_checked checked = known_ascii || tokenizer::valid_utf8(text)
                                                 ? tokenizer::utf8_checked::valid
                                                 : tokenizer::utf8_checked::no;
+    if (hold_reads_) {
+        std::string& held = held_[kind];
+        if (checked == tokenizer::utf8_checked::valid && can_hold(kind)) {
+            if (held.empty() && text.size() >= count_batch_bytes) {
+                feed_lanes(kind, text, at, checked, groups);  // a batch on its own: no copy
+                return groups;
+            }
+            // The read's arrival, where its bytes will end in the timing stream's text: they
+            // are valid and follow no incomplete sequence, so they are appended as they are.
+            held.append(text);
+            arrivals_[kind].push_back(
+                {timing_lane().streams[kind].appended_bytes() + held.size(), at});
+            if (held.size() < count_batch_bytes) {
+                return groups;
+            }
+            feed_lanes(kind, held, at, checked, groups);
+            release(held);
+            return groups;
+        }
+        if (!held.empty()) {
+            // Text the lanes must repair: what is held goes first.
+            feed_lanes(kind, held, arrivals_[kind].back().at, tokenizer::utf8_checked::valid,
+                       groups);
+            release(held);
+        }
+    }
+    feed_lanes(kind, text, at, checked, groups);
+    return groups;
+}
+
+void token_counter::feed_lanes(text_kind kind, std::string_view text, core::time_point at,
+                               tokenizer::utf8_checked checked,
+                               std::vector<token_group>& groups) {
     // The lane that is not timed only counts: it takes the whole read at once.
     lane& timing = timing_lane();
     for (lane* l : {native_ ? &*native_ : nullptr, reference_ ? &*reference_ : nullptr}) {
@@ -67,7 +118,7 @@ const std::vector<token_counter::token_group>& token_counter::feed_kind(text_kin
     }
     if (timing.encoder->reports_piece_ends()) {
         feed_pieces(timing, kind, text, at, checked, groups);
-        return groups;
+        return;
     }
     // The encoder says only how far its text is final. The first character of a read usually
     // shows that the text before it is final (a new pre-token starts). Feeding it alone first
@@ -86,7 +137,6 @@ const std::vector<token_counter::token_group>& token_counter::feed_kind(text_kin
     if (const std::uint64_t n = feed_timed(kind, text, at, checked, completed_at)) {
         groups.push_back({completed_at, n});
     }
-    return groups;
 }
 
 void token_counter::feed_pieces(lane& l, text_kind kind, std::string_view text,
@@ -190,6 +240,11 @@ std::uint64_t token_counter::feed_bounded(lane& l, text_kind kind, std::string_v
 const std::vector<token_counter::token_group>& token_counter::finish_kind(text_kind kind) {
     thread_local std::vector<token_group> groups;
     groups.clear();
+    if (!held_[kind].empty()) {
+        feed_lanes(kind, held_[kind], arrivals_[kind].back().at, tokenizer::utf8_checked::valid,
+                   groups);
+        release(held_[kind]);
+    }
     lane& timing = timing_lane();
     for (lane* l : {native_ ? &*native_ : nullptr, reference_ ? &*reference_ : nullptr}) {
         if (l == nullptr) {
@@ -279,7 +334,7 @@ std::optional<std::uint64_t> token_counter::normalized_reasoning() const {
 }
 
 std::size_t token_counter::pending_bytes() const noexcept {
-    std::size_t total = 0;
+    std::size_t total = held_bytes();
     for (const auto* l : {native_ ? &*native_ : nullptr, reference_ ? &*reference_ : nullptr}) {
         if (l != nullptr) {
             for (const auto& s : l->streams) {

@@ -26,7 +26,10 @@ struct encoders {
 
 class token_counter {
   public:
-    explicit token_counter(encoders which);
+    // With `hold_reads` (the default), when every lane analyses in batches, valid text is held
+    // here until a batch is due and then given to the lanes in one feed (the same ids and times;
+    // tests turn it off to compare).
+    explicit token_counter(encoders which, bool hold_reads = true);
 
     // Which tokens the meter times: native when configured, otherwise normalized.
     [[nodiscard]] bool timing_is_native() const noexcept { return which_.native != nullptr; }
@@ -44,8 +47,12 @@ class token_counter {
     [[nodiscard]] std::optional<std::uint64_t> native_reasoning() const;
     [[nodiscard]] std::optional<std::uint64_t> normalized_output() const;
     [[nodiscard]] std::optional<std::uint64_t> normalized_reasoning() const;
-    // Bytes held back across reads (unfinished pre-tokens), for memory accounting.
+    // Bytes held back across reads (unfinished pre-tokens, held reads), for memory accounting.
     [[nodiscard]] std::size_t pending_bytes() const noexcept;
+    // Of pending_bytes(), the reads held for a batch (not yet given to the lanes).
+    [[nodiscard]] std::size_t held_bytes() const noexcept {
+        return held_[0].size() + held_[1].size() + held_[2].size();
+    }
     // Pre-tokens cut at max_pending_bytes (see below); 0 for any text a model really writes.
     [[nodiscard]] std::uint64_t cut_pieces() const noexcept { return cut_pieces_; }
 
@@ -117,6 +124,13 @@ class token_counter {
     // until the next call).
     const std::vector<token_group>& feed_kind(text_kind kind, std::string_view text,
                                               core::time_point at, bool known_ascii);
+    // Gives every lane `text` (one read, or the reads held for a batch) and adds the timing
+    // lane's tokens made final to `groups`.
+    void feed_lanes(text_kind kind, std::string_view text, core::time_point at,
+                    tokenizer::utf8_checked checked, std::vector<token_group>& groups);
+    // Whether a valid read of `kind` may be held: every lane batches and no stream of that kind
+    // has an incomplete UTF-8 sequence pending (so held bytes are the streams' bytes).
+    [[nodiscard]] bool can_hold(text_kind kind) const noexcept;
     // The timing lane when its encoder reports piece ends: one analysis per read, each piece
     // stamped with the read that delivered its last byte.
     void feed_pieces(lane& l, text_kind kind, std::string_view text, core::time_point at,
@@ -146,6 +160,11 @@ class token_counter {
     std::optional<lane> reference_;  // empty when it is the same tokenizer as native
     std::array<std::uint64_t, kinds> fed_{};  // input bytes per kind (the split-feed path)
     std::array<arrival_queue, kinds> arrivals_;
+    // Valid reads not yet given to the lanes, while every lane batches (hold_reads_): one append
+    // per read here instead of one per lane, and each lane fed once per batch. Their arrivals
+    // are already in arrivals_ (offsets in the timing stream's text, which they extend as is).
+    std::array<std::string, kinds> held_;
+    bool hold_reads_ = false;
     std::uint64_t cut_pieces_ = 0;
 };
 

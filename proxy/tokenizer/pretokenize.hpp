@@ -40,7 +40,22 @@ class regex {
     // The same, for a caller that searches one subject many times: `ascii_from` is
     // ascii_tail(subject), computed once.
     result find(std::string_view subject, std::size_t from, bool partial, std::size_t& start,
-                std::size_t& end, std::size_t ascii_from) const noexcept;
+                std::size_t& end, std::size_t ascii_from) const noexcept {
+        if (ascii_ != ascii_regex::shape::none && from < subject.size() && from >= ascii_from) {
+            switch (ascii_regex::find(ascii_, subject, from, partial, end)) {
+                case ascii_regex::outcome::match:
+                    start = from;
+                    return result::match;
+                case ascii_regex::outcome::partial:
+                    start = from;
+                    end = subject.size();
+                    return result::partial;
+                case ascii_regex::outcome::undecided:
+                    break;
+            }
+        }
+        return pcre2_find(subject, from, partial, start, end);
+    }
     // Where the subject's ASCII tail starts (every byte from there on is ASCII): the hand-written
     // matcher may answer for a search from there on. Past the end when it never may.
     [[nodiscard]] std::size_t ascii_tail(std::string_view subject) const noexcept;
@@ -86,10 +101,20 @@ std::size_t split_pieces(const std::vector<split_level>& levels, std::size_t lev
         std::size_t e = 0;
         const regex::result r = lv.re->find(subject, pos, open, s, e, ascii_from);
         if (r == regex::result::match) {
-            if (s > pos && lv.keep_gaps) {
-                split_pieces(levels, level + 1, text, begin + pos, begin + s, false, emit);
+            if (level + 1 == levels.size()) {
+                // The last level: its pieces are final (what the recursion would do, inline).
+                if (s > pos && lv.keep_gaps) {
+                    emit(begin + pos, begin + s);
+                }
+                if (e > s) {
+                    emit(begin + s, begin + e);
+                }
+            } else {
+                if (s > pos && lv.keep_gaps) {
+                    split_pieces(levels, level + 1, text, begin + pos, begin + s, false, emit);
+                }
+                split_pieces(levels, level + 1, text, begin + s, begin + e, false, emit);
             }
-            split_pieces(levels, level + 1, text, begin + s, begin + e, false, emit);
             pos = e;
             continue;
         }

@@ -201,25 +201,6 @@ std::size_t regex::ascii_tail(std::string_view subject) const noexcept {
     return i;
 }
 
-regex::result regex::find(std::string_view subject, std::size_t from, bool partial,
-                          std::size_t& start, std::size_t& end,
-                          std::size_t ascii_from) const noexcept {
-    if (ascii_ != ascii_regex::shape::none && from < subject.size() && from >= ascii_from) {
-        switch (ascii_regex::find(ascii_, subject, from, partial, end)) {
-            case ascii_regex::outcome::match:
-                start = from;
-                return result::match;
-            case ascii_regex::outcome::partial:
-                start = from;
-                end = subject.size();
-                return result::partial;
-            case ascii_regex::outcome::undecided:
-                break;
-        }
-    }
-    return pcre2_find(subject, from, partial, start, end);
-}
-
 regex::result regex::pcre2_find(std::string_view subject, std::size_t from, bool partial,
                                 std::size_t& start, std::size_t& end) const noexcept {
     thread_state& st = state();

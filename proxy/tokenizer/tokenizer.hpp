@@ -195,6 +195,9 @@ class stream {
     [[nodiscard]] std::size_t pending_bytes() const noexcept {
         return pending_.size() + partial_utf8_.size();
     }
+    // An incomplete UTF-8 sequence ends the input so far: the next append's bytes will not all
+    // be taken as they are.
+    [[nodiscard]] bool holds_partial_utf8() const noexcept { return !partial_utf8_.empty(); }
     [[nodiscard]] std::uint64_t tokens_emitted() const noexcept { return emitted_; }
     // Bytes of pending text analysed so far: the stream's work, for tests that it is linear.
     [[nodiscard]] std::uint64_t analysed_bytes() const noexcept { return analysed_; }

@@ -4,8 +4,10 @@
 // is tested is the meter's use of the streaming contract.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -404,6 +406,95 @@ TEST(RetokenizeReal, PieceEndsTimeTokensAsTheSplitFeedDoesForWordReads) {
         EXPECT_EQ(a.normalized_output_tokens, o200k->count(prose)) << round;
         EXPECT_EQ(a.normalized_output_tokens, b.normalized_output_tokens) << round;
         EXPECT_EQ(a.inter_token_latency.count(), b.inter_token_latency.count()) << round;
+    }
+}
+
+// Each timed token's time, in order, and the final counts, for one counter fed `reads`.
+struct counted {
+    std::vector<core::time_point> token_times;
+    std::optional<std::uint64_t> native;
+    std::optional<std::uint64_t> normalized;
+    std::optional<std::uint64_t> native_reasoning;
+    std::optional<std::uint64_t> normalized_reasoning;
+    std::size_t most_held = 0;
+};
+
+counted count_reads(token_counter& counter, const std::vector<response_chunk>& reads) {
+    counted c;
+    auto take = [&c](core::time_point t, std::uint64_t n) {
+        c.token_times.insert(c.token_times.end(), n, t);
+    };
+    std::chrono::milliseconds t{10};
+    for (const response_chunk& r : reads) {
+        counter.feed(r, at(t), take);
+        c.most_held = std::max(c.most_held, counter.held_bytes());
+        t += 1ms;
+    }
+    counter.finish(take);
+    c.native = counter.native_output();
+    c.normalized = counter.normalized_output();
+    c.native_reasoning = counter.native_reasoning();
+    c.normalized_reasoning = counter.normalized_reasoning();
+    return c;
+}
+
+TEST(RetokenizeReal, HoldingReadsForABatchGivesEveryTokenTheTimeAndCountItHadWithout) {
+    // The counter holds valid reads until a batch is due and then feeds the lanes once; every
+    // token must keep the time of the read of its last byte and every count must be the same as
+    // feeding each read to the lanes as it comes. Reads are cut anywhere (inside UTF-8
+    // sequences, which must not be held), carry invalid bytes, and mix content and reasoning.
+    auto cl100k = embedded("cl100k_base");
+    auto o200k = embedded("o200k_base");
+    ASSERT_TRUE(cl100k && o200k);
+    const std::vector<std::string> parts = {
+        " The", " quick", " brown", " fox", "'s", " 12345", "\n\n", " naïve", " café",
+        " 日本語", " 😀", "\xFF", "\xE2\x82", "  ", "code(x);", " {", "}\n", " réponse",
+        std::string(300, 'a'), " end."};
+    std::mt19937 rng(11);
+    for (int round = 0; round < 60; ++round) {
+        std::string content;
+        std::string reasoning;
+        for (int i = 0; i < 120; ++i) {
+            (rng() % 4 == 0 ? reasoning : content) += parts[rng() % parts.size()];
+        }
+        std::vector<response_chunk> reads;
+        std::size_t c = 0;
+        std::size_t r = 0;
+        while (c < content.size() || r < reasoning.size()) {
+            response_chunk chunk;
+            const std::size_t n = round % 3 == 0 ? 1 + rng() % 4 : 1 + rng() % 40;
+            if (r < reasoning.size() && (c == content.size() || rng() % 3 == 0)) {
+                chunk.reasoning = std::string_view(reasoning).substr(r, n);
+                r += chunk.reasoning.size();
+            } else {
+                chunk.content = std::string_view(content).substr(c, n);
+                c += chunk.content.size();
+            }
+            reads.push_back(chunk);
+        }
+        token_counter held({cl100k.get(), o200k.get()}, true);
+        token_counter fed({cl100k.get(), o200k.get()}, false);
+        counted a = count_reads(held, reads);
+        counted b = count_reads(fed, reads);
+        ASSERT_TRUE(a.native && a.normalized) << round;
+        EXPECT_EQ(a.native, b.native) << round;
+        EXPECT_EQ(a.normalized, b.normalized) << round;
+        EXPECT_EQ(a.native_reasoning, b.native_reasoning) << round;
+        EXPECT_EQ(a.normalized_reasoning, b.normalized_reasoning) << round;
+        // Each kind of text is batched on its own, so tokens of different kinds may come in
+        // another order; every token's time must be the same.
+        std::sort(a.token_times.begin(), a.token_times.end());
+        std::sort(b.token_times.begin(), b.token_times.end());
+        ASSERT_EQ(a.token_times.size(), b.token_times.size()) << round;
+        for (std::size_t i = 0; i < a.token_times.size(); ++i) {
+            ASSERT_EQ(a.token_times[i], b.token_times[i])
+                << "round " << round << ", token " << i << ": held "
+                << (a.token_times[i] - at(0ms)).count() / 1000000 << " ms, fed "
+                << (b.token_times[i] - at(0ms)).count() / 1000000 << " ms";
+        }
+        EXPECT_EQ(held.pending_bytes(), 0u);
+        EXPECT_GT(a.most_held, 0u) << "the counter held no read";
+        EXPECT_EQ(b.most_held, 0u);
     }
 }
 

@@ -126,4 +126,28 @@ TEST(PieceCache, TwoEncodersOnTheSameTextKeepTheirOwnEntries) {
     EXPECT_GE(both, 5);
 }
 
+TEST(PieceCache, APieceWithTheSameHashAndLengthButOneOtherByteMisses) {
+    // lookup compares the bytes (as words up to 16 bytes, then memcmp): a piece that differs
+    // from the stored one in any single byte must miss even when its hash is the same.
+    auto& cache = piece_cache::for_thread();
+    const std::uint64_t owner = piece_cache::new_owner();
+    const std::string all = "abcdefghijklmnopqrstuvwxyz";
+    for (std::size_t n = 1; n <= piece_cache::max_piece; ++n) {
+        const std::string stored = all.substr(0, n);
+        const std::uint64_t hash = 0x1234 + n;
+        const tokenmeter::tokenizer::token_id ids[] = {static_cast<tokenmeter::tokenizer::token_id>(n)};
+        cache.store(owner, stored, hash, ids, 1);
+        std::vector<tokenmeter::tokenizer::token_id> got;
+        ASSERT_TRUE(cache.lookup(owner, stored, hash, got)) << n;
+        EXPECT_EQ(got, (std::vector<tokenmeter::tokenizer::token_id>{ids[0]}));
+        for (std::size_t at = 0; at < n; ++at) {
+            std::string other = stored;
+            other[at] = 'Z';
+            got.clear();
+            EXPECT_FALSE(cache.lookup(owner, other, hash, got)) << "length " << n << ", byte " << at;
+            EXPECT_TRUE(got.empty());
+        }
+    }
+}
+
 }  // namespace
