@@ -50,7 +50,11 @@ class tiktoken_encoder final : public encoder {
     std::size_t run_ordinary(std::string_view text, std::size_t begin, std::size_t end, bool open,
                              std::vector<token_id>& out,
                              std::vector<piece_end>* ends = nullptr) const;
+    // A piece's ids: from the per-thread piece cache when it has them (small, inlined in the
+    // split loop), else merged by encode_uncached (out of line) and cached.
     void encode_piece(std::string_view piece, merge_scratch& s, std::vector<token_id>& out) const;
+    void encode_uncached(std::string_view piece, std::uint64_t hash, merge_scratch& s,
+                         std::vector<token_id>& out) const;
 
     std::string name_;
     added_vocabulary specials_;

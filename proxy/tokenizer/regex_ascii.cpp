@@ -95,7 +95,7 @@ struct reader {
 
 // (?i:'s|'t|'re|'ve|'m|'ll|'d) at i: its length, or 0. Every alternative reads the quote and the
 // next byte; only 're, 've and 'll read a third.
-std::size_t contraction(reader& r, std::size_t i) noexcept {
+[[gnu::always_inline]] inline std::size_t contraction(reader& r, std::size_t i) noexcept {
     if (r.byte(i) != '\'') {
         return 0;
     }
@@ -148,7 +148,8 @@ std::size_t common_tail(reader& r, std::size_t p, std::uint16_t c, std::size_t m
     return e - 1;
 }
 
-std::size_t cl100k_at(reader& r, std::size_t p, std::size_t max_digits) noexcept {
+[[gnu::always_inline]] inline std::size_t cl100k_at(reader& r, std::size_t p,
+                                                  std::size_t max_digits) noexcept {
     const std::uint16_t c = r.at(p);
     if (const std::size_t n = contraction(r, p); n != 0) {
         return p + n;
@@ -161,7 +162,7 @@ std::size_t cl100k_at(reader& r, std::size_t p, std::size_t max_digits) noexcept
     return common_tail(r, p, c, max_digits, newline);
 }
 
-std::size_t o200k_at(reader& r, std::size_t p) noexcept {
+[[gnu::always_inline]] inline std::size_t o200k_at(reader& r, std::size_t p) noexcept {
     const std::uint16_t c = r.at(p);
     if ((c & (letter | other)) != 0) {
         // [^\r\n\p{L}\p{N}]? then upper* lower+ or else upper+ lower* (lower* matching nothing,

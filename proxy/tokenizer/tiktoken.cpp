@@ -42,13 +42,18 @@ std::unique_ptr<tiktoken_encoder> tiktoken_encoder::create(std::string name,
     return enc;
 }
 
-void tiktoken_encoder::encode_piece(std::string_view piece, merge_scratch& s,
-                                    std::vector<token_id>& out) const {
-    piece_cache& cache = piece_cache::for_thread();
+inline void tiktoken_encoder::encode_piece(std::string_view piece, merge_scratch& s,
+                                           std::vector<token_id>& out) const {
     const std::uint64_t hash = hash_bytes(piece);
-    if (cache.lookup(cache_owner_, piece, hash, out)) {
-        return;
+    if (!piece_cache::for_thread().lookup(cache_owner_, piece, hash, out)) {
+        encode_uncached(piece, hash, s, out);
     }
+}
+
+[[gnu::noinline]] void tiktoken_encoder::encode_uncached(std::string_view piece,
+                                                         std::uint64_t hash, merge_scratch& s,
+                                                         std::vector<token_id>& out) const {
+    piece_cache& cache = piece_cache::for_thread();
     token_id id = 0;
     if (ranks_.find(piece, id)) {
         out.push_back(id);
