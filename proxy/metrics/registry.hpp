@@ -172,7 +172,15 @@ class registry {
     T& series(prometheus::Family<T>* family, const label_list& labels, const Extra&... extra);
 
     std::mutex series_mutex_;
-    std::unordered_map<std::string, void*> series_;  // family address and labels -> metric
+    // Found by a key series() builds in place: the hash and the comparison take a string_view.
+    // The hash reads the key a word at a time (registry.cpp). The map holds only the bounded
+    // label sets the registry makes, so no input can crowd one bucket.
+    struct series_key_hash {
+        using is_transparent = void;
+        std::size_t operator()(std::string_view key) const noexcept;
+    };
+    // family address and labels -> metric
+    std::unordered_map<std::string, void*, series_key_hash, std::equal_to<>> series_;
 
     histogram_buckets buckets_;
     model_labels models_;

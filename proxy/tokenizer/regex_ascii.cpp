@@ -91,6 +91,34 @@ struct reader {
         }
         return i;
     }
+    // The same for a run of letters (cls: letter, upper or lower), eight bytes at a time while
+    // eight are there (the subject is ASCII from the attempt's start on, so every byte is below
+    // 0x80 and a byte-wise add cannot carry into the next byte); the last few go byte by byte,
+    // so a run that reaches the end reads past it exactly as run() does.
+    template <std::uint16_t cls>
+    std::size_t letter_run(std::size_t i) noexcept {
+        static_assert(cls == letter || cls == upper || cls == lower);
+        constexpr std::uint64_t ones = 0x0101010101010101ULL;
+        constexpr std::uint64_t high = ones * 0x80U;
+        // Folded to lower case when either case counts: then a byte is a letter when it is in
+        // [a-z]. Each add sets a byte's high bit when the byte is at least the bound.
+        constexpr std::uint64_t fold = cls == letter ? ones * 0x20U : 0;
+        constexpr unsigned first = cls == upper ? 'A' : 'a';
+        constexpr unsigned last = cls == upper ? 'Z' : 'z';
+        while (i + 8 <= size) {
+            std::uint64_t word = 0;
+            std::memcpy(&word, bytes + i, sizeof word);
+            word |= fold;
+            const std::uint64_t from_first = word + ones * (0x80U - first);
+            const std::uint64_t past_last = word + ones * (0x80U - last - 1);
+            const std::uint64_t outside = ~(from_first & ~past_last) & high;
+            if (outside != 0) {
+                return i + static_cast<std::size_t>(__builtin_ctzll(outside)) / 8;
+            }
+            i += 8;
+        }
+        return run(i, cls);
+    }
 };
 
 // (?i:'s|'t|'re|'ve|'m|'ll|'d) at i: its length, or 0. Every alternative reads the quote and the
@@ -156,7 +184,7 @@ std::size_t common_tail(reader& r, std::size_t p, std::uint16_t c, std::size_t m
     }
     // [^\r\n\p{L}\p{N}]?\p{L}+
     const std::size_t i = (c & other) != 0 ? p + 1 : p;
-    if (const std::size_t e = r.run(i, letter); e > i) {
+    if (const std::size_t e = r.letter_run<letter>(i); e > i) {
         return e;
     }
     return common_tail(r, p, c, max_digits, newline);
@@ -168,8 +196,8 @@ std::size_t common_tail(reader& r, std::size_t p, std::uint16_t c, std::size_t m
         // [^\r\n\p{L}\p{N}]? then upper* lower+ or else upper+ lower* (lower* matching nothing,
         // since the first failed), each with an optional contraction.
         const std::size_t i = (c & other) != 0 ? p + 1 : p;
-        const std::size_t j = r.run(i, upper);
-        const std::size_t k = r.run(j, lower);
+        const std::size_t j = r.letter_run<upper>(i);
+        const std::size_t k = r.letter_run<lower>(j);
         if (k > j) {
             return k + contraction(r, k);
         }

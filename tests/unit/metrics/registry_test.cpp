@@ -3,8 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <string>
+#include <vector>
 
 #include "meter/stream_meter.hpp"
 #include "metrics/slo.hpp"
@@ -141,6 +143,37 @@ TEST(Registry, SeriesAreFoundAgainAndNeverShared) {
         }
     }
     EXPECT_EQ(one_request_series, 3u);  // qwen and the two NUL-bearing names
+}
+
+// The key is built in place, short pieces copied as one or two words: names of every length up
+// to 20 (and 100 and 128, copied whole), differing from each other in one byte at the start, the
+// middle or the end, each get their own series and find it again.
+TEST(Registry, SeriesKeysTellApartNamesOfEveryLengthThatDifferInOneByte) {
+    registry r(settings_with({}, 4096));
+    std::vector<std::string> names;
+    for (const std::size_t n : {1, 2, 3, 4, 5, 7, 8, 9, 12, 15, 16, 17, 20, 100, 128}) {
+        const std::string base(n, 'm');
+        names.push_back(base);
+        for (const std::size_t at : {std::size_t{0}, n / 2, n - 1}) {
+            std::string other = base;
+            other[at] = 'x';
+            if (std::find(names.begin(), names.end(), other) == names.end()) {
+                names.push_back(other);
+            }
+        }
+    }
+    for (std::size_t i = 0; i < names.size(); ++i) {
+        for (std::size_t k = 0; k <= i % 3; ++k) {
+            r.record(streamed_summary(&r.inter_token_latency_bounds(), names[i]));
+        }
+    }
+    const auto text = r.expose();
+    for (std::size_t i = 0; i < names.size(); ++i) {
+        EXPECT_TRUE(contains(
+            text, R"(tokenmeter_requests_total{api="openai_chat",code="200",model=")" + names[i] +
+                      R"(",outcome="complete"} )" + std::to_string(i % 3 + 1) + "\n"))
+            << names[i];
+    }
 }
 
 TEST(Registry, RetokenizedCountsAndMismatches) {
