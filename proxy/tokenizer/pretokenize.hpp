@@ -42,6 +42,10 @@ class regex {
     result find(std::string_view subject, std::size_t from, bool partial, std::size_t& start,
                 std::size_t& end, std::size_t ascii_from) const noexcept {
         if (ascii_ != ascii_regex::shape::none && from < subject.size() && from >= ascii_from) {
+            if (ascii_regex::find_word(ascii_, subject, from, end)) {
+                start = from;
+                return result::match;
+            }
             switch (ascii_regex::find(ascii_, subject, from, partial, end)) {
                 case ascii_regex::outcome::match:
                     start = from;

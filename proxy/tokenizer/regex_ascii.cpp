@@ -91,33 +91,18 @@ struct reader {
         }
         return i;
     }
-    // The same for a run of letters (cls: letter, upper or lower), eight bytes at a time while
-    // eight are there (the subject is ASCII from the attempt's start on, so every byte is below
-    // 0x80 and a byte-wise add cannot carry into the next byte); the last few go byte by byte,
-    // so a run that reaches the end reads past it exactly as run() does.
+    // The same for a run of letters (cls: letter, upper or lower), eight bytes at a time
+    // (range_run); a run that reaches the end has read past it, as run() would.
     template <std::uint16_t cls>
     std::size_t letter_run(std::size_t i) noexcept {
         static_assert(cls == letter || cls == upper || cls == lower);
-        constexpr std::uint64_t ones = 0x0101010101010101ULL;
-        constexpr std::uint64_t high = ones * 0x80U;
-        // Folded to lower case when either case counts: then a byte is a letter when it is in
-        // [a-z]. Each add sets a byte's high bit when the byte is at least the bound.
-        constexpr std::uint64_t fold = cls == letter ? ones * 0x20U : 0;
-        constexpr unsigned first = cls == upper ? 'A' : 'a';
-        constexpr unsigned last = cls == upper ? 'Z' : 'z';
-        while (i + 8 <= size) {
-            std::uint64_t word = 0;
-            std::memcpy(&word, bytes + i, sizeof word);
-            word |= fold;
-            const std::uint64_t from_first = word + ones * (0x80U - first);
-            const std::uint64_t past_last = word + ones * (0x80U - last - 1);
-            const std::uint64_t outside = ~(from_first & ~past_last) & high;
-            if (outside != 0) {
-                return i + static_cast<std::size_t>(__builtin_ctzll(outside)) / 8;
-            }
-            i += 8;
+        const std::size_t e = cls == letter  ? range_run<'a', 'z', true>(bytes, size, i)
+                              : cls == upper ? range_run<'A', 'Z', false>(bytes, size, i)
+                                             : range_run<'a', 'z', false>(bytes, size, i);
+        if (e == size) {
+            hit_end = hit_end || partial;
         }
-        return run(i, cls);
+        return e;
     }
 };
 
