@@ -234,7 +234,9 @@ test('rotation under live streams: no stream breaks, new handshakes see the new 
     assert.equal(r.status, 200);
     assert.match(r.body, /data: \[DONE\]/, 'every stream that was running finished whole');
   }
-  const m = await proxy.metrics();
+  // A request is counted when its exchange ends, which can be a moment after its client read the
+  // last byte (a slow sanitized build on a busy machine shows it): wait for the tenth.
+  const m = await waitMetrics(proxy, (x) => x.value('tokenmeter_requests_total', { outcome: 'complete', model: 'rot' }) >= 10, 5000);
   assert.ok(m.value('tokenmeter_tls_certificate_reloads_total', { result: 'ok' }) >= 2);
   assert.equal(m.value('tokenmeter_requests_total', { outcome: 'complete', model: 'rot' }), 10);
   await waitFor(() => /tls\.cert_file: not a PEM certificate chain/.test(proxy.child.stderrText), { what: 'the reload error naming tls.cert_file' });
