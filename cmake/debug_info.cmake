@@ -2,10 +2,10 @@
 #
 # By default: line tables only (-g1), with the debug sections compressed (-gz=zlib) in objects and
 # in what is linked from them. Line tables are what backtraces, sanitizer reports, perf and
-# callgrind read. Full DWARF for the Asio/Beast translation units costs about twice the compile
-# time and, uncompressed, about seven times the disk: http/client_connection.cpp is 67 MB with -g,
-# 35 MB with -g1 and 10 MB with -g1 -gz=zlib (GCC 12), and the test command builds four trees on
-# one disk (normal, ASan, TSan, fuzz).
+# callgrind read. Full DWARF for the Asio/Beast translation units costs about 40 % more compile
+# time and, uncompressed, about seven times the disk: http/client_connection.cpp takes 64 s and
+# 67 MB with -g, 44 s and 10 MB with -g1 -gz=zlib (GCC 12; README, "Building by hand"), and the
+# test command builds four trees on one disk (normal, ASan, TSan, fuzz).
 #
 # -DTOKENMETER_FULL_DEBUG_INFO=ON keeps full debug information (-g), for stepping through code
 # and printing variables in gdb. -DTOKENMETER_COMPRESS_DEBUG_INFO=OFF writes it uncompressed,
