@@ -8,6 +8,7 @@
 
 #include "http/client_connection.hpp"
 #include "http/listener.hpp"
+#include "http/mailbox.hpp"
 #include "http/tls_server.hpp"
 
 namespace tokenmeter::app {
@@ -24,10 +25,16 @@ worker_pool::worker_pool(std::uint32_t threads, const upstream_pool_settings& po
                                 ? 0
                                 : std::max(1u, (pool.max_connections + threads - 1) / threads);
     share.max_idle = std::max(1u, (pool.max_idle + threads - 1) / threads);
+    share.resolver = &resolver_;
     for (std::uint32_t i = 0; i < threads; ++i) {
-        ring_.push_back(&workers_.emplace_back(share));
+        worker& w = workers_.emplace_back(share);
+        // Before any thread runs it: the mailbox registers its eventfd with the reactor.
+        mailbox::install(w.ioc);
+        ring_.push_back(&w);
     }
 }
+
+worker_pool::~worker_pool() { stop(); }
 
 asio::io_context& worker_pool::next() {
     worker& target = *ring_[next_];
@@ -95,7 +102,7 @@ void worker_pool::serve(socket_type socket, asio::io_context& ioc) {
     if (max_clients_ > 0 &&
         context_.client_connections.load(std::memory_order_relaxed) >= max_clients_) {
         context_.edge.connection_refused();
-        asio::post(ioc, [&ioc, h = std::move(handed)]() mutable {
+        post_from_any_thread(ioc, [&ioc, h = std::move(handed)]() mutable {
             if (auto s = h.take(ioc)) {
                 refuse_connection(std::move(*s), "too_many_connections",
                                   "the proxy is at limits.max_client_connections; retry shortly");
@@ -108,7 +115,8 @@ void worker_pool::serve(socket_type socket, asio::io_context& ioc) {
     // A descriptor the worker cannot take is no connection: uncounted again there.
     if (tls_ != nullptr) {
         // The context current now; a certificate reload after this affects later connections.
-        asio::post(ioc, [target, this, h = std::move(handed), tls = tls_->current()]() mutable {
+        post_from_any_thread(ioc, [target, this, h = std::move(handed),
+                                   tls = tls_->current()]() mutable {
             auto s = h.take(target->ioc);
             if (!s) {
                 context_.client_connections.fetch_sub(1, std::memory_order_relaxed);
@@ -120,7 +128,7 @@ void worker_pool::serve(socket_type socket, asio::io_context& ioc) {
         });
         return;
     }
-    asio::post(ioc, [target, this, h = std::move(handed)]() mutable {
+    post_from_any_thread(ioc, [target, this, h = std::move(handed)]() mutable {
         auto s = h.take(target->ioc);
         if (!s) {
             context_.client_connections.fetch_sub(1, std::memory_order_relaxed);
@@ -133,6 +141,7 @@ void worker_pool::serve(socket_type socket, asio::io_context& ioc) {
 }
 
 void worker_pool::start() {
+    resolver_.start();
     for (auto& w : workers_) {
         w.guard.emplace(w.ioc.get_executor());
         w.thread = std::thread([&w, this] { run_loop(w.ioc, context_.edge); });
@@ -141,7 +150,7 @@ void worker_pool::start() {
 
 void worker_pool::close_idle() {
     for (auto& w : workers_) {
-        asio::post(w.ioc, [&w] {
+        post_from_any_thread(w.ioc, [&w] {
             w.sessions.close_idle();
             w.pool.close_idle();
         });
@@ -149,9 +158,18 @@ void worker_pool::close_idle() {
 }
 
 void worker_pool::stop() {
+    if (stopped_) {
+        return;
+    }
+    stopped_ = true;
+    // First the resolver, which answers into the workers' mailboxes.
+    resolver_.stop();
     for (auto& w : workers_) {
-        w.guard.reset();
-        w.ioc.stop();
+        // On the worker's own thread: its io_context takes no lock (see worker::ioc).
+        post_from_any_thread(w.ioc, [&w] {
+            w.guard.reset();
+            w.ioc.stop();
+        });
     }
     for (auto& w : workers_) {
         if (w.thread.joinable()) {

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "http/headers.hpp"
+#include "http/mailbox.hpp"
 #include "http/request_plan.hpp"
 #include "http/request_target.hpp"
 
@@ -256,7 +257,7 @@ void client_connection<Stream>::handle_request() {
         request_.observed->await_admission(
             [executor = client_.get_executor(),
              resume = guarded([this] { on_admission(); })]() mutable {
-                asio::post(executor, std::move(resume));
+                post_from_any_thread(executor.context(), std::move(resume));
             });
         return;
     }

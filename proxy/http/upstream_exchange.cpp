@@ -16,6 +16,7 @@
 #include "http/client_connection.hpp"
 #include "http/direct_io.hpp"
 #include "http/headers.hpp"
+#include "http/mailbox.hpp"
 
 namespace tokenmeter::http {
 
@@ -395,7 +396,7 @@ bool upstream_exchange<Stream>::hold(const Wait& wait, void (upstream_exchange::
     auto exec = owner_.lowest().get_executor();
     wait.then([resume = std::move(resume), exec]() mutable {
         // On the writer's thread: hop back to the connection's own thread.
-        asio::post(exec, std::move(resume));
+        post_from_any_thread(exec.context(), std::move(resume));
     });
     return true;
 }

@@ -137,7 +137,11 @@ class upstream_exchange {
     enum class waiting_on : std::uint8_t { nothing, upstream, client };
     asio::steady_timer body_watch_;
     std::chrono::steady_clock::duration body_watch_tick_{};
-    std::chrono::steady_clock::time_point wait_since_;
+    // A wait is timed in the watch's ticks, not with a clock read per read and per write: each
+    // wait gets a number, and the watch counts the ticks it has seen the same wait at.
+    std::uint32_t wait_number_ = 0;
+    std::uint32_t watched_number_ = 0;
+    std::uint32_t watched_ticks_ = 0;
     waiting_on waiting_ = waiting_on::nothing;
     bool body_watch_on_ = false;
     bool watch_cut_ = false;  // the operation in flight was cancelled by the watch: a timeout

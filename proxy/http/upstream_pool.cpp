@@ -1,5 +1,6 @@
 #include "http/upstream_pool.hpp"
 
+#include <charconv>
 #include <utility>
 
 namespace tokenmeter::http {
@@ -69,7 +70,17 @@ const boost::system::error_category& pool_category() noexcept {
 }
 
 upstream_pool::upstream_pool(asio::io_context& ioc, upstream_pool_settings settings)
-    : ioc_(ioc), settings_(std::move(settings)), resolver_(ioc), hangups_(ioc) {}
+    : ioc_(ioc), settings_(std::move(settings)), resolver_(ioc), hangups_(ioc) {
+    error_code ec;
+    const asio::ip::address address = asio::ip::make_address(settings_.host, ec);
+    std::uint16_t port = 0;
+    const auto* first = settings_.port.data();
+    const auto* last = first + settings_.port.size();
+    if (!ec && std::from_chars(first, last, port).ptr == last && !settings_.port.empty()) {
+        literal_ = tcp::resolver::results_type::create(tcp::endpoint(address, port),
+                                                       settings_.host, settings_.port);
+    }
+}
 
 upstream_ptr upstream_pool::take_idle() {
     auto now = std::chrono::steady_clock::now();
@@ -131,6 +142,32 @@ void upstream_pool::fail_connect(acquire_handler& handler, error_code ec, std::s
 
 void upstream_pool::connect(acquire_handler handler) {
     auto connection = std::make_unique<upstream_connection>(ioc_, settings_.tls.get());
+    if (literal_) {
+        connect_to(*literal_, std::move(handler), std::move(connection));
+        return;
+    }
+    if (settings_.resolver != nullptr) {
+        // The answer comes back on this thread by number: what it would otherwise carry (the
+        // handler, the connection) stays here, off the resolver's thread.
+        const std::uint64_t number = next_resolution_++;
+        resolving_.emplace(number, resolving{std::move(handler), std::move(connection)});
+        settings_.resolver->resolve(
+            settings_.host, settings_.port, ioc_,
+            [this, number](error_code ec, const tcp::resolver::results_type& results) {
+                auto found = resolving_.find(number);
+                if (found == resolving_.end()) {
+                    return;
+                }
+                resolving waiting = std::move(found->second);
+                resolving_.erase(found);
+                if (ec) {
+                    fail_connect(waiting.handler, ec);
+                    return;
+                }
+                connect_to(results, std::move(waiting.handler), std::move(waiting.connection));
+            });
+        return;
+    }
     resolver_.async_resolve(
         settings_.host, settings_.port,
         [this, h = std::move(handler), c = std::move(connection)](
@@ -139,25 +176,30 @@ void upstream_pool::connect(acquire_handler handler) {
                 fail_connect(h, ec);
                 return;
             }
-            auto* raw = c.get();
-            // One deadline for the TCP connect and the TLS handshake.
-            raw->stream.expires_after(settings_.connect_timeout);
-            raw->stream.lowest().async_connect(
-                results, [this, h = std::move(h), c = std::move(c)](
-                             error_code connect_ec, const tcp::endpoint&) mutable {
-                    if (connect_ec) {
-                        fail_connect(h, connect_ec);
-                        return;
-                    }
-                    error_code ignored;
-                    c->stream.socket().set_option(tcp::no_delay(true), ignored);
-                    if (c->stream.tls() != nullptr) {
-                        handshake(std::move(c), std::move(h));
-                        return;
-                    }
-                    c->stream.expires_never();
-                    h({}, std::move(c), false, {});
-                });
+            connect_to(results, std::move(h), std::move(c));
+        });
+}
+
+void upstream_pool::connect_to(const tcp::resolver::results_type& endpoints,
+                               acquire_handler handler, upstream_ptr connection) {
+    auto* raw = connection.get();
+    // One deadline for the TCP connect and the TLS handshake.
+    raw->stream.expires_after(settings_.connect_timeout);
+    raw->stream.lowest().async_connect(
+        endpoints, [this, h = std::move(handler), c = std::move(connection)](
+                       error_code connect_ec, const tcp::endpoint&) mutable {
+            if (connect_ec) {
+                fail_connect(h, connect_ec);
+                return;
+            }
+            error_code ignored;
+            c->stream.socket().set_option(tcp::no_delay(true), ignored);
+            if (c->stream.tls() != nullptr) {
+                handshake(std::move(c), std::move(h));
+                return;
+            }
+            c->stream.expires_never();
+            h({}, std::move(c), false, {});
         });
 }
 

@@ -12,10 +12,12 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "http/beast.hpp"
 #include "http/drained_read.hpp"
+#include "http/name_resolver.hpp"
 #include "http/tls_client.hpp"
 #include "http/tls_stream.hpp"
 
@@ -106,6 +108,10 @@ struct upstream_pool_settings {
     std::string tls_server_name;
     // Called after each successful upstream handshake (resumed: an earlier session was reused).
     std::function<void(bool resumed)> on_tls_handshake;
+    // Resolves a host name off the event loop (a worker's io_context cannot run Asio's own
+    // resolver, http/name_resolver); null: Asio's resolver on the pool's io_context. Unused for
+    // an IP literal, whose endpoint the pool builds itself.
+    name_resolver* resolver = nullptr;
 };
 
 // Errors the pool reports besides socket errors.
@@ -154,6 +160,8 @@ class upstream_pool {
         return settings_.max_connections != 0 && open_ >= settings_.max_connections;
     }
     void connect(acquire_handler handler);
+    void connect_to(const tcp::resolver::results_type& endpoints, acquire_handler handler,
+                    upstream_ptr connection);
     void handshake(upstream_ptr connection, acquire_handler handler);
     void fail_connect(acquire_handler& handler, error_code ec, std::string detail = {});
     void serve_waiters();
@@ -162,6 +170,15 @@ class upstream_pool {
     asio::io_context& ioc_;
     upstream_pool_settings settings_;
     resolver resolver_;
+    // The upstream's endpoint when its host is an IP literal: no resolution per connection.
+    std::optional<tcp::resolver::results_type> literal_;
+    // Connections waiting for settings_.resolver's answer, by the number the answer names.
+    struct resolving {
+        acquire_handler handler;
+        upstream_ptr connection;
+    };
+    std::unordered_map<std::uint64_t, resolving> resolving_;
+    std::uint64_t next_resolution_ = 0;
     std::vector<upstream_ptr> idle_;
     std::deque<std::shared_ptr<waiter>> waiters_;
     std::uint32_t open_ = 0;  // idle + in use + connecting

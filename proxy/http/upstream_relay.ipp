@@ -366,7 +366,7 @@ template <class Stream>
 void upstream_exchange<Stream>::begin_wait(bool on_upstream) noexcept {
     if (body_watch_on_) {
         waiting_ = on_upstream ? waiting_on::upstream : waiting_on::client;
-        wait_since_ = std::chrono::steady_clock::now();
+        ++wait_number_;
     }
 }
 
@@ -395,7 +395,17 @@ void upstream_exchange<Stream>::on_body_watch(error_code ec) {
         const auto limit = waiting_ == waiting_on::upstream
                                ? std::chrono::steady_clock::duration(settings.upstream_idle)
                                : std::chrono::steady_clock::duration(settings.client_write);
-        if (std::chrono::steady_clock::now() - wait_since_ >= limit) {
+        // A wait first seen at this tick began within the last tick; one seen at n ticks began
+        // more than n ticks ago. So a timeout fires between its length and one tick more.
+        bool expired = false;
+        if (wait_number_ != watched_number_) {
+            watched_number_ = wait_number_;
+            watched_ticks_ = 0;
+        } else {
+            ++watched_ticks_;
+            expired = body_watch_tick_ * watched_ticks_ >= limit;
+        }
+        if (expired) {
             // The operation in flight completes with operation_aborted, read as a timeout.
             watch_cut_ = true;
             if (waiting_ == waiting_on::upstream) {

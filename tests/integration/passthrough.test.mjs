@@ -210,3 +210,42 @@ test('a client that hangs up right after reading a whole response still counts a
   assert.equal(m.value('tokenmeter_requests_total', { api: 'none', outcome: 'complete' }), rounds, byOutcome);
   assert.equal(m.value('tokenmeter_requests_total', { api: 'none', outcome: 'client_cancel' }), 0);
 });
+
+// The workers' event loops run without Asio's locks, where Asio's own resolver cannot run: an
+// upstream named by host name is resolved on the pool's resolver thread and answered back
+// through each worker's mailbox. Two workers, several new upstream connections at once.
+test('an upstream named by host name is resolved for every worker', { timeout: 30_000 }, async () => {
+  const model = 'named-upstream';
+  const sim = await startSim();
+  const proxy = await startProxy({
+    upstream: `http://localhost:${sim.port}`,
+    args: ['--threads', '2'],
+  });
+  const results = await Promise.all(Array.from({ length: 8 }, () => request({
+    port: proxy.port,
+    body: chatBody(model),
+    headers: { 'x-sim-output-tokens': '5', 'x-sim-itl-ms': '20' },
+    timeoutMs: 10_000,
+  })));
+  for (const res of results) {
+    assert.equal(res.status, 200, describeResult(res));
+    assert.equal(res.complete, true, describeResult(res));
+    assert.match(res.body.toString(), /data: \[DONE\]/);
+  }
+  const m = await waitMetrics(proxy, (x) => x.value('tokenmeter_requests_total', { model }) >= 8);
+  assert.equal(m.value('tokenmeter_requests_total', { model, code: '200' }), 8);
+  assert.equal(m.value('tokenmeter_upstream_errors_total'), 0);
+});
+
+test('an upstream name that does not resolve is a 502 with a JSON body, counted resolve_failed', { timeout: 60_000 }, async () => {
+  const model = 'unresolvable-upstream';
+  // .invalid never resolves (RFC 6761).
+  const proxy = await startProxy({ upstream: 'http://tokenmeter-test.invalid:8000' });
+  const res = await request({ port: proxy.port, body: chatBody(model), timeoutMs: 40_000 });
+  assert.equal(res.status, 502, describeResult(res));
+  assert.match(res.headers['content-type'], /^application\/json/);
+  const json = JSON.parse(res.body.toString());
+  assert.equal(typeof json.error.code, 'string');
+  const m = await waitMetrics(proxy, (x) => x.value('tokenmeter_requests_total', { model }) >= 1);
+  assert.equal(m.value('tokenmeter_upstream_errors_total', { reason: 'resolve_failed' }), 1);
+});
