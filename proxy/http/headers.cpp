@@ -1,5 +1,6 @@
 #include "http/headers.hpp"
 
+#include <algorithm>
 #include <array>
 #include <vector>
 
@@ -10,9 +11,11 @@ namespace tokenmeter::http {
 namespace {
 
 // Content-Length is not hop-by-hop, but the proxy re-frames every message, so it sets its own.
-constexpr std::array<std::string_view, 8> hop_by_hop = {
-    "connection", "keep-alive",        "proxy-connection", "te",
-    "trailer",    "transfer-encoding", "upgrade",          "content-length"};
+// Beast's parser names every one of them by its enum, whatever the case it came in.
+constexpr std::array<bhttp::field, 8> hop_by_hop = {
+    bhttp::field::connection, bhttp::field::keep_alive,        bhttp::field::proxy_connection,
+    bhttp::field::te,         bhttp::field::trailer,           bhttp::field::transfer_encoding,
+    bhttp::field::upgrade,    bhttp::field::content_length};
 
 // Comma-separated tokens of every instance of a field.
 std::vector<std::string> field_tokens(const bhttp::fields& fields, bhttp::field name) {
@@ -61,21 +64,18 @@ protocol::api_kind classify(bhttp::verb method, std::string_view target) {
 void copy_end_to_end_fields(const bhttp::fields& from, bhttp::fields& to) {
     auto named = field_tokens(from, bhttp::field::connection);
     for (const auto& field : from) {
+        const bhttp::field known = field.name();
         std::string_view name = field.name_string();
-        bool skip = false;
-        for (auto hop : hop_by_hop) {
-            if (beast::iequals(name, hop)) {
-                skip = true;
-                break;
-            }
-        }
+        bool skip = known != bhttp::field::unknown &&
+                    std::find(hop_by_hop.begin(), hop_by_hop.end(), known) != hop_by_hop.end();
         for (const auto& token : named) {
             if (!skip && beast::iequals(name, token)) {
                 skip = true;
             }
         }
         if (!skip) {
-            to.insert(name, field.value());
+            // With its enum: Beast need not look the name up again.
+            to.insert(known, name, field.value());
         }
     }
 }

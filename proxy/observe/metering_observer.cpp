@@ -49,6 +49,7 @@ struct request_state {
     std::int64_t wall_start_ms = 0;
     core::time_point last_checkpoint{};
     std::optional<meter::request_summary> sealed;  // finished before its last bytes were sent
+    bool bucket_charged = false;  // the tenant's tokens are in its bucket (charge_bucket)
     bool stream_counted = false;
     admission admit;
     // Under the shared limit: the prompt estimate charged at admission, settled at the end.
@@ -157,6 +158,9 @@ class metering_exchange final : public exchange_observer {
         }
         state_.sealed = exchange_.finish(meter::end_reason::upstream_complete, at);
         write_close(*state_.sealed);
+        // The bucket too, before the client can see the end: its next request meets the debt
+        // this one left, even on another worker.
+        charge_bucket(*state_.sealed);
         return hold(state_.close_seq);
     }
 
@@ -300,16 +304,27 @@ class metering_exchange final : public exchange_observer {
         state_.open.id.clear();
     }
 
-    void record_tenant(const meter::request_summary& summary) const {
-        if (state_.tenant.empty() || summary.api == protocol::api_kind::none) {
+    // A rejected request was never forwarded: whatever its prompt counts, it used no tokens.
+    static std::uint64_t used_input(const meter::request_summary& summary) {
+        return summary.result != meter::outcome::rejected
+                   ? usage::best_input(summary).value.value_or(0)
+                   : 0;
+    }
+    static std::uint64_t used_output(const meter::request_summary& summary) {
+        return summary.result != meter::outcome::rejected
+                   ? usage::best_output(summary).value.value_or(0)
+                   : 0;
+    }
+
+    // The tenant's tokens into its bucket, once: at seal() when the end is held, else at end().
+    void charge_bucket(const meter::request_summary& summary) {
+        if (state_.bucket_charged || state_.tenant.empty() ||
+            summary.api == protocol::api_kind::none) {
             return;
         }
-        // A rejected request was never forwarded: whatever its prompt counts, it used no tokens.
-        const bool used = summary.result != meter::outcome::rejected;
-        auto input = used ? usage::best_input(summary).value.value_or(0) : 0;
-        auto output = used ? usage::best_output(summary).value.value_or(0) : 0;
-        // The bucket first: once the tenant's counters show this request, the next request of
-        // the tenant meets the debt it left.
+        state_.bucket_charged = true;
+        const auto input = used_input(summary);
+        const auto output = used_output(summary);
         if (state_.shared) {
             // Settled only once admitted (a refusal charged nothing); a request whose admission
             // never came back (the proxy shutting down) is left to the estimate.
@@ -322,6 +337,17 @@ class metering_exchange final : public exchange_observer {
         } else if (parts_.throughput != nullptr) {
             parts_.throughput->charge(state_.tenant, input + output, summary.end);
         }
+    }
+
+    void record_tenant(const meter::request_summary& summary) {
+        if (state_.tenant.empty() || summary.api == protocol::api_kind::none) {
+            return;
+        }
+        const auto input = used_input(summary);
+        const auto output = used_output(summary);
+        // The bucket first: once the tenant's counters show this request, the next request of
+        // the tenant meets the debt it left.
+        charge_bucket(summary);
         if (parts_.billing != nullptr) {
             // tenant_usage holds views: the label must outlive it.
             const std::string model_label = parts_.registry->model_label(summary.model);

@@ -4,8 +4,8 @@ import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 
 import {
-  chatBody, closedPort, describeResult, nowMs, request, startProxy, startSim, startSimPair, stopAll,
-  waitFor, waitMetrics,
+  chatBody, describeResult, nowMs, request, startProxy, startProxyWithClosedUpstream, startSim,
+  startSimPair, stopAll, waitFor, waitMetrics,
 } from './lib/harness.mjs';
 
 after(stopAll);
@@ -102,8 +102,7 @@ test('upstream closes mid-body of a non-streamed response: the client sees a sho
 
 test('upstream unreachable: 502 with a JSON error, counted', { timeout: 30_000 }, async () => {
   const model = 'fail-unreachable';
-  const port = await closedPort();
-  const proxy = await startProxy({ upstream: port });
+  const { proxy } = await startProxyWithClosedUpstream();
   const before = await proxy.metrics();
   assert.equal(before.value('tokenmeter_upstream_errors_total'), 0);
   const res = await request({ port: proxy.port, body: chatBody(model), timeoutMs: 10_000 });

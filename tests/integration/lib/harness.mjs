@@ -489,6 +489,19 @@ export async function closedPort() {
   return port;
 }
 
+// A proxy whose upstream is a port nothing listens on. The proxy's own listeners bind port 0
+// too, and the OS may hand one of them the port just closed (then the "upstream" answers, as
+// the admin listener): that start is stopped and another port tried.
+export async function startProxyWithClosedUpstream(options = {}) {
+  for (let attempt = 0; attempt < 5; attempt += 1) {
+    const port = await closedPort();
+    const proxy = await startProxy({ ...options, upstream: port });
+    if (proxy.port !== port && proxy.adminPort !== port) return { proxy, port };
+    await proxy.stop();
+  }
+  throw new Error('no closed port stayed closed in 5 attempts');
+}
+
 // Resolves 'refused' | 'connected' | other error code for a TCP connect to host:port.
 export function tryConnect(port, host = '127.0.0.1', timeoutMs = 2000) {
   return new Promise((resolve) => {

@@ -45,6 +45,24 @@ TEST(CopyFields, DropsHopByHopAndFieldsNamedInConnection) {
     }
 }
 
+TEST(CopyFields, HopByHopInAnyCaseIsDroppedAndKeptFieldsKeepTheirNames) {
+    bhttp::fields from;
+    from.insert("kEeP-aLiVe", "timeout=5");
+    from.insert("TRANSFER-ENCODING", "chunked");
+    from.insert("proxy-connection", "close");
+    from.insert("content-length", "3");
+    from.insert("x-custom-thing", "1");
+    from.insert("aUtHoRiZaTiOn", "Bearer k");
+    bhttp::fields to;
+    copy_end_to_end_fields(from, to);
+    EXPECT_EQ(std::distance(to.begin(), to.end()), 2);
+    // Known names keep what Beast knows of them, unknown ones their bytes.
+    ASSERT_NE(to.find(bhttp::field::authorization), to.end());
+    EXPECT_EQ(to.find(bhttp::field::authorization)->name_string(), "aUtHoRiZaTiOn");
+    EXPECT_EQ(to["X-Custom-Thing"], "1");
+    EXPECT_EQ(to.find("x-custom-thing")->name(), bhttp::field::unknown);
+}
+
 bhttp::request_header<> head_with(
     std::initializer_list<std::pair<const char*, const char*>> fields) {
     bhttp::request_header<> head;
