@@ -179,6 +179,8 @@ start_tokenmeter() {
 
 # shellcheck source=scripts/lib/bench_configs.sh
 source "$root/scripts/lib/bench_configs.sh"
+# shellcheck source=scripts/lib/nginx_conf.sh
+source "$root/scripts/lib/nginx_conf.sh"
 full_metering=$bench_full_metering
 if wants tokenmeter; then
   start_tokenmeter tokenmeter "$full_metering"
@@ -211,35 +213,8 @@ start_nginx() {
     ssl_session_cache shared:SSL:10m;
     ssl_session_tickets on;"
   fi
-  mkdir -p "$work/$name"
-  cat >"$work/$name/nginx.conf" <<EOF
-worker_processes 1;
-worker_rlimit_nofile $(ulimit -n);
-pid $work/$name/nginx.pid;
-error_log $work/$name.err warn;
-events { worker_connections $((2 * hold_streams + 1000)); }
-http {
-  access_log off;
-  client_body_temp_path $work/$name/body;
-  proxy_temp_path $work/$name/proxy;
-  fastcgi_temp_path $work/$name/fastcgi;
-  uwsgi_temp_path $work/$name/uwsgi;
-  scgi_temp_path $work/$name/scgi;
-  upstream model { server 127.0.0.1:$sim_port; keepalive 1024; }
-  server {
-    listen 127.0.0.1:$port$listen_options backlog=4096;
-    $tls_lines
-    keepalive_requests 100000;
-    location / {
-      proxy_pass http://model;
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-      proxy_buffering off;
-      proxy_read_timeout 300s;
-    }
-  }
-}
-EOF
+  write_nginx_conf "$work/$name" "127.0.0.1:$port$listen_options" "127.0.0.1:$sim_port" \
+    $((2 * hold_streams + 1000)) "$tls_lines"
   nginx -p "$work/$name" -c "$work/$name/nginx.conf" -g 'daemon off; master_process on;' \
     >"$work/$name.out" 2>>"$work/$name.err" &
   pid=$!
