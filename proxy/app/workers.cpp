@@ -25,9 +25,8 @@ worker_pool::worker_pool(std::uint32_t threads, const upstream_pool_settings& po
                                 ? 0
                                 : std::max(1u, (pool.max_connections + threads - 1) / threads);
     share.max_idle = std::max(1u, (pool.max_idle + threads - 1) / threads);
-    share.resolver = &resolver_;
     for (std::uint32_t i = 0; i < threads; ++i) {
-        worker& w = workers_.emplace_back(share);
+        worker& w = workers_.emplace_back(share, resolver_);
         // Before any thread runs it: the mailbox registers its eventfd with the reactor.
         mailbox::install(w.ioc);
         ring_.push_back(&w);

@@ -45,7 +45,8 @@ class worker_pool {
 
   private:
     struct worker {
-        worker(const http::upstream_pool_settings& settings) : pool(ioc, settings) {}
+        worker(const http::upstream_pool_settings& settings, http::name_resolver& names)
+            : pool(ioc, settings, names) {}
         http::session_registry sessions;  // declared first: outlives the sessions ioc owns
         // No locks in Asio at all: not in the scheduler (each handler run, each trip through
         // the reactor), not in the reactor's I/O (its per-socket operation queues), not in its

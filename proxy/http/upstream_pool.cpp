@@ -69,14 +69,16 @@ const boost::system::error_category& pool_category() noexcept {
     return category;
 }
 
-upstream_pool::upstream_pool(asio::io_context& ioc, upstream_pool_settings settings)
-    : ioc_(ioc), settings_(std::move(settings)), resolver_(ioc), hangups_(ioc) {
+upstream_pool::upstream_pool(asio::io_context& ioc, upstream_pool_settings settings,
+                             name_resolver& names)
+    : ioc_(ioc), settings_(std::move(settings)), names_(names), hangups_(ioc) {
     error_code ec;
     const asio::ip::address address = asio::ip::make_address(settings_.host, ec);
     std::uint16_t port = 0;
     const auto* first = settings_.port.data();
     const auto* last = first + settings_.port.size();
-    if (!ec && std::from_chars(first, last, port).ptr == last && !settings_.port.empty()) {
+    const auto parsed = std::from_chars(first, last, port);
+    if (!ec && parsed.ec == std::errc() && parsed.ptr == last) {
         literal_ = tcp::resolver::results_type::create(tcp::endpoint(address, port),
                                                        settings_.host, settings_.port);
     }
@@ -146,38 +148,25 @@ void upstream_pool::connect(acquire_handler handler) {
         connect_to(*literal_, std::move(handler), std::move(connection));
         return;
     }
-    if (settings_.resolver != nullptr) {
-        // The answer comes back on this thread by number: what it would otherwise carry (the
-        // handler, the connection) stays here, off the resolver's thread.
-        const std::uint64_t number = next_resolution_++;
-        resolving_.emplace(number, resolving{std::move(handler), std::move(connection)});
-        settings_.resolver->resolve(
-            settings_.host, settings_.port, ioc_,
-            [this, number](error_code ec, const tcp::resolver::results_type& results) {
-                auto found = resolving_.find(number);
-                if (found == resolving_.end()) {
-                    return;
-                }
-                resolving waiting = std::move(found->second);
-                resolving_.erase(found);
-                if (ec) {
-                    fail_connect(waiting.handler, ec);
-                    return;
-                }
-                connect_to(results, std::move(waiting.handler), std::move(waiting.connection));
-            });
-        return;
-    }
-    resolver_.async_resolve(
-        settings_.host, settings_.port,
-        [this, h = std::move(handler), c = std::move(connection)](
-            error_code ec, resolver::results_type results) mutable {
-            if (ec) {
-                fail_connect(h, ec);
-                return;
-            }
-            connect_to(results, std::move(h), std::move(c));
-        });
+    // The answer comes back on this thread by number: what it would otherwise carry (the
+    // handler, the connection) stays here, off the resolver's thread.
+    const std::uint64_t number = next_resolution_++;
+    resolving_.emplace(number, resolving{std::move(handler), std::move(connection)});
+    names_.resolve(settings_.host, settings_.port, ioc_,
+                   [this, number](error_code ec, const tcp::resolver::results_type& results) {
+                       auto found = resolving_.find(number);
+                       if (found == resolving_.end()) {
+                           return;
+                       }
+                       resolving waiting = std::move(found->second);
+                       resolving_.erase(found);
+                       if (ec) {
+                           fail_connect(waiting.handler, ec);
+                           return;
+                       }
+                       connect_to(results, std::move(waiting.handler),
+                                  std::move(waiting.connection));
+                   });
 }
 
 void upstream_pool::connect_to(const tcp::resolver::results_type& endpoints,

@@ -108,10 +108,6 @@ struct upstream_pool_settings {
     std::string tls_server_name;
     // Called after each successful upstream handshake (resumed: an earlier session was reused).
     std::function<void(bool resumed)> on_tls_handshake;
-    // Resolves a host name off the event loop (a worker's io_context cannot run Asio's own
-    // resolver, http/name_resolver); null: Asio's resolver on the pool's io_context. Unused for
-    // an IP literal, whose endpoint the pool builds itself.
-    name_resolver* resolver = nullptr;
 };
 
 // Errors the pool reports besides socket errors.
@@ -134,7 +130,9 @@ class upstream_pool {
     // more than the error code (a certificate verdict: "certificate has expired").
     using acquire_handler = std::function<void(error_code, upstream_ptr, bool, std::string)>;
 
-    upstream_pool(asio::io_context& ioc, upstream_pool_settings settings);
+    // A host name is resolved by `names` (a worker's io_context cannot run Asio's own resolver,
+    // http/name_resolver), which must outlive the pool; an IP literal is not resolved at all.
+    upstream_pool(asio::io_context& ioc, upstream_pool_settings settings, name_resolver& names);
     upstream_pool(const upstream_pool&) = delete;
     upstream_pool& operator=(const upstream_pool&) = delete;
 
@@ -169,10 +167,10 @@ class upstream_pool {
 
     asio::io_context& ioc_;
     upstream_pool_settings settings_;
-    resolver resolver_;
+    name_resolver& names_;
     // The upstream's endpoint when its host is an IP literal: no resolution per connection.
     std::optional<tcp::resolver::results_type> literal_;
-    // Connections waiting for settings_.resolver's answer, by the number the answer names.
+    // Connections waiting for names_' answer, by the number the answer names.
     struct resolving {
         acquire_handler handler;
         upstream_ptr connection;
