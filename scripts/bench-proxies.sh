@@ -44,7 +44,9 @@ Environment (defaults: the headroom issue's load; about 6 minutes on 2 cores):
                       phase (0: none); HANDSHAKE_ROUNDS=3 rounds of them
   JSON=1              print the report as JSON
   BASE_BINARY=PATH    also run PATH (another build's tokenmeter) as target tokenmeter-base,
-                      with the full-metering config: an A/B of two builds in the same run
+                      with the full-metering config: an A/B of two builds in the same run;
+                      several paths, separated by spaces, run as tokenmeter-base,
+                      tokenmeter-base2, ...
 USAGE
 }
 
@@ -185,10 +187,15 @@ full_metering=$bench_full_metering
 if wants tokenmeter; then
   start_tokenmeter tokenmeter "$full_metering"
 fi
-if [[ -n ${BASE_BINARY:-} ]]; then
-  # The same full-metering config on another build (an A/B of two commits in one run).
-  start_tokenmeter tokenmeter-base "$full_metering" http "$BASE_BINARY"
-fi
+# The same full-metering config on other builds (an A/B of two commits in one run): the first
+# is target tokenmeter-base, the next tokenmeter-base2, and so on.
+base_index=0
+for base_binary in ${BASE_BINARY:-}; do
+  base_index=$((base_index + 1))
+  base_name=tokenmeter-base
+  if ((base_index > 1)); then base_name+=$base_index; fi
+  start_tokenmeter "$base_name" "$full_metering" http "$base_binary"
+done
 if wants tokenmeter-tls; then
   start_tokenmeter tokenmeter-tls "${full_metering}tls:
   cert_file: $work/tls/server.pem

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "app/allocator.hpp"
 #include "app/module_options.hpp"
 #include "app/tokenizers.hpp"
 #include "core/secret_file.hpp"
@@ -160,9 +161,9 @@ void announce(const config::settings& settings, const http::tcp::endpoint& proxy
     std::fflush(stdout);
     spdlog::info(
         "proxy on {}, admin on {} (/metrics /healthz /readyz{}), upstream {}, {} worker "
-        "thread(s) ({})",
+        "thread(s) ({}), {}",
         listen_text, admin_text, settings.metrics.status_page ? ", status page / /status.json" : "",
-        upstream_text, threads.threads, threads.reason);
+        upstream_text, threads.threads, threads.reason, allocator_name());
 }
 
 }  // namespace tokenmeter::app

@@ -1,6 +1,5 @@
 #include "app/tokenizers.hpp"
 
-#include <malloc.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -11,6 +10,8 @@
 #include <string>
 #include <system_error>
 
+#include "app/allocator.hpp"
+
 namespace tokenmeter::app {
 
 namespace {
@@ -20,7 +21,7 @@ constexpr const char* system_tokenizer_dir = "/usr/local/share/tokenmeter/tokeni
 }  // namespace
 
 std::int64_t settled_resident_bytes() {
-    ::malloc_trim(0);
+    release_free_memory();
     std::ifstream statm("/proc/self/statm");
     std::int64_t size_pages = 0;
     std::int64_t resident_pages = 0;
