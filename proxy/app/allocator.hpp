@@ -7,7 +7,7 @@
 
 namespace tokenmeter::app {
 
-// "mimalloc 2.0.9" or "glibc malloc".
+// "mimalloc 2.0.9", "glibc malloc", or "sanitizer allocator" (ASan and TSan bring their own).
 std::string allocator_name();
 
 // Hands freed memory back to the system now, through whichever allocator is in use (mimalloc
