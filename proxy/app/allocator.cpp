@@ -10,6 +10,12 @@ namespace {
 // so this file does not make anything that links it depend on mimalloc.
 using mi_version_fn = int (*)();
 using mi_collect_fn = void (*)(bool);
+using mi_option_get_fn = long (*)(int);
+using mi_option_set_fn = void (*)(int, long);
+// mi_option_decommit_delay in mimalloc 2.0 (MIMALLOC_RESET_DELAY; mi_option_purge_delay, the
+// same slot, from 2.1): milliseconds before freed pages are handed back.
+constexpr int mi_option_decommit_delay = 15;
+constexpr int mi_version_with_that_slot = 200;
 
 template <class Fn>
 Fn lookup(const char* name) {
@@ -17,11 +23,15 @@ Fn lookup(const char* name) {
     return reinterpret_cast<Fn>(::dlsym(RTLD_DEFAULT, name));
 }
 
+int mimalloc_version() {
+    auto version = lookup<mi_version_fn>("mi_version");
+    return version != nullptr ? version() : 0;  // 209 for 2.0.9
+}
+
 }  // namespace
 
 std::string allocator_name() {
-    if (auto version = lookup<mi_version_fn>("mi_version")) {
-        const int v = version();  // 209 for 2.0.9
+    if (const int v = mimalloc_version(); v != 0) {
         return "mimalloc " + std::to_string(v / 100) + "." + std::to_string(v / 10 % 10) + "." +
                std::to_string(v % 10);
     }
@@ -36,6 +46,22 @@ void release_free_memory() {
         collect(true);
     }
     ::malloc_trim(0);
+}
+
+prompt_release::prompt_release() {
+    auto get = lookup<mi_option_get_fn>("mi_option_get");
+    auto set = lookup<mi_option_set_fn>("mi_option_set");
+    if (get != nullptr && set != nullptr && mimalloc_version() >= mi_version_with_that_slot) {
+        saved_delay_ = get(mi_option_decommit_delay);
+        set(mi_option_decommit_delay, 0);
+    }
+}
+
+prompt_release::~prompt_release() {
+    if (saved_delay_ >= 0) {
+        lookup<mi_option_set_fn>("mi_option_set")(mi_option_decommit_delay, saved_delay_);
+    }
+    release_free_memory();
 }
 
 }  // namespace tokenmeter::app

@@ -9,6 +9,7 @@
 #include <optional>
 #include <thread>
 
+#include "app/allocator.hpp"
 #include "app/cpu_quota.hpp"
 #include "app/drain.hpp"
 #include "app/http_settings.hpp"
@@ -57,7 +58,12 @@ int run(const config::settings& settings, const reloader& reload) try {
     const std::uint32_t threads = threads_chosen.threads;
     core::steady_clock_source clock;
 
-    auto tokenizers = load_tokenizers_or_explain(settings);
+    // Building the tables frees megabytes (decompressed blobs, a parsed tokenizer.json) that the
+    // allocator would otherwise keep resident.
+    auto tokenizers = [&] {
+        const prompt_release release;
+        return load_tokenizers_or_explain(settings);
+    }();
     metrics::registry registry(registry_options(settings), slo_options(settings));
     metrics::register_tokenizer_info(*registry.prometheus_registry(), tokenizers->entries());
     metrics::process_metrics process_metrics(*registry.prometheus_registry());
