@@ -152,6 +152,68 @@ T& registry::series(prometheus::Family<T>* family, const label_list& labels,
     return metric;
 }
 
+// Token sources (usage::token_source) and outcomes (meter::outcome), as slot indexes.
+constexpr std::size_t token_sources = 5;
+constexpr std::size_t outcomes = 5;
+
+struct registry::model_series {
+    explicit model_series(std::size_t prompt_classes) : ttft(prompt_classes) {}
+    using histogram_slot = std::atomic<prometheus::Histogram*>;
+    using counter_slot = std::atomic<prometheus::Counter*>;
+    std::vector<histogram_slot> ttft;  // by prompt class
+    histogram_slot ttfct{};
+    histogram_slot itl{};
+    histogram_slot tpot{};
+    histogram_slot output_tps{};
+    histogram_slot decode_tps{};
+    histogram_slot normalized_tps{};
+    histogram_slot input_tokens{};
+    histogram_slot output_tokens{};
+    std::array<histogram_slot, outcomes> duration{};
+    counter_slot output_chars{};
+    counter_slot cached_input_tokens{};
+    std::array<std::array<counter_slot, token_sources>, 2> tokens{};  // [input, output][source]
+    std::array<counter_slot, token_sources> reasoning_tokens{};       // by source
+    // [reported, native, normalized][input, output]
+    std::array<std::array<counter_slot, 2>, 3> counted_tokens{};
+};
+
+registry::model_series& registry::series_of(const std::string& model_label,
+                                            protocol::api_kind api) {
+    // The api as a whole word first, so that every key has the 8 bytes series_key_hash wants.
+    const auto api_word = static_cast<std::uint64_t>(api);
+    std::array<char, sizeof api_word + max_model_label_length> stack_buffer;  // NOLINT
+    std::string heap_buffer;
+    const std::size_t size = sizeof api_word + model_label.size();
+    char* key_data = stack_buffer.data();
+    if (size > stack_buffer.size()) {  // "unknown", "other" and bounded names never are
+        heap_buffer.resize(size);
+        key_data = heap_buffer.data();
+    }
+    put_bytes(put_bytes(key_data, reinterpret_cast<const char*>(&api_word), sizeof api_word),
+              model_label.data(), model_label.size());
+    const std::string_view key(key_data, size);
+    std::lock_guard lock(series_mutex_);
+    auto found = model_series_.find(key);
+    if (found == model_series_.end()) {
+        found = model_series_
+                    .emplace(std::string(key), std::make_unique<model_series>(prompt_labels_.size()))
+                    .first;
+    }
+    return *found->second;
+}
+
+template <typename T, typename... Extra>
+T& registry::cached(std::atomic<T*>& slot, prometheus::Family<T>* family, const label_list& labels,
+                    const Extra&... extra) {
+    T* metric = slot.load(std::memory_order_acquire);
+    if (metric == nullptr) {
+        metric = &series(family, labels, extra...);
+        slot.store(metric, std::memory_order_release);
+    }
+    return *metric;
+}
+
 model_labels::model_labels(std::vector<std::string> allowlist, std::uint32_t max_models)
     : allowed_(allowlist.begin(), allowlist.end()),
       fixed_(!allowlist.empty()),
@@ -378,12 +440,14 @@ std::string registry::bounded_model(protocol::api_kind api, std::string_view mod
 
 void registry::record(const meter::request_summary& s) {
     const std::string model = bounded_model(s.api, s.model);
-    record_details(model, s);
+    model_series& m = series_of(model, s.api);
+    record_details(model, m, s);
     // Counted last: a scrape that sees the request also sees every series it added to.
-    count_request(s.api, model, s.result, s.status, s.duration_seconds);
+    count_request(s.api, model, m, s.result, s.status, s.duration_seconds);
 }
 
-void registry::record_details(const std::string& model, const meter::request_summary& s) {
+void registry::record_details(const std::string& model, model_series& m,
+                              const meter::request_summary& s) {
     std::string api(protocol::to_string(s.api));
     for (std::size_t i = 0; i < s.parse_errors_by_reason.size(); ++i) {
         if (s.parse_errors_by_reason[i] > 0) {
@@ -401,34 +465,38 @@ void registry::record_details(const std::string& model, const meter::request_sum
         if (!input) {
             input = s.native_input_tokens ? s.native_input_tokens : s.normalized_input_tokens;
         }
-        observe(ttft_, {{"model", model}, {"api", api}, {"prompt_class", prompt_class(input)}},
+        const std::size_t prompt = prompt_class_index(input);
+        observe(m.ttft[prompt], ttft_,
+                {{"model", model}, {"api", api}, {"prompt_class", prompt_labels_[prompt]}},
                 buckets_.time_to_first_token, *s.time_to_first_token);
     }
     if (s.time_to_first_content_token) {
-        observe(ttfct_, labels, buckets_.time_to_first_token, *s.time_to_first_content_token);
+        observe(m.ttfct, ttfct_, labels, buckets_.time_to_first_token,
+                *s.time_to_first_content_token);
     }
     if (s.inter_token_latency.count() > 0) {
-        observe_inter_token_latency(labels, s.inter_token_latency);
+        observe_inter_token_latency(m, labels, s.inter_token_latency);
     }
     if (s.time_per_output_token) {
-        observe(tpot_, labels, buckets_.time_per_output_token, *s.time_per_output_token);
+        observe(m.tpot, tpot_, labels, buckets_.time_per_output_token, *s.time_per_output_token);
     }
     if (s.output_tokens_per_second) {
-        observe(output_tps_, labels, buckets_.output_tokens_per_second,
+        observe(m.output_tps, output_tps_, labels, buckets_.output_tokens_per_second,
                 *s.output_tokens_per_second);
     }
     if (s.decode_tokens_per_second) {
-        observe(decode_tps_, labels, buckets_.decode_tokens_per_second,
+        observe(m.decode_tps, decode_tps_, labels, buckets_.decode_tokens_per_second,
                 *s.decode_tokens_per_second);
     }
     if (s.normalized_output_tokens_per_second) {
-        observe(normalized_tps_, labels, buckets_.output_tokens_per_second,
+        observe(m.normalized_tps, normalized_tps_, labels, buckets_.output_tokens_per_second,
                 *s.normalized_output_tokens_per_second);
     }
     if (s.output_chars > 0) {
-        series(output_chars_, labels).Increment(static_cast<double>(s.output_chars));
+        cached(m.output_chars, output_chars_, labels)
+            .Increment(static_cast<double>(s.output_chars));
     }
-    count_tokens(labels, s);
+    count_tokens(m, labels, s);
     // A server whose usage report disagrees with its own tokenizer has a broken report (or
     // hides text, like unstreamed reasoning). One or two tokens of difference are normal: an
     // end-of-sequence token, a detokenizer's trailing bytes.
@@ -457,62 +525,78 @@ const std::vector<double>& token_usage_bounds() {
     return bounds;
 }
 
-void registry::count_tokens(const label_list& labels, const meter::request_summary& s) {
+void registry::count_tokens(model_series& m, const label_list& labels,
+                            const meter::request_summary& s) {
     // type and source: "" leaves the label out.
-    auto add = [&](prometheus::Family<prometheus::Counter>* family, std::string_view type,
+    auto add = [&](std::atomic<prometheus::Counter*>& slot,
+                   prometheus::Family<prometheus::Counter>* family, std::string_view type,
                    std::string_view source, const std::optional<std::uint64_t>& n) {
         if (!n) {
             return;
         }
-        label_list l = labels;
-        if (!type.empty()) {
-            l.add("type", type);
+        prometheus::Counter* counter = slot.load(std::memory_order_acquire);
+        if (counter == nullptr) {
+            label_list l = labels;
+            if (!type.empty()) {
+                l.add("type", type);
+            }
+            if (!source.empty()) {
+                l.add("source", source);
+            }
+            counter = &cached(slot, family, l);
         }
-        if (!source.empty()) {
-            l.add("source", source);
-        }
-        series(family, l).Increment(static_cast<double>(*n));
+        counter->Increment(static_cast<double>(*n));
+    };
+    const auto source_slot = [](usage::token_source source) {
+        return static_cast<std::size_t>(source) % token_sources;
     };
     // A rejected request was never forwarded: no model consumed its tokens (as in its record).
     if (s.result != meter::outcome::rejected) {
         const usage::token_count input = usage::best_input(s);
         const usage::token_count output = usage::best_output(s);
-        add(tokens_, "input", usage::to_string(input.source), input.value);
-        add(tokens_, "output", usage::to_string(output.source), output.value);
+        add(m.tokens[0][source_slot(input.source)], tokens_, "input",
+            usage::to_string(input.source), input.value);
+        add(m.tokens[1][source_slot(output.source)], tokens_, "output",
+            usage::to_string(output.source), output.value);
+        const auto reasoning = [&](usage::token_source source,
+                                   const std::optional<std::uint64_t>& n) {
+            add(m.reasoning_tokens[source_slot(source)], reasoning_tokens_, "",
+                usage::to_string(source), n);
+        };
         if (s.reported.reasoning_tokens) {
-            add(reasoning_tokens_, "", "reported", s.reported.reasoning_tokens);
+            reasoning(usage::token_source::reported, s.reported.reasoning_tokens);
         } else if (s.native_reasoning_tokens.value_or(0) > 0) {
-            add(reasoning_tokens_, "", "native", s.native_reasoning_tokens);
+            reasoning(usage::token_source::native, s.native_reasoning_tokens);
         } else if (s.normalized_reasoning_tokens.value_or(0) > 0) {
-            add(reasoning_tokens_, "", "normalized", s.normalized_reasoning_tokens);
+            reasoning(usage::token_source::normalized, s.normalized_reasoning_tokens);
         }
-        add(cached_input_tokens_, "", "", s.reported.cached_input_tokens);
+        add(m.cached_input_tokens, cached_input_tokens_, "", "", s.reported.cached_input_tokens);
         // Verbosity per request: the same counts, as distributions (a model that answers in 80
         // tokens and one that answers in 800 have the same tokens/s and very different tasks).
         // Classic buckets only: a token count is not a latency.
         if (input.value) {
-            series(input_tokens_, labels, token_usage_bounds())
+            cached(m.input_tokens, input_tokens_, labels, token_usage_bounds())
                 .Observe(static_cast<double>(*input.value));
         }
         if (output.value) {
-            series(output_tokens_, labels, token_usage_bounds())
+            cached(m.output_tokens, output_tokens_, labels, token_usage_bounds())
                 .Observe(static_cast<double>(*output.value));
         }
     }
-    add(reported_tokens_, "input", "", s.reported.input_tokens);
-    add(reported_tokens_, "output", "", s.reported.output_tokens);
-    add(native_tokens_, "input", "", s.native_input_tokens);
-    add(native_tokens_, "output", "", s.native_output_tokens);
-    add(normalized_tokens_, "input", "", s.normalized_input_tokens);
-    add(normalized_tokens_, "output", "", s.normalized_output_tokens);
+    add(m.counted_tokens[0][0], reported_tokens_, "input", "", s.reported.input_tokens);
+    add(m.counted_tokens[0][1], reported_tokens_, "output", "", s.reported.output_tokens);
+    add(m.counted_tokens[1][0], native_tokens_, "input", "", s.native_input_tokens);
+    add(m.counted_tokens[1][1], native_tokens_, "output", "", s.native_output_tokens);
+    add(m.counted_tokens[2][0], normalized_tokens_, "input", "", s.normalized_input_tokens);
+    add(m.counted_tokens[2][1], normalized_tokens_, "output", "", s.normalized_output_tokens);
 }
 
-const std::string& registry::prompt_class(std::optional<std::uint64_t> input_tokens) const {
+std::size_t registry::prompt_class_index(std::optional<std::uint64_t> input_tokens) const {
     if (!input_tokens) {
-        return prompt_labels_.back();
+        return prompt_labels_.size() - 1;  // "unknown"
     }
     const auto at = std::lower_bound(prompt_bounds_.begin(), prompt_bounds_.end(), *input_tokens);
-    return prompt_labels_[static_cast<std::size_t>(at - prompt_bounds_.begin())];
+    return static_cast<std::size_t>(at - prompt_bounds_.begin());
 }
 
 // The entry for a (bounded) model label: its own, else slo.default, else none. The gauges are
@@ -593,26 +677,29 @@ void registry::count_slo(const std::string& model_label, const meter::request_su
 
 void registry::record_unforwarded(protocol::api_kind api, std::string_view model,
                                   meter::outcome result, int code, double duration_seconds) {
-    count_request(api, bounded_model(api, model), result, code, duration_seconds);
+    const std::string model_label = bounded_model(api, model);
+    count_request(api, model_label, series_of(model_label, api), result, code, duration_seconds);
 }
 
 // The two families every request lands in, forwarded or not.
 void registry::count_request(protocol::api_kind api, const std::string& model_label,
-                             meter::outcome result, int code, double duration_seconds) {
+                             model_series& m, meter::outcome result, int code,
+                             double duration_seconds) {
     const std::string_view api_label = protocol::to_string(api);
     const std::string_view outcome = meter::to_string(result);
     const std::string code_text = code_label(code);
     series(requests_,
            {{"model", model_label}, {"api", api_label}, {"outcome", outcome}, {"code", code_text}})
         .Increment();
-    observe(duration_, {{"model", model_label}, {"api", api_label}, {"outcome", outcome}},
+    observe(m.duration[static_cast<std::size_t>(result) % outcomes], duration_,
+            {{"model", model_label}, {"api", api_label}, {"outcome", outcome}},
             buckets_.request_duration, duration_seconds);
 }
 
-void registry::observe_inter_token_latency(const label_list& labels,
+void registry::observe_inter_token_latency(model_series& m, const label_list& labels,
                                            const meter::histogram_batch& batch) {
     if (itl_classic_index_.empty()) {
-        series(itl_, labels, buckets_.inter_token_latency)
+        cached(m.itl, itl_, labels, buckets_.inter_token_latency)
             .ObserveMultiple(batch.bucket_increments(), batch.sum());
         return;
     }
@@ -635,7 +722,7 @@ void registry::observe_inter_token_latency(const label_list& labels,
             native.positive[itl_native_index_[j]] += n;
         }
     });
-    series(itl_, labels, buckets_.inter_token_latency).ObserveMultiple(classic, batch.sum());
+    cached(m.itl, itl_, labels, buckets_.inter_token_latency).ObserveMultiple(classic, batch.sum());
     if (natives_) {
         natives_->observe(itl_->GetName(), labels.to_map(), native);
     }
@@ -645,6 +732,16 @@ void registry::observe(prometheus::Family<prometheus::Histogram>* family,
                        const label_list& labels, const std::vector<double>& bounds,
                        double value) {
     series(family, labels, bounds).Observe(value);
+    if (natives_) {
+        natives_->observe(family->GetName(), labels.to_map(), value);
+    }
+}
+
+void registry::observe(std::atomic<prometheus::Histogram*>& slot,
+                       prometheus::Family<prometheus::Histogram>* family,
+                       const label_list& labels, const std::vector<double>& bounds,
+                       double value) {
+    cached(slot, family, labels, bounds).Observe(value);
     if (natives_) {
         natives_->observe(family->GetName(), labels.to_map(), value);
     }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <initializer_list>
 #include <map>
@@ -146,22 +147,42 @@ class registry {
     std::string model_label(std::string_view model) { return models_.label_for(model); }
 
     // The prompt_class label for a prompt of this many input tokens (nullopt: "unknown").
-    [[nodiscard]] const std::string& prompt_class(std::optional<std::uint64_t> input_tokens) const;
+    [[nodiscard]] const std::string& prompt_class(std::optional<std::uint64_t> input_tokens) const {
+        return prompt_labels_[prompt_class_index(input_tokens)];
+    }
 
   private:
+    [[nodiscard]] std::size_t prompt_class_index(std::optional<std::uint64_t> input_tokens) const;
+
+    // The series one (model label, api) pair's requests land in, each found once (see series()):
+    // a slot is filled on first use, so a family shows a series only once it was observed.
+    struct model_series;
+    model_series& series_of(const std::string& model_label, protocol::api_kind api);
+    // The metric in `slot`, found with series() and kept there the first time. From any worker:
+    // series() gives the same metric for the same labels, so two threads that fill a slot at once
+    // store the same pointer.
+    template <typename T, typename... Extra>
+    T& cached(std::atomic<T*>& slot, prometheus::Family<T>* family, const label_list& labels,
+              const Extra&... extra);
+    // observe(), through a slot.
+    void observe(std::atomic<prometheus::Histogram*>& slot,
+                 prometheus::Family<prometheus::Histogram>* family, const label_list& labels,
+                 const std::vector<double>& bounds, double value);
+
     const slo_target* slo_for(const slo_options& slo, const std::string& model_label);
     void count_slo(const std::string& model_label, const meter::request_summary& s);
     std::string bounded_model(protocol::api_kind api, std::string_view model);
-    void record_details(const std::string& model, const meter::request_summary& s);
-    void count_tokens(const label_list& labels, const meter::request_summary& s);
-    void count_request(protocol::api_kind api, const std::string& model_label,
+    void record_details(const std::string& model, model_series& m,
+                        const meter::request_summary& s);
+    void count_tokens(model_series& m, const label_list& labels, const meter::request_summary& s);
+    void count_request(protocol::api_kind api, const std::string& model_label, model_series& m,
                        meter::outcome result, int code, double duration_seconds);
 
     // Each observation of a histogram family, also into its native copy (when enabled).
     void observe(prometheus::Family<prometheus::Histogram>* family, const label_list& labels,
                  const std::vector<double>& bounds, double value);
 
-    void observe_inter_token_latency(const label_list& labels,
+    void observe_inter_token_latency(model_series& m, const label_list& labels,
                                      const meter::histogram_batch& batch);
 
     // The series of `family` with these labels, found once and then kept (series are never
@@ -181,6 +202,9 @@ class registry {
     };
     // family address and labels -> metric
     std::unordered_map<std::string, void*, series_key_hash, std::equal_to<>> series_;
+    // api and model label -> its series (bounded as the model label is); under series_mutex_
+    std::unordered_map<std::string, std::unique_ptr<model_series>, series_key_hash, std::equal_to<>>
+        model_series_;
 
     histogram_buckets buckets_;
     model_labels models_;
