@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "meter/stream_meter.hpp"
@@ -173,6 +174,68 @@ TEST(Registry, SeriesKeysTellApartNamesOfEveryLengthThatDifferInOneByte) {
             text, R"(tokenmeter_requests_total{api="openai_chat",code="200",model=")" + names[i] +
                       R"(",outcome="complete"} )" + std::to_string(i % 3 + 1) + "\n"))
             << names[i];
+        // The series kept per (model, api) pair are found by a key of their own.
+        EXPECT_TRUE(contains(text, R"(tokenmeter_tokens_total{api="openai_chat",model=")" +
+                                       names[i] + R"(",source="reported",type="output"} )" +
+                                       std::to_string(3 * (i % 3 + 1)) + "\n"))
+            << names[i];
+    }
+}
+
+// One model behind two APIs: each pair keeps its own series, and neither shows in the other's.
+TEST(Registry, OneModelBehindTwoApisKeepsTwoSetsOfSeries) {
+    registry r(settings_with({}, 32));
+    r.record(streamed_summary(&r.inter_token_latency_bounds(), "llama"));
+    meter::request_summary completions =
+        streamed_summary(&r.inter_token_latency_bounds(), "llama");
+    completions.api = protocol::api_kind::openai_completions;
+    r.record(completions);
+    r.record(completions);
+    const auto text = r.expose();
+    EXPECT_TRUE(contains(
+        text,
+        R"(tokenmeter_tokens_total{api="openai_chat",model="llama",source="reported",type="output"} 3)"));
+    EXPECT_TRUE(contains(
+        text,
+        R"(tokenmeter_tokens_total{api="openai_completions",model="llama",source="reported",type="output"} 6)"));
+    EXPECT_TRUE(contains(
+        text,
+        R"(tokenmeter_inter_token_latency_seconds_count{api="openai_completions",model="llama"} 4)"));
+    EXPECT_TRUE(contains(
+        text,
+        R"(tokenmeter_request_duration_seconds_count{api="openai_chat",model="llama",outcome="complete"} 1)"));
+}
+
+// Workers record at once: the slots each fill once, to the one series of their labels, and no
+// observation is lost.
+TEST(Registry, ConcurrentRecordsShareTheirSeries) {
+    registry r(settings_with({}, 32));
+    constexpr int threads = 4;
+    constexpr int each = 200;
+    std::vector<std::thread> workers;
+    for (int t = 0; t < threads; ++t) {
+        workers.emplace_back([&r, t] {
+            for (int i = 0; i < each; ++i) {
+                r.record(streamed_summary(&r.inter_token_latency_bounds(),
+                                          (i + t) % 2 == 0 ? "llama" : "qwen"));
+            }
+        });
+    }
+    for (auto& w : workers) {
+        w.join();
+    }
+    const auto text = r.expose();
+    for (const char* model : {"llama", "qwen"}) {
+        const std::string m(model);
+        EXPECT_TRUE(contains(text, R"(tokenmeter_requests_total{api="openai_chat",code="200",model=")" +
+                                       m + R"(",outcome="complete"} 400)"))
+            << m;
+        EXPECT_TRUE(contains(text, R"(tokenmeter_tokens_total{api="openai_chat",model=")" + m +
+                                       R"(",source="reported",type="output"} 1200)"))
+            << m;
+        EXPECT_TRUE(contains(text, R"(tokenmeter_time_to_first_token_seconds_count{api="openai_chat",model=")" +
+                                       m + R"(",prompt_class="0-512"} 400)"))
+            << m;
     }
 }
 
