@@ -42,24 +42,32 @@ void histogram_batch::observe(double value, std::uint64_t times) {
             last_index_ = index;
         }
     }
-    if (span_.empty()) {
-        first_ = index;
-        span_.assign(1, 0);
-    } else if (index < first_) {
-        span_.insert(span_.begin(), first_ - index, 0);
-        first_ = index;
-    } else if (index >= first_ + span_.size()) {
-        span_.resize(index - first_ + 1, 0);
+    if (last_slot_ < buckets_.size() && buckets_[last_slot_].index == index) {
+        buckets_[last_slot_].count += times;
+    } else {
+        const auto slot = std::lower_bound(
+            buckets_.begin(), buckets_.end(), index,
+            [](const bucket& b, std::size_t i) { return std::size_t{b.index} < i; });
+        if (slot != buckets_.end() && std::size_t{slot->index} == index) {
+            slot->count += times;
+            last_slot_ = static_cast<std::size_t>(slot - buckets_.begin());
+        } else {
+            const auto at = slot - buckets_.begin();
+            if (buckets_.empty()) {
+                buckets_.reserve(8);  // a steady stream's gaps fall in a handful of buckets
+            }
+            buckets_.insert(buckets_.begin() + at, bucket{static_cast<std::uint32_t>(index), times});
+            last_slot_ = static_cast<std::size_t>(at);
+        }
     }
-    span_[index - first_] += times;
     sum_ += value * static_cast<double>(times);
     count_ += times;
 }
 
 std::vector<double> histogram_batch::bucket_increments() const {
     std::vector<double> out(bounds_ == nullptr ? 1 : bounds_->size() + 1, 0.0);
-    for (std::size_t i = 0; i < span_.size(); ++i) {
-        out[first_ + i] = static_cast<double>(span_[i]);
+    for (const bucket& b : buckets_) {
+        out[b.index] = static_cast<double>(b.count);
     }
     return out;
 }
