@@ -152,9 +152,12 @@ T& registry::series(prometheus::Family<T>* family, const label_list& labels,
     return metric;
 }
 
-// Token sources (usage::token_source) and outcomes (meter::outcome), as slot indexes.
+// Token sources (usage::token_source) and outcomes (meter::outcome), as slot indexes: one slot
+// per enumerator, so a new enumerator must grow these.
 constexpr std::size_t token_sources = 5;
 constexpr std::size_t outcomes = 5;
+static_assert(static_cast<std::size_t>(usage::token_source::counted) + 1 == token_sources);
+static_assert(static_cast<std::size_t>(meter::outcome::rejected) + 1 == outcomes);
 
 struct registry::model_series {
     explicit model_series(std::size_t prompt_classes) : ttft(prompt_classes) {}
@@ -548,7 +551,7 @@ void registry::count_tokens(model_series& m, const label_list& labels,
         counter->Increment(static_cast<double>(*n));
     };
     const auto source_slot = [](usage::token_source source) {
-        return static_cast<std::size_t>(source) % token_sources;
+        return static_cast<std::size_t>(source);
     };
     // A rejected request was never forwarded: no model consumed its tokens (as in its record).
     if (s.result != meter::outcome::rejected) {
@@ -691,7 +694,7 @@ void registry::count_request(protocol::api_kind api, const std::string& model_la
     series(requests_,
            {{"model", model_label}, {"api", api_label}, {"outcome", outcome}, {"code", code_text}})
         .Increment();
-    observe(m.duration[static_cast<std::size_t>(result) % outcomes], duration_,
+    observe(m.duration[static_cast<std::size_t>(result)], duration_,
             {{"model", model_label}, {"api", api_label}, {"outcome", outcome}},
             buckets_.request_duration, duration_seconds);
 }
