@@ -58,14 +58,16 @@ inline std::uint64_t hash_u64(std::uint64_t x) noexcept {
     return x ^ (x >> 33);
 }
 
-// Byte string -> id. Keys live in one arena; a 16-byte slot keeps the key's first 8 bytes, so a
-// probe compares without touching the arena (most tokens are at most 8 bytes long: no second
-// cache miss), and longer keys only memcmp the rest when the first 8 bytes already match. The
-// table is filled up to 80%, with a byte of hash tag per slot beside the slots so that probing
-// past other keys reads tags, not slots; o200k_base's 200k tokens take 4 MiB of slots, 256 KiB of
-// tags and 1.4 MiB of arena. Ids must be below 2^24 (every published
-// vocabulary is; insert refuses larger ones); a key of 255 bytes or more keeps its length in the
-// arena, in the 4 bytes before the key.
+// Byte string -> id. Keys live in one arena; an 8-byte slot keeps the key's arena offset, id and
+// length. The table is filled up to 80%, with a byte of hash tag per slot beside the slots, so
+// that probing past other keys reads tags, not slots: a miss, the common case in a merge loop,
+// rarely leaves the tag line, and a tag match reads the slot and then the key in the arena
+// (frequent tokens have low ids, so their keys sit together at the arena's start). o200k_base's
+// 200k tokens take 2 MiB of slots, 256 KiB of tags and 1.4 MiB of arena. (The slots kept the
+// key's first 8 bytes too until 2026-11-27, which saved the arena read for short keys and cost 2
+// MiB more for o200k_base, 1 MiB for cl100k_base; instructions per proxied chunk did not move.)
+// Ids must be below 2^24 (every published vocabulary is; insert refuses larger ones); a key of
+// 255 bytes or more keeps its length in the arena, in the 4 bytes before the key.
 class bytes_map {
   public:
     static constexpr std::uint32_t max_id = (1U << 24) - 1;
@@ -85,7 +87,6 @@ class bytes_map {
         if (slots_.empty() || (size_ + 1) * 5 > slots_.size() * 4) {
             rehash(slots_.empty() ? 16 : slots_.size() * 2);
         }
-        const std::uint64_t head = head_of(key);
         const std::uint64_t h = hash_bytes(key);
         const std::uint8_t tag = tag_of(h);
         for (std::size_t i = h & mask_;; i = (i + 1) & mask_) {
@@ -97,14 +98,13 @@ class bytes_map {
                     const auto n = static_cast<std::uint32_t>(key.size());
                     arena_.append(reinterpret_cast<const char*>(&n), sizeof n);
                 }
-                s.head = head;
                 s.offset = static_cast<std::uint32_t>(arena_.size());
                 s.id_length = (id << 8) | length;
                 arena_.append(key);
                 ++size_;
                 return true;
             }
-            if (tags_[i] == tag && matches(s, key, head)) {
+            if (tags_[i] == tag && matches(s, key)) {
                 return false;
             }
         }
@@ -114,7 +114,6 @@ class bytes_map {
         if (size_ == 0) {
             return false;
         }
-        const std::uint64_t head = head_of(key);
         const std::uint64_t h = hash_bytes(key);
         const std::uint8_t tag = tag_of(h);
         // The probe reads the one-byte tags (64 to a cache line) and touches a slot only when
@@ -124,7 +123,7 @@ class bytes_map {
             if (t == 0) {
                 return false;
             }
-            if (t == tag && matches(slots_[i], key, head)) {
+            if (t == tag && matches(slots_[i], key)) {
                 id = slots_[i].id_length >> 8;
                 return true;
             }
@@ -152,12 +151,11 @@ class bytes_map {
     static constexpr std::uint32_t empty = 0xffffffffU;
     static constexpr std::uint32_t long_key = 255;  // length byte meaning "length in the arena"
     struct slot {
-        std::uint64_t head = 0;        // the key's first 8 bytes, zero padded
-        std::uint32_t offset = 0;      // of the key in the arena
+        std::uint32_t offset = 0;         // of the key in the arena
         std::uint32_t id_length = empty;  // id << 8 | min(length, 255); `empty` when free
         [[nodiscard]] bool is_empty() const noexcept { return id_length == empty; }
     };
-    static_assert(sizeof(slot) == 16);
+    static_assert(sizeof(slot) == 8);
 
     // 0 = free; otherwise the top 7 bits of the hash with the high bit set (the low bits pick
     // the slot, so the tag adds information).
@@ -173,10 +171,6 @@ class bytes_map {
         return cap;
     }
 
-    static std::uint64_t head_of(std::string_view key) noexcept {
-        return load_upto8(key.data(), key.size());
-    }
-
     [[nodiscard]] std::size_t length_of(const slot& s) const noexcept {
         const std::uint32_t length = s.id_length & 0xFFU;
         if (length != long_key) {
@@ -187,11 +181,16 @@ class bytes_map {
         return n;
     }
 
-    [[nodiscard]] bool matches(const slot& s, std::string_view key,
-                               std::uint64_t head) const noexcept {
-        return s.head == head && length_of(s) == key.size() &&
-               (key.size() <= 8 ||
-                std::memcmp(arena_.data() + s.offset + 8, key.data() + 8, key.size() - 8) == 0);
+    // Keys of at most 8 bytes (most tokens) compare as one word each, without a call.
+    [[nodiscard]] bool matches(const slot& s, std::string_view key) const noexcept {
+        if (length_of(s) != key.size()) {
+            return false;
+        }
+        const char* stored = arena_.data() + s.offset;
+        if (key.size() <= 8) {
+            return load_upto8(stored, key.size()) == load_upto8(key.data(), key.size());
+        }
+        return std::memcmp(stored, key.data(), key.size()) == 0;
     }
 
     [[nodiscard]] std::string_view key_of(const slot& s) const noexcept {
