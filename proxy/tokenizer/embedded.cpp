@@ -2,6 +2,8 @@
 // embedded/embedded.S.in; their format is described in scripts/embed-tokenizers.mjs.
 #include "tokenizer/embedded.hpp"
 
+#include <sys/mman.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <cstdint>
@@ -88,6 +90,25 @@ bool inflate_blob(std::string_view blob, std::string& out, std::string& error) {
     return true;
 }
 
+// Gives the pages that lie wholly inside `blob` back to the kernel. The compressed table is read
+// once, to build the encoder; afterwards its pages (1.1 MB for o200k_base, 0.5 MB for
+// cl100k_base) would stay resident in the process for nothing. They are clean pages of the
+// binary's read-only mapping: a later read (a second load, a test) faults them in again from the
+// file. Best effort: a failure changes nothing but the resident size.
+void release_blob_pages(std::string_view blob) noexcept {
+    const long page = ::sysconf(_SC_PAGESIZE);
+    if (page <= 0 || blob.empty()) {
+        return;
+    }
+    const auto size = static_cast<std::uintptr_t>(page);
+    const auto begin = reinterpret_cast<std::uintptr_t>(blob.data());
+    const std::uintptr_t first = (begin + size - 1) / size * size;
+    const std::uintptr_t last = (begin + blob.size()) / size * size;
+    if (last > first) {
+        ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+    }
+}
+
 }  // namespace
 
 bool is_embedded(std::string_view name) noexcept { return !embedded_blob(name).empty(); }
@@ -126,7 +147,9 @@ std::shared_ptr<const encoder> load_embedded(std::string_view name, bool match_s
         return nullptr;
     }
     std::string table;
-    if (!inflate_blob(blob, table, error)) {
+    const bool inflated = inflate_blob(blob, table, error);
+    release_blob_pages(blob);
+    if (!inflated) {
         error = "built-in " + std::string(name) + ": " + error;
         return nullptr;
     }

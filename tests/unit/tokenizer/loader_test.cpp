@@ -1,13 +1,18 @@
 // Loaders on small hand-written tokenizer files: the encodings they define, and the errors for
 // files that are missing, malformed or unsupported (each must name the file and the problem).
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
+#include "tokenizer/embedded.hpp"
 #include "tokenizer/tokenizer.hpp"
 #include "tokenizer_files.hpp"
 
@@ -257,6 +262,53 @@ TEST_F(TokenizerLoader, BuiltInTablesNeedNoFile) {
         EXPECT_EQ(result.value->name(), name);
         EXPECT_EQ(ids_of(*result.value, text), ids) << name << ": " << text;
     }
+}
+
+namespace {
+
+// Pages of [data, data + size) that lie wholly inside it and are mapped in this process now
+// (bit 63 of /proc/self/pagemap, readable without privileges); -1 if pagemap cannot be read.
+int present_pages(std::string_view range) {
+    const long page = ::sysconf(_SC_PAGESIZE);
+    const int fd = ::open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || page <= 0) {
+        return -1;
+    }
+    const auto size = static_cast<std::uintptr_t>(page);
+    const auto begin = reinterpret_cast<std::uintptr_t>(range.data());
+    int present = 0;
+    for (std::uintptr_t p = (begin + size - 1) / size * size; p + size <= begin + range.size();
+         p += size) {
+        std::uint64_t entry = 0;
+        if (::pread(fd, &entry, sizeof entry, static_cast<off_t>(p / size * sizeof entry)) !=
+            static_cast<ssize_t>(sizeof entry)) {
+            ::close(fd);
+            return -1;
+        }
+        present += static_cast<int>(entry >> 63U);
+    }
+    ::close(fd);
+    return present;
+}
+
+}  // namespace
+
+// The compressed table is read once, to build the encoder; its pages are then given back to the
+// kernel (they would stay resident for nothing), and a later load reads them again from the
+// binary, unchanged.
+TEST_F(TokenizerLoader, BuiltInTableGivesItsCompressedPagesBack) {
+    const std::string_view blob = tokenmeter::tokenizer::detail::embedded_blob("cl100k_base");
+    ASSERT_GT(blob.size(), 100000U);
+    const std::size_t digest = std::hash<std::string_view>{}(blob);  // reads every page
+    ASSERT_GT(present_pages(blob), 100);
+    const tokenmeter::tokenizer::load_options options{{dir_.string()}, true};
+    const auto first = tokenmeter::tokenizer::load("cl100k_base", options);
+    ASSERT_NE(first.value, nullptr) << first.error;
+    EXPECT_EQ(present_pages(blob), 0);
+    EXPECT_EQ(std::hash<std::string_view>{}(blob), digest);
+    const auto second = tokenmeter::tokenizer::load("cl100k_base", options);
+    ASSERT_NE(second.value, nullptr) << second.error;
+    EXPECT_EQ(ids_of(*second.value, "hello world"), (std::vector<token_id>{15339, 1917}));
 }
 
 TEST_F(TokenizerLoader, BuiltInTablesCanBeTurnedOff) {
