@@ -71,7 +71,6 @@ void stream::restart() noexcept {
     consumed_ += pending_.size();
     pending_.clear();
     partial_utf8_.clear();
-    scratch_.clear();
     emitted_ = 0;
     analysed_ = 0;
     recheck_at_ = 0;

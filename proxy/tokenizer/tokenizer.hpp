@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/time.hpp"
@@ -203,12 +204,31 @@ class stream {
     [[nodiscard]] std::uint64_t analysed_bytes() const noexcept { return analysed_; }
 
   private:
+    // The ids of one analysis: a per-thread vector, lent for the call (not one per stream, which
+    // every open request would carry), so a callback that feeds another stream on the same
+    // thread gets a vector of its own.
+    class id_scratch {
+      public:
+        id_scratch() noexcept : ids_(std::move(spare())) { ids_.clear(); }
+        ~id_scratch() { spare() = std::move(ids_); }
+        id_scratch(const id_scratch&) = delete;
+        id_scratch& operator=(const id_scratch&) = delete;
+        std::vector<token_id>& ids() noexcept { return ids_; }
+
+      private:
+        static std::vector<token_id>& spare() noexcept {
+            thread_local std::vector<token_id> ids;
+            return ids;
+        }
+        std::vector<token_id> ids_;
+    };
+
     template <class OnToken>
-    void emit(core::time_point at, OnToken& on_token) {
-        for (token_id id : scratch_) {
+    void emit(const std::vector<token_id>& ids, core::time_point at, OnToken& on_token) {
+        for (token_id id : ids) {
             on_token(id, at);
         }
-        emitted_ += scratch_.size();
+        emitted_ += ids.size();
     }
 
     // Whether pending text is due for analysis (backoff on a long pre-token, below).
@@ -223,16 +243,16 @@ class stream {
         ends.clear();
         return ends;
     }
-    // Calls on_ids for each run of scratch_'s ids by `ends` (offsets in pending_); ids after
-    // the last reported end run to `final_bytes`.
+    // Calls on_ids for each run of `ids` by `ends` (offsets in pending_); ids after the last
+    // reported end run to `final_bytes`.
     template <class OnIds>
-    void report_runs(const std::vector<encoder::piece_end>& ends, std::size_t final_bytes,
+    void report_runs(const std::vector<token_id>& ids,
+                     const std::vector<encoder::piece_end>& ends, std::size_t final_bytes,
                      OnIds& on_ids);
 
     const encoder* encoder_;
     std::string pending_;       // valid UTF-8 not yet final: the unfinished pre-token(s)
     std::string partial_utf8_;  // an incomplete UTF-8 sequence at the end of the input so far
-    std::vector<token_id> scratch_;
     std::uint64_t emitted_ = 0;
     std::uint64_t analysed_ = 0;
     std::uint64_t consumed_ = 0;  // bytes of repaired text made final (or dropped)
@@ -249,9 +269,9 @@ void stream::feed(std::string_view delta, core::time_point at, OnToken&& on_toke
         return;
     }
     analysed_ += pending_.size();
-    scratch_.clear();
-    const std::size_t n = encoder_->encode_final(pending_, !started_, scratch_);
-    emit(at, on_token);
+    id_scratch scratch;
+    const std::size_t n = encoder_->encode_final(pending_, !started_, scratch.ids());
+    emit(scratch.ids(), at, on_token);
     advance(n);
 }
 
@@ -262,9 +282,9 @@ void stream::analyse(OnIds&& on_ids) {
     }
     std::vector<encoder::piece_end>& ends = piece_ends();
     analysed_ += pending_.size();
-    scratch_.clear();
-    const std::size_t n = encoder_->encode_final_pieces(pending_, !started_, scratch_, ends);
-    report_runs(ends, n, on_ids);
+    id_scratch scratch;
+    const std::size_t n = encoder_->encode_final_pieces(pending_, !started_, scratch.ids(), ends);
+    report_runs(scratch.ids(), ends, n, on_ids);
     advance(n);
 }
 
@@ -279,9 +299,9 @@ void stream::finish_pieces(OnIds&& on_ids) {
     }
     std::vector<encoder::piece_end>& ends = piece_ends();
     analysed_ += pending_.size();
-    scratch_.clear();
-    encoder_->encode_rest_pieces(pending_, !started_, scratch_, ends);
-    report_runs(ends, pending_.size(), on_ids);
+    id_scratch scratch;
+    encoder_->encode_rest_pieces(pending_, !started_, scratch.ids(), ends);
+    report_runs(scratch.ids(), ends, pending_.size(), on_ids);
     consumed_ += pending_.size();
     pending_.clear();
     started_ = true;
@@ -289,7 +309,8 @@ void stream::finish_pieces(OnIds&& on_ids) {
 }
 
 template <class OnIds>
-void stream::report_runs(const std::vector<encoder::piece_end>& ends, std::size_t final_bytes,
+void stream::report_runs(const std::vector<token_id>& ids,
+                         const std::vector<encoder::piece_end>& ends, std::size_t final_bytes,
                          OnIds& on_ids) {
     std::size_t done = 0;
     for (const encoder::piece_end& piece : ends) {
@@ -298,10 +319,10 @@ void stream::report_runs(const std::vector<encoder::piece_end>& ends, std::size_
             done = piece.ids;
         }
     }
-    if (scratch_.size() > done) {
-        on_ids(consumed_ + final_bytes, scratch_.size() - done);
+    if (ids.size() > done) {
+        on_ids(consumed_ + final_bytes, ids.size() - done);
     }
-    emitted_ += scratch_.size();
+    emitted_ += ids.size();
 }
 
 template <class OnToken>
@@ -314,9 +335,9 @@ void stream::finish(core::time_point at, OnToken&& on_token) {
         return;
     }
     analysed_ += pending_.size();
-    scratch_.clear();
-    encoder_->encode_rest(pending_, !started_, scratch_);
-    emit(at, on_token);
+    id_scratch scratch;
+    encoder_->encode_rest(pending_, !started_, scratch.ids());
+    emit(scratch.ids(), at, on_token);
     consumed_ += pending_.size();
     pending_.clear();
     started_ = true;

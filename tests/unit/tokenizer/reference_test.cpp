@@ -495,6 +495,41 @@ void check_all(const std::string& name) {
     check_piece_ends(name);
 }
 
+// A stream lends its id buffer from the thread for the length of one call: a callback that feeds
+// another stream on the same thread (a re-entrant call) must leave both streams' ids exact.
+TEST(TokenizerStream, ACallbackMayFeedAnotherStream) {
+    auto enc = get("o200k_base");
+    ASSERT_NE(enc, nullptr);
+    const std::string outer_text = hazard_text();
+    const std::string inner_text = "Fed from the other stream's callback: 12345 tokens, naïve!";
+    tokenmeter::tokenizer::stream outer(*enc);
+    tokenmeter::tokenizer::stream inner(*enc);
+    std::vector<token_id> outer_ids;
+    std::vector<token_id> inner_ids;
+    auto inner_sink = [&](token_id id, tokenmeter::core::time_point) { inner_ids.push_back(id); };
+    std::size_t inner_fed = 0;
+    auto outer_sink = [&](token_id id, tokenmeter::core::time_point) {
+        outer_ids.push_back(id);
+        if (inner_fed < inner_text.size()) {
+            inner.feed(std::string_view(inner_text).substr(inner_fed, 3), {}, inner_sink);
+            inner_fed = std::min(inner_fed + 3, inner_text.size());
+        }
+    };
+    for (std::size_t p = 0; p < outer_text.size(); p += 5) {
+        outer.feed(std::string_view(outer_text).substr(p, 5), {}, outer_sink);
+    }
+    outer.finish({}, outer_sink);
+    ASSERT_GT(inner_fed, 10U);  // the callback did feed the other stream
+    inner.feed(std::string_view(inner_text).substr(inner_fed), {}, inner_sink);
+    inner.finish({}, inner_sink);
+    std::vector<token_id> whole;
+    enc->encode(outer_text, whole);
+    EXPECT_EQ(outer_ids, whole);
+    whole.clear();
+    enc->encode(inner_text, whole);
+    EXPECT_EQ(inner_ids, whole);
+}
+
 TEST(TokenizerEncoder, O200kBase) {
     check_all("o200k_base");
 }
