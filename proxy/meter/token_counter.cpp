@@ -18,9 +18,7 @@ token_counter::token_counter(encoders which, bool hold_reads) : which_(which) {
     // byte whenever it is analysed.
     for (lane* l : {native_ ? &*native_ : nullptr, reference_ ? &*reference_ : nullptr}) {
         if (l != nullptr && (l != &timing_lane() || l->encoder->reports_piece_ends())) {
-            for (auto& s : l->streams) {
-                s.batch(count_batch_bytes);
-            }
+            l->batch(count_batch_bytes);
         }
     }
     // Every lane but the timing one batches; the timing one does when it reports piece ends.
@@ -60,7 +58,8 @@ void release(std::string& held) {
 
 bool token_counter::can_hold(text_kind kind) const noexcept {
     const auto clean = [kind](const std::optional<lane>& l) {
-        return !l || !l->streams[kind].holds_partial_utf8();
+        const tokenizer::stream* s = l ? l->made(kind) : nullptr;
+        return s == nullptr || !s->holds_partial_utf8();
     };
     return clean(native_) && clean(reference_);
 }
@@ -87,7 +86,7 @@ const std::vector<token_counter::token_group>& token_counter::feed_kind(text_kin
             // are valid and follow no incomplete sequence, so they are appended as they are.
             held.append(text);
             arrivals_[kind].push_back(
-                {timing_lane().streams[kind].appended_bytes() + held.size(), at});
+                {appended_bytes(timing_lane(), kind) + held.size(), at});
             if (held.size() < count_batch_bytes) {
                 return groups;
             }
@@ -142,7 +141,7 @@ void token_counter::feed_lanes(text_kind kind, std::string_view text, core::time
 void token_counter::feed_pieces(lane& l, text_kind kind, std::string_view text,
                                 core::time_point at, tokenizer::utf8_checked checked,
                                 std::vector<token_group>& groups) {
-    tokenizer::stream& stream = l.streams[kind];
+    tokenizer::stream& stream = l.stream(kind);
     auto& arrivals = arrivals_[kind];
     std::uint64_t total = 0;
     auto add = [&](core::time_point done, std::uint64_t n) {
@@ -198,7 +197,7 @@ std::uint64_t token_counter::feed_timed(text_kind kind, std::string_view text, c
     lane& timing = timing_lane();
     const std::uint64_t n = feed_bounded(timing, kind, text, at, checked);
     timing.tokens[kind] += n;
-    const std::uint64_t pending_from = fed_[kind] - timing.streams[kind].pending_bytes();
+    const std::uint64_t pending_from = fed_[kind] - timing.stream(kind).pending_bytes();
     if (n > 0) {
         completed_at = completion_time(kind, pending_from);
     }
@@ -214,7 +213,7 @@ std::uint64_t token_counter::feed_bounded(lane& l, text_kind kind, std::string_v
                                           core::time_point at, tokenizer::utf8_checked checked) {
     std::uint64_t n = 0;
     auto count = [&n](tokenizer::token_id, core::time_point) { ++n; };
-    tokenizer::stream& stream = l.streams[kind];
+    tokenizer::stream& stream = l.stream(kind);
     while (!text.empty()) {
         const std::size_t slice = slice_length(text);
         stream.feed(text.substr(0, slice), at, count, checked);
@@ -247,14 +246,14 @@ const std::vector<token_counter::token_group>& token_counter::finish_kind(text_k
     }
     lane& timing = timing_lane();
     for (lane* l : {native_ ? &*native_ : nullptr, reference_ ? &*reference_ : nullptr}) {
-        if (l == nullptr) {
-            continue;
+        if (l == nullptr || l->made(kind) == nullptr) {
+            continue;  // no lane, or nothing of this kind was fed
         }
         std::uint64_t n = 0;
         if (l == &timing && l->encoder->reports_piece_ends()) {
             // Each piece of the tail keeps the time of the read of its last byte.
             std::size_t from = 0;
-            l->streams[kind].finish_pieces([&](std::uint64_t end, std::size_t count) {
+            l->stream(kind).finish_pieces([&](std::uint64_t end, std::size_t count) {
                 n += count;
                 const core::time_point done = completion_time(kind, end, from);
                 if (!groups.empty() && groups.back().at == done) {
@@ -264,7 +263,7 @@ const std::vector<token_counter::token_group>& token_counter::finish_kind(text_k
                 }
             });
         } else {
-            l->streams[kind].finish(core::time_point{},
+            l->stream(kind).finish(core::time_point{},
                                     [&n](tokenizer::token_id, core::time_point) { ++n; });
             if (l == &timing && n > 0) {
                 // The tail was complete when its last byte arrived, not when the stream ended.
@@ -337,8 +336,10 @@ std::size_t token_counter::pending_bytes() const noexcept {
     std::size_t total = held_bytes();
     for (const auto* l : {native_ ? &*native_ : nullptr, reference_ ? &*reference_ : nullptr}) {
         if (l != nullptr) {
-            for (const auto& s : l->streams) {
-                total += s.pending_bytes();
+            for (const text_kind kind : {content, reasoning, tool_arguments}) {
+                if (const tokenizer::stream* s = l->made(kind)) {
+                    total += s->pending_bytes();
+                }
             }
         }
     }

@@ -8,6 +8,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -71,15 +72,47 @@ class token_counter {
   private:
     enum text_kind : std::uint8_t { content = 0, reasoning = 1, tool_arguments = 2, kinds = 3 };
 
-    // One tokenizer's streams, one per kind of text.
-    struct lane {
-        explicit lane(const tokenizer::encoder& enc)
-            : encoder(&enc),
-              streams{tokenizer::stream(enc), tokenizer::stream(enc), tokenizer::stream(enc)} {}
+    // One tokenizer's streams, one per kind of text. The content stream is always there; the
+    // reasoning and tool-call ones are made when their first text arrives (most responses have
+    // neither, and every open request would carry two unused streams per lane).
+    class lane {
+      public:
+        explicit lane(const tokenizer::encoder& enc) : encoder(&enc), content_(enc) {}
+        // The stream of `kind`, made now if it was not yet.
+        tokenizer::stream& stream(text_kind kind) {
+            if (kind == content) {
+                return content_;
+            }
+            auto& other = others_[kind - 1];
+            if (!other) {
+                other = std::make_unique<tokenizer::stream>(*encoder);
+                other->batch(batch_);
+            }
+            return *other;
+        }
+        // The stream of `kind` if it was made, else nullptr (nothing of that kind was fed).
+        [[nodiscard]] const tokenizer::stream* made(text_kind kind) const noexcept {
+            return kind == content ? &content_ : others_[kind - 1].get();
+        }
+        // Analyse in batches of `bytes` (tokenizer::stream::batch), in every stream.
+        void batch(std::size_t bytes) {
+            batch_ = bytes;
+            content_.batch(bytes);
+            for (auto& other : others_) {
+                if (other) {
+                    other->batch(bytes);
+                }
+            }
+        }
+
         const tokenizer::encoder* encoder;
-        std::array<tokenizer::stream, kinds> streams;
         std::array<std::uint64_t, kinds> tokens{};
         double bytes_per_cut_token = 0;  // measured on the first cut part; 0 until then
+
+      private:
+        tokenizer::stream content_;
+        std::array<std::unique_ptr<tokenizer::stream>, kinds - 1> others_;
+        std::size_t batch_ = 0;
     };
     // When the bytes of one kind arrived: (end offset in that kind's text, time of the read).
     struct arrival {
@@ -150,6 +183,11 @@ class token_counter {
     core::time_point completion_time(text_kind kind, std::uint64_t consumed_end,
                                      std::size_t& from);
     lane& timing_lane() noexcept { return native_ ? *native_ : *reference_; }
+    // Bytes given to `kind`'s stream of `l` so far (0 if it was not made).
+    static std::uint64_t appended_bytes(const lane& l, text_kind kind) noexcept {
+        const tokenizer::stream* s = l.made(kind);
+        return s != nullptr ? s->appended_bytes() : 0;
+    }
     // Feeds `text` into one stream in slices, cutting its pending pre-token at
     // max_pending_bytes; returns the tokens it completed.
     std::uint64_t feed_bounded(lane& l, text_kind kind, std::string_view text, core::time_point at,
