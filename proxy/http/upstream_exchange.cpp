@@ -29,11 +29,11 @@ upstream_exchange<Stream>::upstream_exchange(client_connection<Stream>& owner,
       body_capacity_(0) {}
 
 template <class Stream>
-void upstream_exchange<Stream>::grow_body_buffer_after(std::size_t bytes_read) {
+void upstream_exchange<Stream>::resize_body_buffer_after(std::size_t bytes_read) {
     // Only between a completed write and the next read: nothing refers to the old bytes then.
-    // A read that filled the buffer is a bulk transfer (a streamed chunk is a few hundred bytes).
-    if (bytes_read > 0 && bytes_read >= body_capacity_ && body_capacity_ < body_buffer_max) {
-        body_capacity_ = std::min(body_capacity_ * 4, body_buffer_max);
+    const std::size_t next = relay_buffer_size::next(body_capacity_, bytes_read, small_reads_);
+    if (next != body_capacity_) {
+        body_capacity_ = next;
         body_buffer_.reset(new char[body_capacity_]);
     }
 }
@@ -54,6 +54,7 @@ void upstream_exchange<Stream>::start(bhttp::request<bhttp::string_body> request
     options_ = options;
     reset_body_buffer();
     last_read_ = 0;
+    small_reads_ = 0;
     retried_ = false;
     relayed_bytes_ = 0;
     decoder_ = body_decoder();

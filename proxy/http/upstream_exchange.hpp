@@ -18,6 +18,7 @@
 #include "http/body_decoder.hpp"
 #include "http/drained_read.hpp"
 #include "http/local_failure.hpp"
+#include "http/relay_buffer.hpp"
 #include "http/upstream_pool.hpp"
 #include "protocol/usage_filter.hpp"
 
@@ -149,13 +150,11 @@ class upstream_exchange {
     static constexpr unsigned max_interim_responses = 16;
     // Response heads are rarely over 1 KiB; a bigger one grows the buffer as Beast needs.
     static constexpr std::size_t head_read_size = 1024;
-    // The relay buffer starts small (a streamed chunk is a few hundred bytes, and only the pages
-    // a read touches count in RSS) and grows while reads keep filling it: a large body then
-    // moves in few big reads and writes, with one syscall pair per read.
-    // It shrinks back when the next exchange starts.
-    static constexpr std::size_t body_buffer_initial = 512;
-    static constexpr std::size_t body_buffer_max = 256 * 1024;
-    void grow_body_buffer_after(std::size_t bytes_read);
+    // The relay buffer's size follows the reads (http/relay_buffer.hpp): small for a stream's
+    // chunks, grown while reads fill it, small again after a run of small reads; and small when
+    // the next exchange starts.
+    static constexpr std::size_t body_buffer_initial = relay_buffer_size::initial;
+    void resize_body_buffer_after(std::size_t bytes_read);
     void reset_body_buffer();
     void ensure_body_buffer() {
         if (!body_buffer_) {
@@ -165,6 +164,7 @@ class upstream_exchange {
     }
     std::unique_ptr<char[]> body_buffer_;  // uninitialised: untouched pages cost no RSS
     std::size_t body_capacity_ = 0;
+    std::uint32_t small_reads_ = 0;  // reads in a row too small to need a grown buffer
 };
 
 }  // namespace tokenmeter::http

@@ -71,7 +71,7 @@ void upstream_exchange<Stream>::start_body() {
 template <class Stream>
 void upstream_exchange<Stream>::do_read_body() {
     ensure_body_buffer();
-    grow_body_buffer_after(last_read_);
+    resize_body_buffer_after(last_read_);
     if (deferred_error_) {
         // The bytes before the fault went out with the last write; now the fault is handled
         // as if this read had found it.

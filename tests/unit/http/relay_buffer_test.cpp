@@ -1,0 +1,69 @@
+// The relay buffer's size rule: grows while reads fill it, up to its cap; made small again after
+// a run of small reads, and only then.
+#include "http/relay_buffer.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace {
+
+using tokenmeter::http::relay_buffer_size;
+
+TEST(RelayBuffer, GrowsWhileReadsFillItUpToItsCap) {
+    std::uint32_t small = 0;
+    std::size_t capacity = relay_buffer_size::initial;
+    EXPECT_EQ(relay_buffer_size::next(capacity, 0, small), capacity);  // no read yet
+    EXPECT_EQ(relay_buffer_size::next(capacity, capacity - 1, small), capacity);
+    std::size_t steps = 0;
+    while (capacity < relay_buffer_size::max) {
+        const std::size_t next = relay_buffer_size::next(capacity, capacity, small);
+        ASSERT_GT(next, capacity);
+        capacity = next;
+        ++steps;
+    }
+    EXPECT_EQ(capacity, relay_buffer_size::max);
+    EXPECT_EQ(steps, 5U);  // 512 B -> 2 KiB -> 8 KiB -> 32 KiB -> 128 KiB -> 256 KiB
+    EXPECT_EQ(relay_buffer_size::next(capacity, capacity, small), capacity);  // capped
+}
+
+TEST(RelayBuffer, ShrinksAfterARunOfSmallReadsOnly) {
+    std::uint32_t small = 0;
+    const std::size_t grown =
+        relay_buffer_size::next(relay_buffer_size::initial, relay_buffer_size::initial, small);
+    ASSERT_GT(grown, relay_buffer_size::initial);
+    // Small reads (a stream's chunks, the relay keeping up): the buffer stays until the run is
+    // long enough.
+    for (std::uint32_t i = 1; i < relay_buffer_size::shrink_after_small_reads; ++i) {
+        ASSERT_EQ(relay_buffer_size::next(grown, 200, small), grown) << i;
+    }
+    // A read the first size could not have held without filling it ends the run...
+    EXPECT_EQ(relay_buffer_size::next(grown, relay_buffer_size::initial, small), grown);
+    EXPECT_EQ(small, 0U);
+    for (std::uint32_t i = 1; i < relay_buffer_size::shrink_after_small_reads; ++i) {
+        ASSERT_EQ(relay_buffer_size::next(grown, 200, small), grown) << i;
+    }
+    // ...and the run's last small read makes it small again.
+    EXPECT_EQ(relay_buffer_size::next(grown, 200, small), relay_buffer_size::initial);
+    EXPECT_EQ(small, 0U);
+    // The first size never shrinks; a bulk read fills it and it grows again.
+    for (int i = 0; i < 40; ++i) {
+        ASSERT_EQ(relay_buffer_size::next(relay_buffer_size::initial, 10, small),
+                  relay_buffer_size::initial);
+    }
+    EXPECT_EQ(
+        relay_buffer_size::next(relay_buffer_size::initial, relay_buffer_size::initial, small),
+        grown);
+}
+
+TEST(RelayBuffer, ABulkBodyKeepsItsLargeBuffer) {
+    std::uint32_t small = 0;
+    const std::size_t capacity = relay_buffer_size::max;
+    for (int i = 0; i < 100; ++i) {
+        ASSERT_EQ(relay_buffer_size::next(capacity, capacity, small), capacity);
+        ASSERT_EQ(relay_buffer_size::next(capacity, capacity / 3, small), capacity);
+    }
+}
+
+}  // namespace
