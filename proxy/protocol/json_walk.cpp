@@ -34,10 +34,10 @@ bool json_path::is_from(std::size_t skip,
 
 void json_path::push(std::string_view step) {
     while (copies_.size() <= size_) {
-        copies_.emplace_back();
+        copies_.push_back(std::make_unique<std::string>());
     }
-    copies_[size_].assign(step);
-    push_view(copies_[size_]);
+    copies_[size_]->assign(step);
+    push_view(*copies_[size_]);
 }
 
 void json_path::push_view(std::string_view step) {

@@ -9,8 +9,8 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <initializer_list>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -93,7 +93,10 @@ class json_path {
     void push_view(std::string_view step);
 
     std::vector<std::string_view> steps_;
-    std::deque<std::string> copies_;  // per depth, for pushed copies (a deque: stable addresses)
+    // Per depth, for pushed copies: each string where it was made (steps_ view them), and nothing
+    // allocated until the first copy (a std::deque allocates a map and a 512-byte block when it
+    // is made, and every streamed response's adapter has a path).
+    std::vector<std::unique_ptr<std::string>> copies_;
     std::size_t size_ = 0;
     // walk_json's scratch: unescaped keys and string values apart (a key is still needed when its
     // value has been unescaped), a number's text for strtod, and per open container: an array?
