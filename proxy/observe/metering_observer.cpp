@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -48,7 +49,9 @@ struct request_state {
     std::uint64_t close_seq = 0;
     std::int64_t wall_start_ms = 0;
     core::time_point last_checkpoint{};
-    std::optional<meter::request_summary> sealed;  // finished before its last bytes were sent
+    // Finished before its last bytes were sent; made only then (a summary is about 600 bytes,
+    // which every open request would carry inline).
+    std::unique_ptr<meter::request_summary> sealed;
     bool bucket_charged = false;  // the tenant's tokens are in its bucket (charge_bucket)
     bool stream_counted = false;
     admission admit;
@@ -156,7 +159,8 @@ class metering_exchange final : public exchange_observer {
         if (state_.sealed) {
             return {};
         }
-        state_.sealed = exchange_.finish(meter::end_reason::upstream_complete, at);
+        state_.sealed = std::make_unique<meter::request_summary>(
+            exchange_.finish(meter::end_reason::upstream_complete, at));
         write_close(*state_.sealed);
         // The bucket too, before the client can see the end: its next request meets the debt
         // this one left, even on another worker.
@@ -165,7 +169,7 @@ class metering_exchange final : public exchange_observer {
     }
 
     void end(end_reason reason, core::time_point at) override {
-        const bool was_sealed = state_.sealed.has_value();
+        const bool was_sealed = state_.sealed != nullptr;
         auto summary = was_sealed ? std::move(*state_.sealed) : exchange_.finish(reason, at);
         state_.sealed.reset();
         if (!was_sealed) {
