@@ -93,7 +93,7 @@ void client_connection<Stream>::do_read_header() {
     phase_ = phase::reading_request;
     request_ = request_state{};
     const auto& settings = context_.settings;
-    request_parser_.emplace();
+    request_parser_ = std::make_unique<bhttp::request_parser<bhttp::string_body>>();
     request_parser_->header_limit(static_cast<std::uint32_t>(settings.max_request_header_bytes));
     request_parser_->body_limit(settings.max_request_body_bytes);
     lowest().expires_after(first_request_ ? settings.request_header : settings.client_idle);
@@ -247,7 +247,8 @@ void client_connection<Stream>::handle_request() {
     };
     request_.observed = context_.observer.begin(std::move(facts));
     context_.requests_in_flight.fetch_add(1, std::memory_order_relaxed);
-    request_.admitting.emplace(std::move(plan.upstream));
+    request_.admitting =
+        std::make_unique<bhttp::request<bhttp::string_body>>(std::move(plan.upstream));
     request_.admitting_options = {plan.head, plan.usage_injected, plan.continuous_usage};
     if (request_.observed->admission_pending()) {
         // A shared store decides (one round trip, bounded by its timeout); the callback comes
@@ -309,19 +310,19 @@ void client_connection<Stream>::respond_local(const failure_answer& answer,
     const bool close = answer.close || !request_.keep_alive || draining();
     phase_ = phase::writing_local;
     request_.response_begun = true;
-    local_response_ = bhttp::response<bhttp::string_body>{};
-    local_response_.result(answer.status);
-    local_response_.version(request_.version == 10 ? 10 : 11);
-    local_response_.set(bhttp::field::content_type, "application/json");
-    local_response_.set(bhttp::field::cache_control, "no-store");
-    local_response_.body() = error_body(answer.code, message);
+    local_response_ = std::make_unique<bhttp::response<bhttp::string_body>>();
+    local_response_->result(answer.status);
+    local_response_->version(request_.version == 10 ? 10 : 11);
+    local_response_->set(bhttp::field::content_type, "application/json");
+    local_response_->set(bhttp::field::cache_control, "no-store");
+    local_response_->body() = error_body(answer.code, message);
     if (!request_.retry_after.empty()) {
-        local_response_.set(bhttp::field::retry_after, request_.retry_after);
+        local_response_->set(bhttp::field::retry_after, request_.retry_after);
     }
-    local_response_.keep_alive(!close);
-    local_response_.prepare_payload();
+    local_response_->keep_alive(!close);
+    local_response_->prepare_payload();
     lowest().expires_after(context_.settings.client_write);
-    bhttp::async_write(client_, local_response_, guarded([this, close](error_code ec, std::size_t) {
+    bhttp::async_write(client_, *local_response_, guarded([this, close](error_code ec, std::size_t) {
                            on_write_local(ec, close);
                        }));
 }

@@ -312,13 +312,13 @@ void upstream_exchange<Stream>::forward_interim() {
         return;
     }
     const auto& head = parser_->get();
-    interim_response_ = bhttp::response<bhttp::empty_body>{};
-    interim_response_.result(head.result_int());
-    interim_response_.reason(head.reason());
-    interim_response_.version(11);
-    copy_end_to_end_fields(head.base(), interim_response_.base());
+    interim_response_ = std::make_unique<bhttp::response<bhttp::empty_body>>();
+    interim_response_->result(head.result_int());
+    interim_response_->reason(head.reason());
+    interim_response_->version(11);
+    copy_end_to_end_fields(head.base(), interim_response_->base());
     owner_.lowest().expires_after(owner_.context_.settings.client_write);
-    bhttp::async_write(owner_.client_, interim_response_,
+    bhttp::async_write(owner_.client_, *interim_response_,
                        owner_.guarded([this](error_code ec, std::size_t) { on_write_interim(ec); }));
 }
 

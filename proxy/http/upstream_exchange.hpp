@@ -109,7 +109,7 @@ class upstream_exchange {
     std::optional<bhttp::response_parser<bhttp::buffer_body>> parser_;
     std::uint64_t head_bytes_ = 0;
     unsigned interim_responses_ = 0;
-    bhttp::response<bhttp::empty_body> interim_response_;
+    std::unique_ptr<bhttp::response<bhttp::empty_body>> interim_response_;  // made for a 1xx
     bhttp::response<bhttp::buffer_body> client_response_;
     // The head being written: the request's to the upstream, then the response's to the
     // client (http::append_head); the body's framing is the relay's own (body_framing).
