@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "app/allocator.hpp"
 #include "app/tokenizers.hpp"
 #include "tokenizer/tokenizer.hpp"
 
@@ -79,12 +80,20 @@ int tokenize_command(int argc, char** argv) {
         std::fputs(tokenize_usage, stderr);
         return fail("--tokenizer is required");
     }
-    const std::int64_t resident_before = settled_resident_bytes();
-    const double load_start = seconds_now();
-    const tokenizer::load_result loaded =
-        tokenizer::load(spec, tokenizer::load_options{tokenizer_search_dirs(dir), true,
-                                                      special_tokens_mode(mode_of(special))});
-    const double load_seconds = seconds_now() - load_start;
+    std::int64_t resident_before = 0;
+    double load_seconds = 0;
+    // Loaded as the proxy loads its tokenizers (app.cpp): with the allocator releasing what
+    // parsing frees at once, so the resident figure is what the proxy would hold.
+    const tokenizer::load_result loaded = [&] {
+        const prompt_release release;
+        resident_before = settled_resident_bytes();
+        const double load_start = seconds_now();
+        auto result =
+            tokenizer::load(spec, tokenizer::load_options{tokenizer_search_dirs(dir), true,
+                                                          special_tokens_mode(mode_of(special))});
+        load_seconds = seconds_now() - load_start;
+        return result;
+    }();
     if (!loaded.value) {
         return fail(loaded.error);
     }
