@@ -159,7 +159,7 @@ void upstream_exchange<Stream>::on_write_request(error_code ec) {
 
 template <class Stream>
 void upstream_exchange<Stream>::do_read_head() {
-    parser_.emplace();
+    parser_ = std::make_unique<bhttp::response_parser<bhttp::buffer_body>>();
     parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
     parser_->header_limit(
         static_cast<std::uint32_t>(owner_.context_.settings.max_request_header_bytes));
@@ -362,7 +362,8 @@ template <class Stream>
 void upstream_exchange<Stream>::on_complete() {
     stop_body_watch();
     owner_.stop_watching_client();
-    bool reusable = parser_->keep_alive() && upstream_->buffer.size() == 0 && !bytes_after_body_;
+    const bool keep_alive = parser_ ? parser_->keep_alive() : upstream_keep_alive_;
+    bool reusable = keep_alive && upstream_->buffer.size() == 0 && !bytes_after_body_;
     upstream_->stream.expires_never();
     pool_.release(std::move(upstream_), reusable);
     parser_.reset();

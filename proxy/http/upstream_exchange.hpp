@@ -106,7 +106,10 @@ class upstream_exchange {
     upstream_ptr upstream_;
     bool reused_ = false;
     bool retried_ = false;
-    std::optional<bhttp::response_parser<bhttp::buffer_body>> parser_;
+    // The response head's parser: made per response, let go once the body's framing is known
+    // (the relay decodes the body itself), so a streaming response does not carry it.
+    std::unique_ptr<bhttp::response_parser<bhttp::buffer_body>> parser_;
+    bool upstream_keep_alive_ = false;  // the parser's keep_alive(), kept when it is let go
     std::uint64_t head_bytes_ = 0;
     unsigned interim_responses_ = 0;
     std::unique_ptr<bhttp::response<bhttp::empty_body>> interim_response_;  // made for a 1xx

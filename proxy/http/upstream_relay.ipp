@@ -46,6 +46,11 @@ void upstream_exchange<Stream>::start_body() {
     } else {
         decoder_ = body_decoder::until_close();
     }
+    // From here the head's parser has nothing to do: the framing is in decoder_, and whether
+    // the connection may be reused is decided by the head (Connection, the version, and a body
+    // that ends at the close).
+    upstream_keep_alive_ = parser_->keep_alive();
+    parser_.reset();
     bytes_after_body_ = false;
     // Over plain TCP, where the framing says more bytes are due, a short read counts as draining
     // the socket (http/drained_read: no receive that finds nothing before each wait). A body
