@@ -66,26 +66,6 @@ class piece_cache {
     }
 
   private:
-    // a[0..n) == b[0..n): pieces are short, so up to 16 bytes are compared as two words (which
-    // may overlap) instead of by a call to memcmp.
-    static bool same_bytes(const char* a, const char* b, std::size_t n) noexcept {
-        if (n <= 8) {
-            return load_upto8(a, n) == load_upto8(b, n);
-        }
-        if (n <= 16) {
-            std::uint64_t a0 = 0;
-            std::uint64_t a1 = 0;
-            std::uint64_t b0 = 0;
-            std::uint64_t b1 = 0;
-            std::memcpy(&a0, a, 8);
-            std::memcpy(&b0, b, 8);
-            std::memcpy(&a1, a + n - 8, 8);
-            std::memcpy(&b1, b + n - 8, 8);
-            return a0 == b0 && a1 == b1;
-        }
-        return std::memcmp(a, b, n) == 0;
-    }
-
     static constexpr std::size_t entries = 16384;
     // The owner is part of the slot: two encoders working on the same text (the native and the
     // reference tokenizer of one stream) hash each piece alike, and would otherwise take turns

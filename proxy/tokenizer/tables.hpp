@@ -33,6 +33,26 @@ inline std::uint64_t load_upto8(const char* p, std::size_t n) noexcept {
     return w;
 }
 
+// a[0..n) == b[0..n). Tokens and pieces are short, so up to 16 bytes are compared as one or two
+// words (which may overlap) instead of by a call to memcmp.
+inline bool same_bytes(const char* a, const char* b, std::size_t n) noexcept {
+    if (n <= 8) {
+        return load_upto8(a, n) == load_upto8(b, n);
+    }
+    if (n <= 16) {
+        std::uint64_t a0 = 0;
+        std::uint64_t a1 = 0;
+        std::uint64_t b0 = 0;
+        std::uint64_t b1 = 0;
+        std::memcpy(&a0, a, 8);
+        std::memcpy(&b0, b, 8);
+        std::memcpy(&a1, a + n - 8, 8);
+        std::memcpy(&b1, b + n - 8, 8);
+        return a0 == b0 && a1 == b1;
+    }
+    return std::memcmp(a, b, n) == 0;
+}
+
 // A fast 64-bit hash for short byte strings (tokens are mostly < 16 bytes): 8 bytes per multiply.
 inline std::uint64_t hash_bytes(std::string_view s) noexcept {
     std::uint64_t h = 0x9E3779B97F4A7C15ULL ^ (s.size() * 0xff51afd7ed558ccdULL);
@@ -181,16 +201,9 @@ class bytes_map {
         return n;
     }
 
-    // Keys of at most 8 bytes (most tokens) compare as one word each, without a call.
     [[nodiscard]] bool matches(const slot& s, std::string_view key) const noexcept {
-        if (length_of(s) != key.size()) {
-            return false;
-        }
-        const char* stored = arena_.data() + s.offset;
-        if (key.size() <= 8) {
-            return load_upto8(stored, key.size()) == load_upto8(key.data(), key.size());
-        }
-        return std::memcmp(stored, key.data(), key.size()) == 0;
+        return length_of(s) == key.size() &&
+               same_bytes(arena_.data() + s.offset, key.data(), key.size());
     }
 
     [[nodiscard]] std::string_view key_of(const slot& s) const noexcept {
