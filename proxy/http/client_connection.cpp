@@ -223,9 +223,10 @@ void client_connection<Stream>::handle_request() {
     lowest().expires_never();
     bhttp::request<bhttp::string_body> request = request_parser_->release();
     request_parser_.reset();
-    // A long prompt grew the read buffer; a stream can last minutes, so give that back now
-    // unless a pipelined request is already waiting in it.
-    if (client_buffer_.size() == 0 && client_buffer_.capacity() > idle_client_buffer_bytes) {
+    // The read buffer is not needed again until the next request, and a stream can last
+    // minutes: give it back now (512 bytes on every open stream, more after a long prompt)
+    // unless a pipelined request is already waiting in it. The next read allocates anew.
+    if (client_buffer_.size() == 0) {
         client_buffer_.shrink_to_fit();
     }
     request_plan plan =
@@ -272,10 +273,10 @@ void client_connection<Stream>::on_admission() {
     }
     if (const auto& admitted = request_.observed->admitted(); !admitted.admitted) {
         request_.admitting.reset();
-        request_.retry_after = admitted.retry_after;
-        // A copy: answering ends the exchange, and the observer with it.
+        // Copies: answering ends the exchange, and the observer with it.
         const std::string message = admitted.message;
-        respond_local(local_failure::rate_limited, message);
+        const std::string retry_after = admitted.retry_after;
+        respond_local(local_failure::rate_limited, message, retry_after);
         return;
     }
     phase_ = phase::proxying;
@@ -288,13 +289,15 @@ void client_connection<Stream>::on_admission() {
 // ---- local answers ------------------------------------------------------------------------
 
 template <class Stream>
-void client_connection<Stream>::respond_local(local_failure failure, std::string_view message) {
-    respond_local(answer_for(failure), message);
+void client_connection<Stream>::respond_local(local_failure failure, std::string_view message,
+                                              std::string_view retry_after) {
+    respond_local(answer_for(failure), message, retry_after);
 }
 
 template <class Stream>
 void client_connection<Stream>::respond_local(const failure_answer& answer,
-                                              std::string_view message) {
+                                              std::string_view message,
+                                              std::string_view retry_after) {
     stop_watching_client();
     auto now = context_.clock.now();
     const int status = static_cast<int>(answer.status);
@@ -316,8 +319,9 @@ void client_connection<Stream>::respond_local(const failure_answer& answer,
     local_response_->set(bhttp::field::content_type, "application/json");
     local_response_->set(bhttp::field::cache_control, "no-store");
     local_response_->body() = error_body(answer.code, message);
-    if (!request_.retry_after.empty()) {
-        local_response_->set(bhttp::field::retry_after, request_.retry_after);
+    if (!retry_after.empty()) {
+        local_response_->set(bhttp::field::retry_after,
+                             beast::string_view(retry_after.data(), retry_after.size()));
     }
     local_response_->keep_alive(!close);
     local_response_->prepare_payload();

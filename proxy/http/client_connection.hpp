@@ -33,7 +33,6 @@ struct request_state {
     std::unique_ptr<observe::exchange_observer> observed;  // set while forwarded
     bool response_begun = false;  // a response head (local or relayed) went to the client
     bool client_gone = false;     // the client hung up while the upstream was answering
-    std::string retry_after;      // for the local answer, when set
     // Held while a fleet-wide limit decides admission (observer's await_admission).
     // (Each of these is made when needed, not carried inline by every open stream.)
     std::unique_ptr<bhttp::request<bhttp::string_body>> admitting;
@@ -91,8 +90,11 @@ class client_connection : public idle_closable,
     // Admission decided: forward the request or answer 429.
     void on_admission();
 
-    void respond_local(local_failure failure, std::string_view message);
-    void respond_local(const failure_answer& answer, std::string_view message);
+    // retry_after: a Retry-After value in seconds, or "" for none.
+    void respond_local(local_failure failure, std::string_view message,
+                       std::string_view retry_after = {});
+    void respond_local(const failure_answer& answer, std::string_view message,
+                       std::string_view retry_after = {});
     void on_write_local(error_code ec, bool close_connection);
 
     void watch_client();
@@ -118,7 +120,6 @@ class client_connection : public idle_closable,
     proxy_context& context_;
     session_registry& sessions_;
     Stream client_;
-    static constexpr std::size_t idle_client_buffer_bytes = 4 * 1024;
     beast::flat_buffer client_buffer_;
     phase phase_ = phase::reading_request;
     bool first_request_ = true;

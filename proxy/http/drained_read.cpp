@@ -1,6 +1,7 @@
 #include "http/drained_read.hpp"
 
 #include "http/direct_io.hpp"
+#include "http/relay_buffer.hpp"
 
 #if TOKENMETER_DRAINED_READ
 
@@ -190,8 +191,10 @@ bool drained_read::start(socket_type& socket, char* data, std::size_t size,
         reactor_ = &asio::use_service<asio::detail::reactor>(socket.get_executor().context());
     }
     descriptor_data_ = &impl.reactor_data_;
+    // A buffer an earlier read took and nobody took over: back to the pool.
+    relay_buffer_pool::for_thread().give(std::exchange(borrowed_, nullptr));
     data_ = data;
-    size_ = size;
+    size_ = data != nullptr ? size : relay_buffer_pool::buffer_size;
     keep_ = std::move(keep);
     done_ = on_done;
     target_ = target;
@@ -222,6 +225,18 @@ void drained_read::hangup() noexcept {
 
 asio::detail::reactor_op::status drained_read::do_perform(reactor_op* base) {
     auto* self = static_cast<drained_read*>(base);
+    if (self->data_ == nullptr) {
+        // The socket is ready (or tried at once): now the read needs somewhere to go. Most
+        // often it finds a chunk, and the buffer goes back to the pool when the exchange reads
+        // next; on EAGAIN it goes back below.
+        self->data_ = relay_buffer_pool::for_thread().take();
+        if (self->data_ == nullptr) {
+            self->queued_ = false;
+            self->ec_ = asio::error::no_memory;
+            return done;
+        }
+        self->borrowed_ = self->data_;
+    }
     for (;;) {
         const ssize_t n = direct_io::recv(self->fd_, self->data_, self->size_, MSG_DONTWAIT);
         if (n > 0) {
@@ -240,6 +255,10 @@ asio::detail::reactor_op::status drained_read::do_perform(reactor_op* base) {
             continue;
         }
         if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            if (self->borrowed_ != nullptr) {
+                relay_buffer_pool::for_thread().give(std::exchange(self->borrowed_, nullptr));
+                self->data_ = nullptr;
+            }
             return not_done;
         }
         self->queued_ = false;
@@ -256,6 +275,7 @@ void drained_read::do_complete(void* owner, asio::detail::operation* base, const
     // Released when this returns: the last reference may own this operation.
     auto keep = std::move(self->keep_);
     if (owner == nullptr) {
+        delete[] self->take_buffer();
         return;  // the io_context is being destroyed
     }
     const error_code ec =

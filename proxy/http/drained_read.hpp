@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "http/beast.hpp"
@@ -85,7 +86,10 @@ class drained_read final : private asio::detail::reactor_op {
     drained_read() noexcept : reactor_op(error_code(), &do_perform, &do_complete) {}
     drained_read(const drained_read&) = delete;
     drained_read& operator=(const drained_read&) = delete;
-    ~drained_read() { detach(); }
+    ~drained_read() {
+        detach();
+        delete[] std::exchange(borrowed_, nullptr);
+    }
 
     // A new body on `socket`, which `hangups` watches (hangup_watch::watch): the reads from
     // now on are told of its peer's close (one seen before this too).
@@ -98,8 +102,20 @@ class drained_read final : private asio::detail::reactor_op {
     // until then; `ec` is asio::error::try_again when the peer closed while the read waited
     // (read again). Returns false, having started nothing, when the socket cannot be read this
     // way (then read it as usual).
+    // With `data` null, the read takes a buffer of relay_buffer_pool::buffer_size bytes (`size`
+    // is that) from the thread's pool only when the socket has data, so a stream waiting for its
+    // next chunk holds none; on_done's caller then owns it: take_buffer().
     bool start(socket_type& socket, char* data, std::size_t size, std::shared_ptr<void> keep,
                completion on_done, void* target);
+    // The buffer a read started without one took (new char[]; the caller frees it or gives it
+    // back to relay_buffer_pool), or nullptr if it took none. Call from on_done.
+    [[nodiscard]] char* take_buffer() noexcept {
+        if (borrowed_ == nullptr) {
+            return nullptr;
+        }
+        data_ = nullptr;
+        return std::exchange(borrowed_, nullptr);
+    }
 
   private:
     friend class hangup_watch;
@@ -109,7 +125,8 @@ class drained_read final : private asio::detail::reactor_op {
                             std::size_t);
 
     int fd_ = -1;
-    char* data_ = nullptr;
+    char* data_ = nullptr;      // where the read goes; null: a buffer is taken when data is there
+    char* borrowed_ = nullptr;  // the buffer taken (then data_ too), until take_buffer()
     std::size_t size_ = 0;
     std::shared_ptr<void> keep_;
     completion done_ = nullptr;
@@ -138,6 +155,7 @@ class drained_read {
     bool start(socket_type&, char*, std::size_t, std::shared_ptr<void>, completion, void*) {
         return false;
     }
+    [[nodiscard]] char* take_buffer() noexcept { return nullptr; }
 };
 
 #endif

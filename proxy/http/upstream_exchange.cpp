@@ -33,29 +33,40 @@ void upstream_exchange<Stream>::resize_body_buffer_after(std::size_t bytes_read)
     // Only between a completed write and the next read: nothing refers to the old bytes then.
     const std::size_t next = relay_buffer_size::next(body_capacity_, bytes_read, small_reads_);
     if (next != body_capacity_) {
+        release_body_buffer();
         body_capacity_ = next;
-        body_buffer_.reset(new char[body_capacity_]);
+        if (next > body_buffer_initial) {
+            body_buffer_.reset(new char[body_capacity_]);
+        }
+    }
+}
+
+template <class Stream>
+void upstream_exchange<Stream>::release_body_buffer() noexcept {
+    if (body_capacity_ <= body_buffer_initial) {
+        relay_buffer_pool::for_thread().give(body_buffer_.release());
+    } else {
+        body_buffer_.reset();
     }
 }
 
 template <class Stream>
 void upstream_exchange<Stream>::reset_body_buffer() {
-    // Allocated again, small, when this exchange's body arrives.
-    if (body_capacity_ > body_buffer_initial) {
-        body_buffer_.reset();
-        body_capacity_ = 0;
-    }
+    // Taken again, small, when this exchange's body arrives.
+    release_body_buffer();
+    body_capacity_ = 0;
 }
 
 template <class Stream>
 void upstream_exchange<Stream>::start(bhttp::request<bhttp::string_body> request,
                                       relay_options options) {
-    request_ = std::move(request);
+    request_ = std::make_unique<bhttp::request<bhttp::string_body>>(std::move(request));
     options_ = options;
     reset_body_buffer();
     last_read_ = 0;
     small_reads_ = 0;
     retried_ = false;
+    request_serialized_ = false;
     relayed_bytes_ = 0;
     decoder_ = body_decoder();
     bytes_after_body_ = false;
@@ -122,15 +133,21 @@ template <class Stream>
 void upstream_exchange<Stream>::do_write_request() {
     upstream_->stream.expires_after(owner_.context_.settings.upstream_idle);
     auto done = owner_.guarded([this](error_code ec, std::size_t) { on_write_request(ec); });
-    if (request_.chunked()) {
+    if (request_->chunked()) {
         // Not planned (a string body has a length: plan_request), but Beast would frame it.
-        bhttp::async_write(upstream_->stream, request_, std::move(done));
+        bhttp::async_write(upstream_->stream, *request_, std::move(done));
         return;
     }
-    head_text_.clear();
-    append_head(request_.base(), head_text_);
+    if (!request_serialized_) {
+        head_text_.clear();
+        append_head(request_->base(), head_text_);
+        // The head is text now, and a retry sends the same text: the fields (a dozen
+        // allocations) go at once, not when the response arrives.
+        request_->base().clear();
+        request_serialized_ = true;
+    }
     const std::array<asio::const_buffer, 2> bytes{asio::buffer(head_text_),
-                                                  asio::buffer(request_.body())};
+                                                  asio::buffer(request_->body())};
     asio::async_write(upstream_->stream, bytes, std::move(done));
 }
 
@@ -151,6 +168,11 @@ void upstream_exchange<Stream>::on_write_request(error_code ec) {
         abort();
         fail_before_response(ec, upstream_stage::write);
         return;
+    }
+    if (!reused_ || retried_) {
+        // No retry can come (a fresh connection, or the retry itself): the request is sent and
+        // not needed while the response is awaited.
+        release_request();
     }
     do_read_head();
 }
@@ -242,16 +264,17 @@ void upstream_exchange<Stream>::on_head(error_code ec) {
 
     // No retry can come now: the request sent upstream (its fields, and its body, a long
     // prompt perhaps) is not needed while the response streams.
-    request_ = {};
+    release_request();
     auto& request = owner_.request_;
     const auto& head = parser_->get();
     interim_responses_ = 0;
-    client_response_ = bhttp::response<bhttp::buffer_body>{};
-    client_response_.result(head.result_int());
-    client_response_.reason(head.reason());
-    client_response_.version(request.version == 10 ? 10 : 11);
-    copy_end_to_end_fields(head.base(), client_response_.base());
-    client_response_.erase(bhttp::field::content_length);
+    // Built here and written out as text (head_text_): not kept while the body streams.
+    bhttp::response<bhttp::buffer_body> client_response;
+    client_response.result(head.result_int());
+    client_response.reason(head.reason());
+    client_response.version(request.version == 10 ? 10 : 11);
+    copy_end_to_end_fields(head.base(), client_response.base());
+    client_response.erase(bhttp::field::content_length);
 
     const bool has_body = !parser_->is_done();
     usage_filter_.reset();
@@ -265,22 +288,19 @@ void upstream_exchange<Stream>::on_head(error_code ec) {
         // HEAD, 204 and 304 keep the upstream's Content-Length as a description, with no body.
         auto length = head[bhttp::field::content_length];
         if (!length.empty()) {
-            client_response_.set(bhttp::field::content_length, length);
+            client_response.set(bhttp::field::content_length, length);
         }
     } else if (auto length = parser_->content_length(); length && !usage_filter_) {
-        client_response_.content_length(*length);
+        client_response.content_length(*length);
     } else if (request.version >= 11) {
-        client_response_.chunked(true);
+        client_response.chunked(true);
         framing_ = body_framing::chunked;
     } else {
         // An HTTP/1.0 client cannot take chunks: the body ends when the connection closes.
         request.keep_alive = false;
     }
     end_written_ = false;
-    client_response_.keep_alive(request.keep_alive && !owner_.draining());
-    client_response_.body().data = nullptr;
-    client_response_.body().size = 0;
-    client_response_.body().more = has_body;
+    client_response.keep_alive(request.keep_alive && !owner_.draining());
 
     auto content_type = head[bhttp::field::content_type];
     auto wait = request.observed->response_head(
@@ -290,7 +310,7 @@ void upstream_exchange<Stream>::on_head(error_code ec) {
     // the body streams (trailers, if any, are parsed into the emptied set).
     parser_->get().clear();
     head_text_.clear();
-    append_head(client_response_.base(), head_text_);
+    append_head(client_response.base(), head_text_);
     // No byte of a metered response reaches the client before its open entry is on disk, so a
     // client that saw a response always has a record, even if the proxy is killed next.
     if (hold(wait, &upstream_exchange::write_client_header)) {
@@ -344,7 +364,6 @@ template <class Stream>
 void upstream_exchange<Stream>::on_write_client_header(error_code ec) {
     // The body's framing is the relay's own: the head is done with.
     head_text_ = {};
-    client_response_ = {};
     if (ec || client_gone()) {
         end_for_client_gone();
         return;
@@ -367,6 +386,7 @@ void upstream_exchange<Stream>::on_complete() {
     upstream_->stream.expires_never();
     pool_.release(std::move(upstream_), reusable);
     parser_.reset();
+    reset_body_buffer();  // the connection may wait a long time for its next request
     owner_.finish_exchange(observe::end_reason::upstream_complete);
     owner_.next_request_or_close();
 }

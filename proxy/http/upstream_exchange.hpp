@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <new>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -102,10 +103,20 @@ class upstream_exchange {
     client_connection<Stream>& owner_;
     upstream_pool& pool_;
     relay_options options_;
-    bhttp::request<bhttp::string_body> request_;
+    // The request being sent, kept for a retry on a fresh connection until a response head
+    // arrives; null while the response streams.
+    std::unique_ptr<bhttp::request<bhttp::string_body>> request_;
     upstream_ptr upstream_;
     bool reused_ = false;
     bool retried_ = false;
+    bool request_serialized_ = false;  // head_text_ holds request_'s head (its fields are gone)
+    void release_request() noexcept {
+        request_.reset();
+        if (request_serialized_) {
+            head_text_ = {};
+            request_serialized_ = false;
+        }
+    }
     // The response head's parser: made per response, let go once the body's framing is known
     // (the relay decodes the body itself), so a streaming response does not carry it.
     std::unique_ptr<bhttp::response_parser<bhttp::buffer_body>> parser_;
@@ -113,7 +124,6 @@ class upstream_exchange {
     std::uint64_t head_bytes_ = 0;
     unsigned interim_responses_ = 0;
     std::unique_ptr<bhttp::response<bhttp::empty_body>> interim_response_;  // made for a 1xx
-    bhttp::response<bhttp::buffer_body> client_response_;
     // The head being written: the request's to the upstream, then the response's to the
     // client (http::append_head); the body's framing is the relay's own (body_framing).
     std::string head_text_;
@@ -139,7 +149,7 @@ class upstream_exchange {
     static void on_drained_read(void* self, error_code ec, std::size_t bytes);
 
     enum class waiting_on : std::uint8_t { nothing, upstream, client };
-    asio::steady_timer body_watch_;
+    steady_timer body_watch_;  // on the worker's io_context executor, as the streams are
     std::chrono::steady_clock::duration body_watch_tick_{};
     // A wait is timed in the watch's ticks, not with a clock read per read and per write: each
     // wait gets a number, and the watch counts the ticks it has seen the same wait at.
@@ -159,13 +169,25 @@ class upstream_exchange {
     static constexpr std::size_t body_buffer_initial = relay_buffer_size::initial;
     void resize_body_buffer_after(std::size_t bytes_read);
     void reset_body_buffer();
+    // A buffer of the first size goes back to the worker's relay_buffer_pool, a grown one is
+    // freed; body_capacity_ is kept (the size for the next read).
+    void release_body_buffer() noexcept;
     void ensure_body_buffer() {
         if (!body_buffer_) {
-            body_buffer_.reset(new char[body_buffer_initial]);
-            body_capacity_ = body_buffer_initial;
+            if (body_capacity_ <= body_buffer_initial) {
+                body_capacity_ = body_buffer_initial;
+                body_buffer_.reset(relay_buffer_pool::for_thread().take());
+                if (!body_buffer_) {
+                    throw std::bad_alloc();
+                }
+            } else {
+                body_buffer_.reset(new char[body_capacity_]);
+            }
         }
     }
-    std::unique_ptr<char[]> body_buffer_;  // uninitialised: untouched pages cost no RSS
+    // Uninitialised: untouched pages cost no RSS. A read of the first size on a plain TCP
+    // upstream holds none while it waits (drained_read takes one when data is there).
+    std::unique_ptr<char[]> body_buffer_;
     std::size_t body_capacity_ = 0;
     std::uint32_t small_reads_ = 0;  // reads in a row too small to need a grown buffer
 };

@@ -75,7 +75,6 @@ void upstream_exchange<Stream>::start_body() {
 
 template <class Stream>
 void upstream_exchange<Stream>::do_read_body() {
-    ensure_body_buffer();
     resize_body_buffer_after(last_read_);
     if (deferred_error_) {
         // The bytes before the fault went out with the last write; now the fault is handled
@@ -86,6 +85,7 @@ void upstream_exchange<Stream>::do_read_body() {
     auto& early = upstream_->buffer;
     if (early.size() > 0) {
         // Body bytes that came with the head, taken as if just read (posted: never a recursion).
+        ensure_body_buffer();
         const std::size_t n =
             asio::buffer_copy(asio::buffer(body_buffer_.get(), body_capacity_), early.data());
         early.consume(n);
@@ -102,6 +102,7 @@ void upstream_exchange<Stream>::do_read_body() {
     if (start_drained_read()) {
         return;
     }
+    ensure_body_buffer();
     auto into = asio::buffer(body_buffer_.get(), body_capacity_);
     auto done = owner_.guarded([this](error_code ec, std::size_t n) { on_read_body(ec, n); });
     if (upstream_->stream.tls() == nullptr) {
@@ -114,14 +115,32 @@ void upstream_exchange<Stream>::do_read_body() {
 
 template <class Stream>
 bool upstream_exchange<Stream>::start_drained_read() {
-    return drained_ok_ && drained_.start(upstream_->stream.socket(), body_buffer_.get(),
-                                         body_capacity_, owner_.shared_from_this(),
-                                         &upstream_exchange::on_drained_read, this);
+    if (!drained_ok_) {
+        return false;
+    }
+    if (body_capacity_ > body_buffer_initial) {
+        ensure_body_buffer();
+        return drained_.start(upstream_->stream.socket(), body_buffer_.get(), body_capacity_,
+                              owner_.shared_from_this(), &upstream_exchange::on_drained_read,
+                              this);
+    }
+    // The first size: the read takes a buffer from the worker's pool when data is there, and
+    // this one goes back (the bytes it held are written and observed).
+    if (!drained_.start(upstream_->stream.socket(), nullptr, body_buffer_initial,
+                        owner_.shared_from_this(), &upstream_exchange::on_drained_read, this)) {
+        return false;
+    }
+    release_body_buffer();
+    body_capacity_ = body_buffer_initial;
+    return true;
 }
 
 template <class Stream>
 void upstream_exchange<Stream>::on_drained_read(void* self, error_code ec, std::size_t bytes) {
     auto* exchange = static_cast<upstream_exchange*>(self);
+    if (char* taken = exchange->drained_.take_buffer()) {
+        exchange->body_buffer_.reset(taken);  // the first size (start_drained_read)
+    }
     exchange->owner_.run_guarded([&] {
         if (ec == asio::error::try_again) {
             // The upstream closed while the read waited: read what is left (and the close) now,

@@ -43,8 +43,11 @@ std::string client_request_id(std::string_view value) {
 struct request_state {
     protocol::api_kind api = protocol::api_kind::none;
     core::time_point received{};
-    std::string tenant;      // "" when the request is not metered per tenant
-    usage::open_info open;   // id "" when no record is being written (or it was closed)
+    std::string tenant;  // "" when the request is not metered per tenant
+    // The open entry of the usage record being written: null when records are off, id "" once
+    // it was closed. Made only then, as are the task and a refusal below: most requests have
+    // none of them, and every open stream would carry about 400 bytes of empty strings.
+    std::unique_ptr<usage::open_info> open;
     std::uint64_t open_seq = 0;
     std::uint64_t close_seq = 0;
     std::int64_t wall_start_ms = 0;
@@ -54,11 +57,11 @@ struct request_state {
     std::unique_ptr<meter::request_summary> sealed;
     bool bucket_charged = false;  // the tenant's tokens are in its bucket (charge_bucket)
     bool stream_counted = false;
-    admission admit;
+    std::unique_ptr<admission> admit;  // null: admitted (a refusal is made by admit_tenant)
     // Under the shared limit: the prompt estimate charged at admission, settled at the end.
     bool shared = false;
     std::uint64_t estimate = 0;
-    task_state task;  // task "" when the request has none
+    std::unique_ptr<task_state> task;  // null when the request has none
 };
 
 // A shared-limit admission, written by the store's thread before the session is called back.
@@ -105,12 +108,19 @@ class metering_exchange final : public exchange_observer {
         }
         admit_tenant();
         if (parts_.tasks != nullptr && facts.api != protocol::api_kind::none) {
-            state_.task = parts_.tasks->begin(facts.header, facts.info.model, facts.received);
+            task_state task = parts_.tasks->begin(facts.header, facts.info.model, facts.received);
+            if (!task.task.empty()) {
+                state_.task = std::make_unique<task_state>(std::move(task));
+            }
         }
     }
 
     [[nodiscard]] const admission& admitted() const noexcept override {
-        return slot_ ? slot_->admit : state_.admit;
+        static const admission admitted_here;
+        if (slot_) {
+            return slot_->admit;
+        }
+        return state_.admit ? *state_.admit : admitted_here;
     }
     [[nodiscard]] bool admission_pending() const noexcept override {
         return slot_ && !slot_->decided.load(std::memory_order_acquire);
@@ -152,7 +162,7 @@ class metering_exchange final : public exchange_observer {
     }
 
     [[nodiscard]] bool holds_end() const noexcept override {
-        return holding() && !state_.sealed && !state_.open.id.empty();
+        return holding() && !state_.sealed && writing_record();
     }
 
     durable_wait seal(core::time_point at) override {
@@ -188,8 +198,8 @@ class metering_exchange final : public exchange_observer {
             parts_.status->record(summary, state_.tenant);
         }
         record_tenant(summary);
-        if (parts_.tasks != nullptr) {
-            parts_.tasks->end(state_.task, summary);
+        if (parts_.tasks != nullptr && state_.task) {
+            parts_.tasks->end(*state_.task, summary);
         }
         if (options_.access_log) {
             spdlog::info(
@@ -204,6 +214,10 @@ class metering_exchange final : public exchange_observer {
     }
 
   private:
+    // A usage record's open entry was written and its close was not.
+    [[nodiscard]] bool writing_record() const noexcept {
+        return state_.open && !state_.open->id.empty();
+    }
     [[nodiscard]] bool holding() const noexcept {
         return parts_.records != nullptr && options_.hold_until_durable;
     }
@@ -234,7 +248,8 @@ class metering_exchange final : public exchange_observer {
         }
         // The one wall-clock reading per request; every later time is this plus steady time.
         state_.wall_start_ms = parts_.wall_clock_ms();
-        auto& open = state_.open;
+        state_.open = std::make_unique<usage::open_info>();
+        auto& open = *state_.open;
         open.id = parts_.ids->next();
         open.tenant = state_.tenant;
         open.model = facts.info.model;
@@ -251,9 +266,12 @@ class metering_exchange final : public exchange_observer {
         if (parts_.throughput == nullptr || state_.tenant.empty() || state_.shared) {
             return;
         }
-        state_.admit =
+        admission decided =
             refusal_or_admission(parts_.throughput->admit(state_.tenant, state_.received),
                                  state_.tenant, true, parts_.billing, parts_.status);
+        if (!decided.admitted) {
+            state_.admit = std::make_unique<admission>(std::move(decided));
+        }
     }
 
     // The session's view of a bucket's decision (a refusal counted per tenant).
@@ -286,26 +304,26 @@ class metering_exchange final : public exchange_observer {
     }
 
     void maybe_checkpoint(core::time_point now) {
-        if (parts_.records == nullptr || state_.open.id.empty() ||
+        if (parts_.records == nullptr || !writing_record() ||
             now - state_.last_checkpoint < options_.checkpoint_interval) {
             return;
         }
         state_.last_checkpoint = now;
         parts_.records->append(usage::encode_checkpoint(usage::make_checkpoint(
-                                   state_.open.id, exchange_.current(), wall_ms(now))),
+                                   state_.open->id, exchange_.current(), wall_ms(now))),
                                false);
     }
 
     void write_close(const meter::request_summary& summary) {
-        if (parts_.records == nullptr || state_.open.id.empty()) {
+        if (parts_.records == nullptr || !writing_record()) {
             return;
         }
-        usage::usage_record record = usage::make_record(state_.open, summary, wall_ms(summary.end));
+        usage::usage_record record = usage::make_record(*state_.open, summary, wall_ms(summary.end));
         if (parts_.prices != nullptr) {
             usage::apply_price(record, *parts_.prices);
         }
         state_.close_seq = parts_.records->append(usage::encode_close(record), true);
-        state_.open.id.clear();
+        state_.open->id.clear();
     }
 
     // A rejected request was never forwarded: whatever its prompt counts, it used no tokens.

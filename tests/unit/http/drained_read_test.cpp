@@ -13,6 +13,8 @@
 #include <tuple>
 #include <vector>
 
+#include "http/relay_buffer.hpp"
+
 namespace tokenmeter::http {
 namespace {
 
@@ -223,6 +225,47 @@ TEST(DrainedRead, AnIoContextDestroyedWithAReadPendingReleasesWhatTheReadHeld) {
         // Destroyed in the order a worker's are: the sockets, the watch, then the io_context.
     }
     EXPECT_TRUE(held.expired());
+}
+
+// Started without a buffer (the relay's reads of its first size), a read holds none while it
+// waits: it takes one from the thread's pool when the bytes are there, and the caller owns it.
+TEST(DrainedRead, AReadWithoutABufferTakesOneOnlyWhenDataIsThere) {
+    rig t;
+    auto [ioc, pair, r] = std::tie(t.ioc, t.pair, t.r);
+    relay_buffer_pool& pool = relay_buffer_pool::for_thread();
+    pool.give(pool.take());  // at least one spare, so taking one shows in spare()
+    const std::size_t spares = pool.spare();
+    struct lender {
+        drained_read* read = nullptr;
+        char* taken = nullptr;
+        std::size_t bytes = 0;
+        error_code ec;
+        int calls = 0;
+        static void done(void* self, error_code ec, std::size_t n) {
+            auto* l = static_cast<lender*>(self);
+            l->taken = l->read->take_buffer();
+            l->bytes = n;
+            l->ec = ec;
+            ++l->calls;
+        }
+    } l;
+    l.read = &r.read;
+    ASSERT_TRUE(r.read.start(pair.ours, nullptr, relay_buffer_pool::buffer_size,
+                             std::make_shared<int>(0), &lender::done, &l));
+    ioc.run_for(20ms);
+    ioc.restart();
+    EXPECT_EQ(l.calls, 0);
+    EXPECT_EQ(pool.spare(), spares);  // waiting, it holds no buffer
+    asio::write(pair.peer, asio::buffer(std::string("chunk")));
+    run_until(ioc, [&] { return l.calls > 0; });
+    ASSERT_EQ(l.calls, 1);
+    EXPECT_FALSE(l.ec);
+    ASSERT_NE(l.taken, nullptr);
+    EXPECT_EQ(std::string(l.taken, l.bytes), "chunk");
+    EXPECT_EQ(pool.spare(), spares - 1);
+    EXPECT_EQ(r.read.take_buffer(), nullptr);  // handed over once
+    pool.give(l.taken);
+    EXPECT_EQ(pool.spare(), spares);
 }
 
 TEST(DrainedRead, OneReadAtATime) {

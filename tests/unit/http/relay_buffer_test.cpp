@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace {
 
@@ -67,3 +68,31 @@ TEST(RelayBuffer, ABulkBodyKeepsItsLargeBuffer) {
 }
 
 }  // namespace
+
+// The pool behind reads that take their buffer only when data is there: a buffer given back is
+// the next one taken, and no more than max_spare are kept.
+TEST(RelayBufferPool, GivesBackWhatItWasGivenAndKeepsABoundedNumber) {
+    using tokenmeter::http::relay_buffer_pool;
+    relay_buffer_pool pool;
+    EXPECT_EQ(pool.spare(), 0U);
+    char* first = pool.take();
+    ASSERT_NE(first, nullptr);
+    first[0] = 'a';
+    first[relay_buffer_pool::buffer_size - 1] = 'z';  // the whole size is usable
+    pool.give(first);
+    EXPECT_EQ(pool.spare(), 1U);
+    EXPECT_EQ(pool.take(), first);
+    EXPECT_EQ(pool.spare(), 0U);
+    pool.give(nullptr);
+    EXPECT_EQ(pool.spare(), 0U);
+
+    std::vector<char*> taken;
+    for (std::size_t i = 0; i < relay_buffer_pool::max_spare + 10; ++i) {
+        taken.push_back(pool.take());
+    }
+    taken.push_back(first);
+    for (char* p : taken) {
+        pool.give(p);  // the ones beyond max_spare are freed (ASan would see a leak otherwise)
+    }
+    EXPECT_EQ(pool.spare(), relay_buffer_pool::max_spare);
+}
