@@ -3,6 +3,8 @@
 # instead. Starts tokenmeter-sim, then in front of it, each on its own loopback port:
 #   tokenmeter       full metering: usage injection, the o200k_base reference tokenizer and a
 #                    native cl100k_base tokenizer for the model (the config users run)
+#   tokenmeter-ref   usage injection and the o200k_base reference tokenizer only (the headroom
+#                    issue's memory goal: peak RSS with the reference tokenizer loaded)
 #   tokenmeter-bare  no reference tokenizer, no usage injection (what metering itself costs)
 #   nginx            Debian's nginx, 1 worker, proxy_buffering off, upstream keep-alive
 #   haproxy          Debian's haproxy, 1 thread, option http-no-delay
@@ -29,7 +31,7 @@ Needs nginx and haproxy (apt-get install nginx haproxy); either can be left out 
 NO_NGINX=1 or NO_HAPROXY=1 (then ratios are to the first one present, or none). The -tls
 targets need the openssl CLI (apt-get install openssl).
 
-Environment (defaults: the headroom issue's load; about 6 minutes on 2 cores):
+Environment (defaults: the headroom issue's load; about 7 minutes on 2 cores):
   CONCURRENCY=1000    streams at once in each round
   REQUESTS=2000       requests per round per target
   OUTPUT_TOKENS=200   tokens per response, one per chunk
@@ -38,7 +40,7 @@ Environment (defaults: the headroom issue's load; about 6 minutes on 2 cores):
   ROUNDS=3            rounds over every target, order rotated; medians are reported
   HOLD_STREAMS=       streams held open in the memory phase (default CONCURRENCY)
   THREADS=1           tokenmeter --threads
-  TARGETS="tokenmeter tokenmeter-bare nginx haproxy"   which proxies to run; also
+  TARGETS="tokenmeter tokenmeter-ref tokenmeter-bare nginx haproxy"   which to run; also
                       tokenmeter-tls and nginx-tls (TLS on the listener)
   HANDSHAKE_SECONDS=5 with -tls targets: seconds per `openssl s_time` run in the handshake
                       phase (0: none); HANDSHAKE_ROUNDS=3 rounds of them
@@ -64,7 +66,7 @@ ttft_ms=${TTFT_MS:-20}
 rounds=${ROUNDS:-3}
 hold_streams=${HOLD_STREAMS:-$concurrency}
 threads=${THREADS:-1}
-targets=${TARGETS:-tokenmeter tokenmeter-bare nginx haproxy}
+targets=${TARGETS:-tokenmeter tokenmeter-ref tokenmeter-bare nginx haproxy}
 wants() { [[ " $targets " == *" $1 "* ]]; }
 if [[ ${NO_NGINX:-0} == 1 ]]; then targets=${targets//nginx-tls/}; targets=${targets//nginx/}; fi
 if [[ ${NO_HAPROXY:-0} == 1 ]]; then targets=${targets//haproxy/}; fi
@@ -201,6 +203,9 @@ if wants tokenmeter-tls; then
   cert_file: $work/tls/server.pem
   key_file: $work/tls/server.key
 " https
+fi
+if wants tokenmeter-ref; then
+  start_tokenmeter tokenmeter-ref "$bench_reference_only"
 fi
 if wants tokenmeter-bare; then
   start_tokenmeter tokenmeter-bare "$bench_bare"

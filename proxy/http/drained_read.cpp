@@ -191,8 +191,10 @@ bool drained_read::start(socket_type& socket, char* data, std::size_t size,
         reactor_ = &asio::use_service<asio::detail::reactor>(socket.get_executor().context());
     }
     descriptor_data_ = &impl.reactor_data_;
-    // A buffer an earlier read took and nobody took over: back to the pool.
-    relay_buffer_pool::for_thread().give(std::exchange(borrowed_, nullptr));
+    if (borrowed_ != nullptr) {
+        // A buffer an earlier read took and nobody took over: back to the pool.
+        relay_buffer_pool::for_thread().give(std::exchange(borrowed_, nullptr));
+    }
     data_ = data;
     size_ = data != nullptr ? size : relay_buffer_pool::buffer_size;
     keep_ = std::move(keep);
@@ -225,17 +227,10 @@ void drained_read::hangup() noexcept {
 
 asio::detail::reactor_op::status drained_read::do_perform(reactor_op* base) {
     auto* self = static_cast<drained_read*>(base);
-    if (self->data_ == nullptr) {
-        // The socket is ready (or tried at once): now the read needs somewhere to go. Most
-        // often it finds a chunk, and the buffer goes back to the pool when the exchange reads
-        // next; on EAGAIN it goes back below.
-        self->data_ = relay_buffer_pool::for_thread().take();
-        if (self->data_ == nullptr) {
-            self->queued_ = false;
-            self->ec_ = asio::error::no_memory;
-            return done;
-        }
-        self->borrowed_ = self->data_;
+    if (self->data_ == nullptr && !self->borrow()) {
+        self->queued_ = false;
+        self->ec_ = asio::error::no_memory;
+        return done;
     }
     for (;;) {
         const ssize_t n = direct_io::recv(self->fd_, self->data_, self->size_, MSG_DONTWAIT);
@@ -256,8 +251,7 @@ asio::detail::reactor_op::status drained_read::do_perform(reactor_op* base) {
         }
         if (errno == EAGAIN || errno == EWOULDBLOCK) {
             if (self->borrowed_ != nullptr) {
-                relay_buffer_pool::for_thread().give(std::exchange(self->borrowed_, nullptr));
-                self->data_ = nullptr;
+                self->give_back();
             }
             return not_done;
         }
@@ -265,6 +259,20 @@ asio::detail::reactor_op::status drained_read::do_perform(reactor_op* base) {
         self->ec_ = error_code(errno, asio::error::get_system_category());
         return done;
     }
+}
+
+// The socket is ready (or tried at once): now the read needs somewhere to go. Most often it
+// finds a chunk, and the buffer goes back to the pool when the exchange reads next; on EAGAIN it
+// goes back at once. Out of line: the read itself stays lean.
+__attribute__((noinline)) bool drained_read::borrow() noexcept {
+    data_ = relay_buffer_pool::for_thread().take();
+    borrowed_ = data_;
+    return data_ != nullptr;
+}
+
+__attribute__((noinline)) void drained_read::give_back() noexcept {
+    relay_buffer_pool::for_thread().give(std::exchange(borrowed_, nullptr));
+    data_ = nullptr;
 }
 
 void drained_read::do_complete(void* owner, asio::detail::operation* base, const error_code&,

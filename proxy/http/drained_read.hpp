@@ -121,6 +121,8 @@ class drained_read final : private asio::detail::reactor_op {
     friend class hangup_watch;
     void hangup() noexcept;
     static status do_perform(reactor_op* base);
+    bool borrow() noexcept;     // data_ from the pool: false when memory ran out
+    void give_back() noexcept;  // the borrowed buffer back to the pool (EAGAIN)
     static void do_complete(void* owner, asio::detail::operation* base, const error_code&,
                             std::size_t);
 

@@ -43,6 +43,9 @@ void upstream_exchange<Stream>::resize_body_buffer_after(std::size_t bytes_read)
 
 template <class Stream>
 void upstream_exchange<Stream>::release_body_buffer() noexcept {
+    if (!body_buffer_) {
+        return;
+    }
     if (body_capacity_ <= body_buffer_initial) {
         relay_buffer_pool::for_thread().give(body_buffer_.release());
     } else {

@@ -32,8 +32,6 @@ exchange::exchange(protocol::api_kind api, const protocol::request_info& request
                    exchange_limits limits)
     : adapter_(protocol::make_adapter(api)),
       meter_(api, request.model, request.stream, request_received, itl_bounds),
-      sse_(limits.max_sse_event_bytes),
-      ndjson_(limits.max_sse_event_bytes),
       limits_(limits),
       expect_stream_(request.stream),
       prompt_parsed_(request.body_parsed) {}
@@ -49,16 +47,16 @@ void exchange::on_response_head(int status, std::string_view content_type, core:
     meter_.on_response_head(status, at);
     std::string type = media_type(content_type);
     if (!adapter_) {
-        mode_ = body_mode::ignore;
+        body_.emplace<std::monostate>();
     } else if (type == "text/event-stream") {
-        mode_ = body_mode::sse;
+        body_.emplace<sse::parser>(limits_.max_sse_event_bytes);
     } else if (type == "application/x-ndjson" || type == "application/jsonl" ||
                type == "application/jsonlines" || type == "application/ndjson") {
-        mode_ = body_mode::ndjson;
+        body_.emplace<ndjson::parser>(limits_.max_sse_event_bytes);
     } else if (type == "application/json" || (type.size() > 5 && type.ends_with("+json"))) {
-        mode_ = body_mode::json;
+        body_.emplace<std::string>();
     } else {
-        mode_ = body_mode::ignore;
+        body_.emplace<std::monostate>();
         if (status < 400 && expect_stream_) {
             // A streamed request answered with something that is not an event stream.
             meter_.on_parse_error(protocol::parse_error::unexpected_shape);
@@ -68,54 +66,45 @@ void exchange::on_response_head(int status, std::string_view content_type, core:
 
 void exchange::on_body(std::string_view bytes, core::time_point at) {
     last_read_ = at;
-    switch (mode_) {
-        case body_mode::sse:
-            sse_.feed(bytes, [this, at](const sse::event& ev) {
-                adapter_->on_event(ev.type, ev.data, at, meter_);
-            });
-            break;
-        case body_mode::ndjson:
-            ndjson_.feed(bytes, [this, at](std::string_view line) {
-                adapter_->on_event({}, line, at, meter_);
-            });
-            break;
-        case body_mode::json:
-            if (json_overflow_) {
-                break;
-            }
-            if (json_body_.size() + bytes.size() > limits_.max_buffered_response_bytes) {
-                json_overflow_ = true;
-                json_body_.clear();
-                json_body_.shrink_to_fit();
-                meter_.on_parse_error(protocol::parse_error::oversized_event);
-                break;
-            }
-            json_body_.append(bytes);
-            break;
-        case body_mode::ignore:
-            break;
+    if (auto* events = std::get_if<sse::parser>(&body_)) {
+        events->feed(bytes, [this, at](const sse::event& ev) {
+            adapter_->on_event(ev.type, ev.data, at, meter_);
+        });
+    } else if (auto* lines = std::get_if<ndjson::parser>(&body_)) {
+        lines->feed(
+            bytes, [this, at](std::string_view line) { adapter_->on_event({}, line, at, meter_); });
+    } else if (auto* json = std::get_if<std::string>(&body_); json != nullptr && !json_overflow_) {
+        if (json->size() + bytes.size() > limits_.max_buffered_response_bytes) {
+            json_overflow_ = true;
+            json->clear();
+            json->shrink_to_fit();
+            meter_.on_parse_error(protocol::parse_error::oversized_event);
+            return;
+        }
+        json->append(bytes);
     }
 }
 
 request_summary exchange::finish(end_reason reason, core::time_point at) {
-    if (mode_ == body_mode::sse) {
-        bool clean = sse_.finish();
+    if (auto* events = std::get_if<sse::parser>(&body_)) {
+        bool clean = events->finish();
         if (!clean && reason == end_reason::upstream_complete) {
             // The body ended inside an event: forwarded as is, but it is not a well-formed stream.
             meter_.on_parse_error(protocol::parse_error::truncated_event);
         }
-        for (auto n = sse_.stats().oversized_events; n > 0; --n) {
+        for (auto n = events->stats().oversized_events; n > 0; --n) {
             meter_.on_parse_error(protocol::parse_error::oversized_event);
         }
-        if (sse_.stats().events == 0 && sse_.stats().bytes > 0 && meter_.current().status < 400) {
+        if (events->stats().events == 0 && events->stats().bytes > 0 &&
+            meter_.current().status < 400) {
             meter_.on_parse_error(protocol::parse_error::unexpected_shape);
         }
-    } else if (mode_ == body_mode::ndjson) {
+    } else if (auto* lines = std::get_if<ndjson::parser>(&body_)) {
         // A last line without its newline is read only when the body ended normally; after a
         // cut it is most likely half an object.
         core::time_point at_end = last_read_;
         bool complete = reason == end_reason::upstream_complete;
-        bool clean = ndjson_.finish([this, at_end, complete](std::string_view line) {
+        bool clean = lines->finish([this, at_end, complete](std::string_view line) {
             if (complete) {
                 adapter_->on_event({}, line, at_end, meter_);
             }
@@ -123,12 +112,13 @@ request_summary exchange::finish(end_reason reason, core::time_point at) {
         if (!clean && reason == end_reason::upstream_complete) {
             meter_.on_parse_error(protocol::parse_error::truncated_event);
         }
-        for (auto n = ndjson_.stats().oversized_lines; n > 0; --n) {
+        for (auto n = lines->stats().oversized_lines; n > 0; --n) {
             meter_.on_parse_error(protocol::parse_error::oversized_event);
         }
-    } else if (mode_ == body_mode::json && !json_overflow_ && !json_body_.empty() &&
+    } else if (const auto* json = std::get_if<std::string>(&body_);
+               json != nullptr && !json_overflow_ && !json->empty() &&
                reason == end_reason::upstream_complete) {
-        adapter_->on_body(json_body_, last_read_, meter_);
+        adapter_->on_body(*json, last_read_, meter_);
     }
     request_summary summary = meter_.finish(reason, at);
     const bool count_input =
@@ -151,7 +141,16 @@ request_summary exchange::finish(end_reason reason, core::time_point at) {
 }
 
 std::size_t exchange::buffered_bytes() const noexcept {
-    return sse_.buffered_bytes() + ndjson_.buffered_bytes() + json_body_.size();
+    if (const auto* events = std::get_if<sse::parser>(&body_)) {
+        return events->buffered_bytes();
+    }
+    if (const auto* lines = std::get_if<ndjson::parser>(&body_)) {
+        return lines->buffered_bytes();
+    }
+    if (const auto* json = std::get_if<std::string>(&body_)) {
+        return json->size();
+    }
+    return 0;
 }
 
 }  // namespace tokenmeter::meter

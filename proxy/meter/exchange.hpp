@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <variant>
 
 #include "core/time.hpp"
 #include "meter/stream_meter.hpp"
@@ -44,17 +45,15 @@ class exchange {
     [[nodiscard]] const request_summary& current() const noexcept { return meter_.current(); }
 
   private:
-    enum class body_mode : std::uint8_t { ignore, sse, ndjson, json };
-
     std::unique_ptr<protocol::adapter> adapter_;  // null for api_kind::none: nothing decoded
     stream_meter meter_;
-    sse::parser sse_;
-    ndjson::parser ndjson_;
+    // The body's reader, made when the response head says which: an SSE or NDJSON parser, or
+    // the whole JSON body so far (monostate: the body is not decoded). One of them, not all
+    // three in every open request.
+    std::variant<std::monostate, sse::parser, ndjson::parser, std::string> body_;
     exchange_limits limits_;
-    body_mode mode_ = body_mode::ignore;
     bool expect_stream_ = false;
     bool json_overflow_ = false;
-    std::string json_body_;
     core::time_point last_read_{};
     encoders encoders_{};
     input_counting input_policy_ = input_counting::never;

@@ -22,8 +22,8 @@ token_counter::token_counter(encoders which, bool hold_reads) : which_(which) {
         }
     }
     // Every lane but the timing one batches; the timing one does when it reports piece ends.
-    hold_reads_ = hold_reads && (native_ || reference_) &&
-                  timing_lane().encoder->reports_piece_ends();
+    hold_reads_ =
+        hold_reads && (native_ || reference_) && timing_lane().encoder->reports_piece_ends();
 }
 
 namespace {
@@ -65,9 +65,9 @@ bool token_counter::can_hold(text_kind kind) const noexcept {
 }
 
 const std::vector<token_counter::token_group>& token_counter::feed_kind(text_kind kind,
-                                                                          std::string_view text,
-                                                                          core::time_point at,
-                                                                          bool known_ascii) {
+                                                                        std::string_view text,
+                                                                        core::time_point at,
+                                                                        bool known_ascii) {
     thread_local std::vector<token_group> groups;
     groups.clear();
     // Every lane takes the same text: checked once here (unless the decoder already knows it
@@ -76,7 +76,8 @@ const std::vector<token_counter::token_group>& token_counter::feed_kind(text_kin
                                                 ? tokenizer::utf8_checked::valid
                                                 : tokenizer::utf8_checked::no;
     if (hold_reads_) {
-        std::string& held = held_[kind];
+        kind_text& pending = text_of(kind);
+        std::string& held = pending.held;
         if (checked == tokenizer::utf8_checked::valid && can_hold(kind)) {
             if (held.empty() && text.size() >= count_batch_bytes) {
                 feed_lanes(kind, text, at, checked, groups);  // a batch on its own: no copy
@@ -85,8 +86,7 @@ const std::vector<token_counter::token_group>& token_counter::feed_kind(text_kin
             // The read's arrival, where its bytes will end in the timing stream's text: they
             // are valid and follow no incomplete sequence, so they are appended as they are.
             held.append(text);
-            arrivals_[kind].push_back(
-                {appended_bytes(timing_lane(), kind) + held.size(), at});
+            pending.arrivals.push_back({appended_bytes(timing_lane(), kind) + held.size(), at});
             if (held.size() < count_batch_bytes) {
                 return groups;
             }
@@ -96,7 +96,7 @@ const std::vector<token_counter::token_group>& token_counter::feed_kind(text_kin
         }
         if (!held.empty()) {
             // Text the lanes must repair: what is held goes first.
-            feed_lanes(kind, held, arrivals_[kind].back().at, tokenizer::utf8_checked::valid,
+            feed_lanes(kind, held, pending.arrivals.back().at, tokenizer::utf8_checked::valid,
                        groups);
             release(held);
         }
@@ -106,8 +106,7 @@ const std::vector<token_counter::token_group>& token_counter::feed_kind(text_kin
 }
 
 void token_counter::feed_lanes(text_kind kind, std::string_view text, core::time_point at,
-                               tokenizer::utf8_checked checked,
-                               std::vector<token_group>& groups) {
+                               tokenizer::utf8_checked checked, std::vector<token_group>& groups) {
     // The lane that is not timed only counts: it takes the whole read at once.
     lane& timing = timing_lane();
     for (lane* l : {native_ ? &*native_ : nullptr, reference_ ? &*reference_ : nullptr}) {
@@ -138,11 +137,10 @@ void token_counter::feed_lanes(text_kind kind, std::string_view text, core::time
     }
 }
 
-void token_counter::feed_pieces(lane& l, text_kind kind, std::string_view text,
-                                core::time_point at, tokenizer::utf8_checked checked,
-                                std::vector<token_group>& groups) {
+void token_counter::feed_pieces(lane& l, text_kind kind, std::string_view text, core::time_point at,
+                                tokenizer::utf8_checked checked, std::vector<token_group>& groups) {
     tokenizer::stream& stream = l.stream(kind);
-    auto& arrivals = arrivals_[kind];
+    auto& arrivals = text_of(kind).arrivals;
     std::uint64_t total = 0;
     auto add = [&](core::time_point done, std::uint64_t n) {
         total += n;
@@ -161,9 +159,8 @@ void token_counter::feed_pieces(lane& l, text_kind kind, std::string_view text,
             arrivals.push_back({stream.appended_bytes(), at});
         }
         std::size_t from = 0;  // the runs' ends only grow: each read is looked at once
-        stream.analyse([&](std::uint64_t end, std::size_t n) {
-            add(completion_time(kind, end, from), n);
-        });
+        stream.analyse(
+            [&](std::uint64_t end, std::size_t n) { add(completion_time(kind, end, from), n); });
         if (stream.pending_bytes() >= max_pending_bytes) {
             // As feed_bounded: the first cut part exactly, later ones estimated.
             const std::size_t cut = stream.pending_bytes();
@@ -193,7 +190,8 @@ std::uint64_t token_counter::feed_timed(text_kind kind, std::string_view text, c
                                         tokenizer::utf8_checked checked,
                                         core::time_point& completed_at) {
     fed_[kind] += text.size();
-    arrivals_[kind].push_back({fed_[kind], at});
+    auto& arrivals = text_of(kind).arrivals;
+    arrivals.push_back({fed_[kind], at});
     lane& timing = timing_lane();
     const std::uint64_t n = feed_bounded(timing, kind, text, at, checked);
     timing.tokens[kind] += n;
@@ -203,8 +201,8 @@ std::uint64_t token_counter::feed_timed(text_kind kind, std::string_view text, c
     }
     // Arrivals wholly before the pending text are no longer needed; keep the one that holds the
     // first pending byte.
-    while (arrivals_[kind].size() > 1 && arrivals_[kind].front().end <= pending_from) {
-        arrivals_[kind].pop_front();
+    while (arrivals.size() > 1 && arrivals.front().end <= pending_from) {
+        arrivals.pop_front();
     }
     return n;
 }
@@ -239,10 +237,10 @@ std::uint64_t token_counter::feed_bounded(lane& l, text_kind kind, std::string_v
 const std::vector<token_counter::token_group>& token_counter::finish_kind(text_kind kind) {
     thread_local std::vector<token_group> groups;
     groups.clear();
-    if (!held_[kind].empty()) {
-        feed_lanes(kind, held_[kind], arrivals_[kind].back().at, tokenizer::utf8_checked::valid,
+    if (kind_text* text = made_text(kind); text != nullptr && !text->held.empty()) {
+        feed_lanes(kind, text->held, text->arrivals.back().at, tokenizer::utf8_checked::valid,
                    groups);
-        release(held_[kind]);
+        release(text->held);
     }
     lane& timing = timing_lane();
     for (lane* l : {native_ ? &*native_ : nullptr, reference_ ? &*reference_ : nullptr}) {
@@ -264,12 +262,11 @@ const std::vector<token_counter::token_group>& token_counter::finish_kind(text_k
             });
         } else {
             l->stream(kind).finish(core::time_point{},
-                                    [&n](tokenizer::token_id, core::time_point) { ++n; });
+                                   [&n](tokenizer::token_id, core::time_point) { ++n; });
             if (l == &timing && n > 0) {
                 // The tail was complete when its last byte arrived, not when the stream ended.
-                groups.push_back({arrivals_[kind].empty() ? core::time_point{}
-                                                          : arrivals_[kind].back().at,
-                                  n});
+                const auto& arrivals = text_of(kind).arrivals;
+                groups.push_back({arrivals.empty() ? core::time_point{} : arrivals.back().at, n});
             }
         }
         l->tokens[kind] += n;
@@ -280,7 +277,7 @@ const std::vector<token_counter::token_group>& token_counter::finish_kind(text_k
 // The time of the read that delivered the byte just before `consumed_end`.
 core::time_point token_counter::completion_time(text_kind kind, std::uint64_t consumed_end,
                                                 std::size_t& from) {
-    const auto& arrivals = arrivals_[kind];
+    const auto& arrivals = text_of(kind).arrivals;
     for (auto it = arrivals.begin() + static_cast<std::ptrdiff_t>(from); it != arrivals.end();
          ++it, ++from) {
         if (it->end >= consumed_end) {

@@ -52,7 +52,11 @@ class token_counter {
     [[nodiscard]] std::size_t pending_bytes() const noexcept;
     // Of pending_bytes(), the reads held for a batch (not yet given to the lanes).
     [[nodiscard]] std::size_t held_bytes() const noexcept {
-        return held_[0].size() + held_[1].size() + held_[2].size();
+        std::size_t total = content_text_.held.size();
+        for (const auto& other : other_text_) {
+            total += other ? other->held.size() : 0;
+        }
+        return total;
     }
     // Pre-tokens cut at max_pending_bytes (see below); 0 for any text a model really writes.
     [[nodiscard]] std::uint64_t cut_pieces() const noexcept { return cut_pieces_; }
@@ -126,8 +130,7 @@ class token_counter {
       public:
         void push_back(arrival a) {
             if (head_ > 0 && head_ * 2 >= items_.size()) {
-                items_.erase(items_.begin(),
-                             items_.begin() + static_cast<std::ptrdiff_t>(head_));
+                items_.erase(items_.begin(), items_.begin() + static_cast<std::ptrdiff_t>(head_));
                 head_ = 0;
             }
             items_.push_back(a);
@@ -180,8 +183,7 @@ class token_counter {
     }
     // The same, looking from the `from`th pending read on, and leaving `from` at the read found:
     // for the runs of one analysis, whose ends only grow, so the reads are looked at once each.
-    core::time_point completion_time(text_kind kind, std::uint64_t consumed_end,
-                                     std::size_t& from);
+    core::time_point completion_time(text_kind kind, std::uint64_t consumed_end, std::size_t& from);
     lane& timing_lane() noexcept { return native_ ? *native_ : *reference_; }
     // Bytes given to `kind`'s stream of `l` so far (0 if it was not made).
     static std::uint64_t appended_bytes(const lane& l, text_kind kind) noexcept {
@@ -195,13 +197,34 @@ class token_counter {
 
     encoders which_;
     std::optional<lane> native_;
-    std::optional<lane> reference_;  // empty when it is the same tokenizer as native
+    std::optional<lane> reference_;           // empty when it is the same tokenizer as native
     std::array<std::uint64_t, kinds> fed_{};  // input bytes per kind (the split-feed path)
-    std::array<arrival_queue, kinds> arrivals_;
-    // Valid reads not yet given to the lanes, while every lane batches (hold_reads_): one append
-    // per read here instead of one per lane, and each lane fed once per batch. Their arrivals
-    // are already in arrivals_ (offsets in the timing stream's text, which they extend as is).
-    std::array<std::string, kinds> held_;
+    struct kind_text {
+        arrival_queue arrivals;
+        // Valid reads not yet given to the lanes, while every lane batches (hold_reads_): one
+        // append per read here instead of one per lane, and each lane fed once per batch. Their
+        // arrivals are already in `arrivals` (offsets in the timing stream's text, which they
+        // extend as is).
+        std::string held;
+    };
+    // Per kind of text. The content's is always there; reasoning's and tool calls' are made when
+    // their first text arrives, as the lanes' streams are.
+    kind_text content_text_;
+    std::array<std::unique_ptr<kind_text>, kinds - 1> other_text_;
+    kind_text& text_of(text_kind kind) {
+        if (kind == content) {
+            return content_text_;
+        }
+        auto& other = other_text_[kind - 1];
+        if (!other) {
+            other = std::make_unique<kind_text>();
+        }
+        return *other;
+    }
+    // nullptr when nothing of `kind` was fed.
+    kind_text* made_text(text_kind kind) noexcept {
+        return kind == content ? &content_text_ : other_text_[kind - 1].get();
+    }
     bool hold_reads_ = false;
     std::uint64_t cut_pieces_ = 0;
 };
