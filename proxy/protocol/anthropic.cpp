@@ -39,7 +39,7 @@ class anthropic_adapter final : public adapter, private json_visitor {
             return;
         }
         if (kind == "error") {
-            out_.error = true;
+            out_->error = true;
         } else if (kind != "message_start" && kind != "message_delta" &&
                    kind != "content_block_start" && kind != "content_block_delta") {
             sink.on_parse_error(parse_error::unknown_event);
@@ -54,7 +54,7 @@ class anthropic_adapter final : public adapter, private json_visitor {
             return;
         }
         if (type_ == "error") {
-            out_.error = true;
+            out_->error = true;
         } else if (type_ != "message" && !usage_seen_) {
             sink.on_parse_error(parse_error::unexpected_shape);
             return;
@@ -65,12 +65,13 @@ class anthropic_adapter final : public adapter, private json_visitor {
   private:
     // nullopt when the text is a JSON object; otherwise what is wrong with it.
     std::optional<parse_error> decode(std::string_view text, bool streamed) {
-        out_.reset();
+        out_ = &chunk_builder::for_thread();
+        out_->reset();
         type_.clear();
         usage_seen_ = false;
         streamed_ = streamed;
         root_object_ = false;
-        if (walk_json(text, *this, path_) != walk_result::ok) {
+        if (walk_json_scratch(text, *this) != walk_result::ok) {
             return parse_error::invalid_json;
         }
         if (!root_object_) {
@@ -81,7 +82,7 @@ class anthropic_adapter final : public adapter, private json_visitor {
 
     void emit(core::time_point at, chunk_sink& sink) {
         if (usage_seen_) {
-            token_usage& usage = out_.usage_ref();
+            token_usage& usage = out_->usage_ref();
             if (input_ || cache_read_ || cache_creation_) {
                 usage.input_tokens =
                     input_.value_or(0) + cache_read_.value_or(0) + cache_creation_.value_or(0);
@@ -89,7 +90,7 @@ class anthropic_adapter final : public adapter, private json_visitor {
             usage.cached_input_tokens = cache_read_;
             usage.output_tokens = output_;
         }
-        sink.on_chunk(out_.chunk(), at);
+        sink.on_chunk(out_->chunk(), at);
     }
 
     void on_open(const json_path& path, bool object) override {
@@ -103,25 +104,25 @@ class anthropic_adapter final : public adapter, private json_visitor {
             type_.assign(value);
         } else if (streamed_) {
             if (path.is({"delta", "text"}) || path.is({"content_block", "text"})) {
-                out_.content.append(value);
+                out_->content.append(value);
             } else if (path.is({"delta", "thinking"}) || path.is({"content_block", "thinking"})) {
-                out_.reasoning.append(value);
+                out_->reasoning.append(value);
             } else if (path.is({"delta", "partial_json"}) || path.is({"content_block", "name"})) {
                 // The tool name is generated text too, often the first token of the turn.
-                out_.tool_arguments.append(value);
+                out_->tool_arguments.append(value);
             } else if (path.is({"delta", "stop_reason"})) {
-                out_.set_finish(value);
+                out_->set_finish(value);
             }
         } else if (path.size() >= 3 && path[0] == "content" && path[1] == json_path::element) {
             if (path.size() == 3 && path[2] == "text") {
-                out_.content.append(value);
+                out_->content.append(value);
             } else if (path.size() == 3 && path[2] == "thinking") {
-                out_.reasoning.append(value);
+                out_->reasoning.append(value);
             } else if ((path.size() == 3 && path[2] == "name") || path[2] == "input") {
-                out_.tool_arguments.append(value);
+                out_->tool_arguments.append(value);
             }
         } else if (path.is({"stop_reason"})) {
-            out_.set_finish(value);
+            out_->set_finish(value);
         }
     }
 
@@ -153,9 +154,7 @@ class anthropic_adapter final : public adapter, private json_visitor {
         }
         usage_seen_ = true;
     }
-
-    json_path path_;
-    chunk_builder out_;
+    chunk_builder* out_ = nullptr;  // the thread's builder, taken as each event's walk starts
     std::string type_;
     bool streamed_ = true;
     bool usage_seen_ = false;

@@ -1,5 +1,6 @@
 // protocol/chunk_builder: the text and usage an adapter collects while walking one event, kept
-// in buffers reused from event to event, then handed to the sink as one response_chunk.
+// in buffers reused from event to event (one builder per thread), then handed to the sink as one
+// response_chunk.
 #pragma once
 
 #include <optional>
@@ -38,6 +39,15 @@ struct chunk_builder {
         if (finish_reason.empty()) {
             finish_reason.assign(reason);
         }
+    }
+
+    // The calling thread's builder. An adapter fills one event's chunk, hands it to its sink
+    // and is done with it, so a stream need not keep its own buffers from event to event (four
+    // strings and what they grew to, in every open stream). No adapter decodes inside another's
+    // sink, so one per thread serves them all.
+    static chunk_builder& for_thread() {
+        thread_local chunk_builder builder;
+        return builder;
     }
 
     // The chunk; views into this builder, valid until the next reset().

@@ -26,7 +26,7 @@ class gemini_adapter final : public json_document_adapter, private json_visitor 
         root_ = root_kind::other;
         emitted_ = 0;
         reset_element();
-        auto result = walk_json(text, *this, path_);
+        auto result = walk_json_scratch(text, *this);
         sink_ = nullptr;
         if (result != walk_result::ok) {
             sink.on_parse_error(parse_error::invalid_json);
@@ -44,7 +44,8 @@ class gemini_adapter final : public json_document_adapter, private json_visitor 
     }
 
     void reset_element() {
-        out_.reset();
+        out_ = &chunk_builder::for_thread();
+        out_->reset();
         part_text_.clear();
         thought_ = false;
         known_ = false;
@@ -58,11 +59,11 @@ class gemini_adapter final : public json_document_adapter, private json_visitor 
             return;
         }
         if (candidates_ || thoughts_) {
-            out_.usage_ref().output_tokens = candidates_.value_or(0) + thoughts_.value_or(0);
-            out_.usage_ref().reasoning_tokens = thoughts_;
+            out_->usage_ref().output_tokens = candidates_.value_or(0) + thoughts_.value_or(0);
+            out_->usage_ref().reasoning_tokens = thoughts_;
         }
         emitted_ += 1;
-        sink.on_chunk(out_.chunk(), at_);
+        sink.on_chunk(out_->chunk(), at_);
     }
 
     [[nodiscard]] std::size_t skip() const { return root_ == root_kind::array ? 1 : 0; }
@@ -86,7 +87,7 @@ class gemini_adapter final : public json_document_adapter, private json_visitor 
             known_ = true;
         } else if (path.is_from(s, {"error"})) {
             known_ = true;
-            out_.error = true;
+            out_->error = true;
         }
     }
 
@@ -99,7 +100,7 @@ class gemini_adapter final : public json_document_adapter, private json_visitor 
         }
         if (is_part(path)) {
             // "thought": true may come before or after the text it marks.
-            (thought_ ? out_.reasoning : out_.content).append(part_text_);
+            (thought_ ? out_->reasoning : out_->content).append(part_text_);
             part_text_.clear();
             thought_ = false;
         }
@@ -114,9 +115,9 @@ class gemini_adapter final : public json_document_adapter, private json_visitor 
                    path[s + 3] == "parts" && path[s + 5] == "functionCall" &&
                    (path[s + 6] == "name" || path[s + 6] == "args")) {
             // The call's name and its argument values stand in for the generated call text.
-            out_.tool_arguments.append(value);
+            out_->tool_arguments.append(value);
         } else if (path.is_from(s, {"candidates", json_path::element, "finishReason"})) {
-            out_.set_finish(value);
+            out_->set_finish(value);
         }
     }
 
@@ -135,20 +136,18 @@ class gemini_adapter final : public json_document_adapter, private json_visitor 
         }
         std::string_view key = path.back();
         if (key == "promptTokenCount") {
-            out_.usage_ref().input_tokens = value;
+            out_->usage_ref().input_tokens = value;
         } else if (key == "candidatesTokenCount") {
             candidates_ = value;
         } else if (key == "thoughtsTokenCount") {
             thoughts_ = value;
         } else if (key == "cachedContentTokenCount") {
-            out_.usage_ref().cached_input_tokens = value;
+            out_->usage_ref().cached_input_tokens = value;
         }
     }
 
     enum class root_kind : std::uint8_t { other, object, array };
-
-    json_path path_;
-    chunk_builder out_;
+    chunk_builder* out_ = nullptr;  // the thread's builder, taken as each event's walk starts
     std::string part_text_;
     std::optional<std::uint64_t> candidates_;
     std::optional<std::uint64_t> thoughts_;

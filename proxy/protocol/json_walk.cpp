@@ -610,4 +610,18 @@ walk_result walk_json(std::string_view text, json_visitor& visitor, json_path& p
     return scanner.walk() ? walk_result::ok : walk_result::invalid_json;
 }
 
+walk_result walk_json_scratch(std::string_view text, json_visitor& visitor) {
+    thread_local json_path scratch;
+    thread_local bool in_use = false;
+    if (in_use) {
+        json_path own;
+        return walk_json(text, visitor, own);
+    }
+    in_use = true;
+    struct release {
+        ~release() { in_use = false; }
+    } on_exit;
+    return walk_json(text, visitor, scratch);
+}
+
 }  // namespace tokenmeter::protocol

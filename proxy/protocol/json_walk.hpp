@@ -132,5 +132,9 @@ enum class walk_result : std::uint8_t { ok, invalid_json };
 // Walks `text` (one JSON value, nothing after it but whitespace). `path` is scratch space
 // reused across walks; it is cleared first.
 walk_result walk_json(std::string_view text, json_visitor& visitor, json_path& path);
+// The same with the calling thread's scratch path: a response adapter walks one event at a time,
+// and need not carry a path (and its buffers) through every open stream. A walk started from
+// another's callbacks gets a path of its own.
+walk_result walk_json_scratch(std::string_view text, json_visitor& visitor);
 
 }  // namespace tokenmeter::protocol

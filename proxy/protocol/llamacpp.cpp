@@ -19,13 +19,14 @@ class llamacpp_adapter final : public json_document_adapter, private json_visito
   private:
     void decode(std::string_view text, bool /*streamed*/, core::time_point at,
                 chunk_sink& sink) override {
-        out_.reset();
+        out_ = &chunk_builder::for_thread();
+        out_->reset();
         root_object_ = false;
         known_ = false;
         stop_ = false;
         predicted_.reset();
         predicted_n_.reset();
-        if (walk_json(text, *this, path_) != walk_result::ok) {
+        if (walk_json_scratch(text, *this) != walk_result::ok) {
             sink.on_parse_error(parse_error::invalid_json);
             return;
         }
@@ -34,26 +35,26 @@ class llamacpp_adapter final : public json_document_adapter, private json_visito
             return;
         }
         if (auto output = predicted_ ? predicted_ : predicted_n_) {
-            out_.usage_ref().output_tokens = output;
+            out_->usage_ref().output_tokens = output;
         }
-        sink.on_chunk(out_.chunk(), at);
+        sink.on_chunk(out_->chunk(), at);
     }
 
     void on_open(const json_path& path, bool object) override {
         if (path.size() == 0) {
             root_object_ = object;
         } else if (path.is({"error"})) {
-            out_.error = true;
+            out_->error = true;
             known_ = true;
         }
     }
 
     void on_string(const json_path& path, std::string_view value) override {
         if (path.is({"content"})) {
-            out_.content.append(value);
+            out_->content.append(value);
             known_ = true;
         } else if (path.is({"stop_type"})) {
-            out_.set_finish(value);
+            out_->set_finish(value);
         }
     }
 
@@ -68,16 +69,14 @@ class llamacpp_adapter final : public json_document_adapter, private json_visito
         if (path.is({"tokens_predicted"})) {
             predicted_ = value;
         } else if (path.is({"tokens_evaluated"})) {
-            out_.usage_ref().input_tokens = value;
+            out_->usage_ref().input_tokens = value;
         } else if (path.is({"timings", "predicted_n"})) {
             predicted_n_ = value;
         } else if (path.is({"timings", "cache_n"})) {
-            out_.usage_ref().cached_input_tokens = value;
+            out_->usage_ref().cached_input_tokens = value;
         }
     }
-
-    json_path path_;
-    chunk_builder out_;
+    chunk_builder* out_ = nullptr;  // the thread's builder, taken as each event's walk starts
     std::optional<std::uint64_t> predicted_;
     std::optional<std::uint64_t> predicted_n_;
     bool root_object_ = false;

@@ -27,11 +27,12 @@ class ollama_adapter final : public adapter, private json_visitor {
 
   private:
     void decode(std::string_view text, core::time_point at, chunk_sink& sink) {
-        out_.reset();
+        out_ = &chunk_builder::for_thread();
+        out_->reset();
         root_object_ = false;
         known_ = false;
         done_ = false;
-        if (walk_json(text, *this, path_) != walk_result::ok) {
+        if (walk_json_scratch(text, *this) != walk_result::ok) {
             sink.on_parse_error(parse_error::invalid_json);
             return;
         }
@@ -39,7 +40,7 @@ class ollama_adapter final : public adapter, private json_visitor {
             sink.on_parse_error(parse_error::unexpected_shape);
             return;
         }
-        sink.on_chunk(out_.chunk(), at);
+        sink.on_chunk(out_->chunk(), at);
         if (done_) {
             sink.on_done_marker(at);
         }
@@ -52,25 +53,25 @@ class ollama_adapter final : public adapter, private json_visitor {
             known_ = true;
         } else if (path.is({"error"})) {
             known_ = true;
-            out_.error = true;
+            out_->error = true;
         }
     }
 
     void on_string(const json_path& path, std::string_view value) override {
         if (path.is({"message", "content"}) || path.is({"response"})) {
-            out_.content.append(value);
+            out_->content.append(value);
             known_ = true;
         } else if (path.is({"message", "thinking"}) || path.is({"thinking"})) {
-            out_.reasoning.append(value);
+            out_->reasoning.append(value);
             known_ = true;
         } else if (path.size() >= 5 && path[0] == "message" && path[1] == "tool_calls" &&
                    path[3] == "function" && (path[4] == "name" || path[4] == "arguments")) {
             // Arguments arrive as a JSON object; its string values stand in for its text.
-            out_.tool_arguments.append(value);
+            out_->tool_arguments.append(value);
         } else if (path.is({"done_reason"})) {
-            out_.set_finish(value);
+            out_->set_finish(value);
         } else if (path.is({"error"})) {
-            out_.error = true;
+            out_->error = true;
             known_ = true;
         }
     }
@@ -84,14 +85,12 @@ class ollama_adapter final : public adapter, private json_visitor {
 
     void on_count(const json_path& path, std::uint64_t value) override {
         if (path.is({"eval_count"})) {
-            out_.usage_ref().output_tokens = value;
+            out_->usage_ref().output_tokens = value;
         } else if (path.is({"prompt_eval_count"})) {
-            out_.usage_ref().input_tokens = value;
+            out_->usage_ref().input_tokens = value;
         }
     }
-
-    json_path path_;
-    chunk_builder out_;
+    chunk_builder* out_ = nullptr;  // the thread's builder, taken as each event's walk starts
     bool root_object_ = false;
     bool known_ = false;
     bool done_ = false;

@@ -764,7 +764,8 @@ class openai_adapter final : public json_document_adapter, private json_visitor 
 
     void decode(std::string_view text, bool streamed, core::time_point at,
                 chunk_sink& sink) override {
-        out_.reset();
+        out_ = &chunk_builder::for_thread();
+        out_->reset();
         stack_.clear();
         seen_ = {};
         streamed_ = streamed;
@@ -781,7 +782,7 @@ class openai_adapter final : public json_document_adapter, private json_visitor 
             if (from.at == 0) {
                 from = at_choices_.resume(text);
             }
-            chat_chunk_reader reader(text, out_);
+            chat_chunk_reader reader(text, *out_);
             if (reader.read(choices, role, from)) {
                 read_by_chunk_reader = true;
                 seen_.root_object = true;
@@ -797,19 +798,19 @@ class openai_adapter final : public json_document_adapter, private json_visitor 
                     at_value_.keep_suffix(text.substr(quiet));
                 }
             } else {
-                out_.reset();  // not that shape: the walk below reads it from the start
+                out_->reset();  // not that shape: the walk below reads it from the start
             }
         }
         if (!seen_.root_object &&
-            (walk_json(text, *this, path_) != walk_result::ok || !seen_.root_object)) {
+            (walk_json_scratch(text, *this) != walk_result::ok || !seen_.root_object)) {
             sink.on_parse_error(parse_error::invalid_json);
             return;
         }
-        if (!seen_.choices && !out_.error && !out_.usage) {
+        if (!seen_.choices && !out_->error && !out_->usage) {
             sink.on_parse_error(parse_error::unexpected_shape);
             return;
         }
-        response_chunk chunk = out_.chunk();
+        response_chunk chunk = out_->chunk();
         chunk.role_only = seen_.role && !chunk.carries_text();
         chunk.ascii_text = read_by_chunk_reader;  // its strings are plain printable ASCII
         sink.on_chunk(chunk, at);
@@ -837,7 +838,7 @@ class openai_adapter final : public json_document_adapter, private json_visitor 
                     return frame::choices;
                 }
                 if (key == "usage" && object) {
-                    out_.usage.emplace();
+                    out_->usage.emplace();
                     return frame::usage;
                 }
                 return frame::ignored;
@@ -878,7 +879,7 @@ class openai_adapter final : public json_document_adapter, private json_visitor 
     void value_seen(const json_path& path, bool non_null) {
         if (non_null && stack_.size() == 1 && stack_.back() == frame::root &&
             path.back() == "error") {
-            out_.error = true;
+            out_->error = true;
         }
     }
 
@@ -899,17 +900,17 @@ class openai_adapter final : public json_document_adapter, private json_visitor 
         switch (stack_.back()) {
             case frame::choice:
                 if (key == "finish_reason") {
-                    out_.set_finish(value);
+                    out_->set_finish(value);
                 } else if (key == "text" && kind_ == api_kind::openai_completions) {
-                    out_.content.append(value);
+                    out_->content.append(value);
                 }
                 break;
             case frame::message:
                 if (key == "content") {
-                    out_.content.append(value);
+                    out_->content.append(value);
                 } else if (key == "reasoning_content" || key == "reasoning") {
                     // vLLM and SGLang use reasoning_content; newer vLLM and OpenRouter reasoning.
-                    out_.reasoning.append(value);
+                    out_->reasoning.append(value);
                 } else if (key == "role") {
                     seen_.role = true;
                 }
@@ -917,7 +918,7 @@ class openai_adapter final : public json_document_adapter, private json_visitor 
             case frame::function:
                 // The function name is generated text too; it is often the very first token.
                 if (key == "name" || key == "arguments") {
-                    out_.tool_arguments.append(value);
+                    out_->tool_arguments.append(value);
                 }
                 break;
             default:
@@ -934,19 +935,19 @@ class openai_adapter final : public json_document_adapter, private json_visitor 
         switch (stack_.back()) {
             case frame::usage:
                 if (key == "prompt_tokens") {
-                    out_.usage->input_tokens = value;
+                    out_->usage->input_tokens = value;
                 } else if (key == "completion_tokens") {
-                    out_.usage->output_tokens = value;
+                    out_->usage->output_tokens = value;
                 }
                 break;
             case frame::completion_details:
                 if (key == "reasoning_tokens") {
-                    out_.usage->reasoning_tokens = value;
+                    out_->usage->reasoning_tokens = value;
                 }
                 break;
             case frame::prompt_details:
                 if (key == "cached_tokens") {
-                    out_.usage->cached_input_tokens = value;
+                    out_->usage->cached_input_tokens = value;
                 }
                 break;
             default:
@@ -993,8 +994,7 @@ class openai_adapter final : public json_document_adapter, private json_visitor 
 
     api_kind kind_;
     bool streamed_ = true;
-    json_path path_;
-    chunk_builder out_;  // buffers reused from chunk to chunk
+    chunk_builder* out_ = nullptr;  // the thread's builder, taken as each event's walk starts
     // What the last chunks the reader accepted held before their "choices" array and before
     // their first delta text; empty until one is accepted.
     known_prefix at_choices_;

@@ -48,23 +48,23 @@ class responses_adapter final : public adapter, private json_visitor {
         }
         std::string_view kind = type_.empty() ? type : std::string_view(type_);
         if (delta_kind k = classify_delta(kind); k != delta_kind::none) {
-            std::string& target = k == delta_kind::content     ? out_.content
-                                  : k == delta_kind::reasoning ? out_.reasoning
-                                                               : out_.tool_arguments;
+            std::string& target = k == delta_kind::content     ? out_->content
+                                  : k == delta_kind::reasoning ? out_->reasoning
+                                                               : out_->tool_arguments;
             target.assign(delta_);
-            sink.on_chunk(out_.chunk(), at);
+            sink.on_chunk(out_->chunk(), at);
             return;
         }
         if (kind == "response.completed" || kind == "response.incomplete" ||
             kind == "response.failed") {
-            out_.error = kind == "response.failed";
-            out_.set_finish(kind == "response.completed" ? std::string_view("stop") : status_);
-            sink.on_chunk(out_.chunk(), at);
+            out_->error = kind == "response.failed";
+            out_->set_finish(kind == "response.completed" ? std::string_view("stop") : status_);
+            sink.on_chunk(out_->chunk(), at);
             return;
         }
         if (kind == "error") {
-            out_.error = true;
-            sink.on_chunk(out_.chunk(), at);
+            out_->error = true;
+            sink.on_chunk(out_->chunk(), at);
             return;
         }
         // Lifecycle events (response.created, output_item.added, *.done, ...) carry nothing to
@@ -80,19 +80,20 @@ class responses_adapter final : public adapter, private json_visitor {
             return;
         }
         if (has_error_) {
-            out_.error = true;
+            out_->error = true;
         } else if (!is_response_) {
             sink.on_parse_error(parse_error::unexpected_shape);
             return;
         }
-        out_.set_finish(status_);
-        sink.on_chunk(out_.chunk(), at);
+        out_->set_finish(status_);
+        sink.on_chunk(out_->chunk(), at);
     }
 
   private:
     // nullopt when the text is a JSON object; otherwise what is wrong with it.
     std::optional<parse_error> decode(std::string_view text, bool streamed) {
-        out_.reset();
+        out_ = &chunk_builder::for_thread();
+        out_->reset();
         type_.clear();
         delta_.clear();
         status_.clear();
@@ -104,7 +105,7 @@ class responses_adapter final : public adapter, private json_visitor {
         has_error_ = false;
         // A streamed event's response object sits under "response"; a whole body is one.
         usage_root_ = streamed ? 1 : 0;
-        if (walk_json(text, *this, path_) != walk_result::ok) {
+        if (walk_json_scratch(text, *this) != walk_result::ok) {
             return parse_error::invalid_json;
         }
         if (!root_object_) {
@@ -130,9 +131,9 @@ class responses_adapter final : public adapter, private json_visitor {
         // A content part of a message or reasoning item: its type says what its text is.
         if (!streamed_ && path.is({"output", json_path::element, "content", json_path::element})) {
             if (part_type_ == "reasoning_text") {
-                out_.reasoning.append(part_text_);
+                out_->reasoning.append(part_text_);
             } else {
-                out_.content.append(part_text_);
+                out_->content.append(part_text_);
             }
             part_text_.clear();
             part_type_.clear();
@@ -163,11 +164,11 @@ class responses_adapter final : public adapter, private json_visitor {
         } else if (path.is({"output", json_path::element, "content", json_path::element, "type"})) {
             part_type_.assign(value);
         } else if (path.is({"output", json_path::element, "summary", json_path::element, "text"})) {
-            out_.reasoning.append(value);
+            out_->reasoning.append(value);
         } else if (path.is({"output", json_path::element, "arguments"}) ||
                    path.is({"output", json_path::element, "name"}) ||
                    path.is({"output", json_path::element, "input"})) {
-            out_.tool_arguments.append(value);
+            out_->tool_arguments.append(value);
         }
     }
 
@@ -177,18 +178,16 @@ class responses_adapter final : public adapter, private json_visitor {
         }
         std::size_t skip = usage_root_;
         if (path.is_from(skip, {"usage", "input_tokens"})) {
-            out_.usage_ref().input_tokens = value;
+            out_->usage_ref().input_tokens = value;
         } else if (path.is_from(skip, {"usage", "output_tokens"})) {
-            out_.usage_ref().output_tokens = value;
+            out_->usage_ref().output_tokens = value;
         } else if (path.is_from(skip, {"usage", "input_tokens_details", "cached_tokens"})) {
-            out_.usage_ref().cached_input_tokens = value;
+            out_->usage_ref().cached_input_tokens = value;
         } else if (path.is_from(skip, {"usage", "output_tokens_details", "reasoning_tokens"})) {
-            out_.usage_ref().reasoning_tokens = value;
+            out_->usage_ref().reasoning_tokens = value;
         }
     }
-
-    json_path path_;
-    chunk_builder out_;
+    chunk_builder* out_ = nullptr;  // the thread's builder, taken as each event's walk starts
     std::string type_;
     std::string delta_;
     std::string status_;

@@ -18,13 +18,14 @@ class tgi_adapter final : public json_document_adapter, private json_visitor {
   private:
     void decode(std::string_view text, bool streamed, core::time_point at,
                 chunk_sink& sink) override {
-        out_.reset();
+        out_ = &chunk_builder::for_thread();
+        out_->reset();
         token_text_.clear();
         special_ = false;
         known_ = false;
         streamed_ = streamed;
         root_ = root_kind::other;
-        auto result = walk_json(text, *this, path_);
+        auto result = walk_json_scratch(text, *this);
         if (result != walk_result::ok) {
             sink.on_parse_error(parse_error::invalid_json);
             return;
@@ -34,9 +35,9 @@ class tgi_adapter final : public json_document_adapter, private json_visitor {
             return;
         }
         if (!special_) {
-            out_.content.append(token_text_);
+            out_->content.append(token_text_);
         }
-        sink.on_chunk(out_.chunk(), at);
+        sink.on_chunk(out_->chunk(), at);
     }
 
     // /generate answers an object, or an array of them for a batched request.
@@ -55,12 +56,12 @@ class tgi_adapter final : public json_document_adapter, private json_visitor {
         if (path.is_from(s, {"token", "text"})) {
             token_text_.append(value);
         } else if (!streamed_ && path.is_from(s, {"generated_text"})) {
-            out_.content.append(value);
+            out_->content.append(value);
             known_ = true;
         } else if (path.is_from(s, {"details", "finish_reason"})) {
-            out_.set_finish(value);
+            out_->set_finish(value);
         } else if (path.is_from(s, {"error"})) {
-            out_.error = true;
+            out_->error = true;
             known_ = true;
         }
     }
@@ -74,18 +75,16 @@ class tgi_adapter final : public json_document_adapter, private json_visitor {
     void on_count(const json_path& path, std::uint64_t value) override {
         std::size_t s = skip();
         if (path.is_from(s, {"details", "generated_tokens"})) {
-            auto& usage = out_.usage_ref();
+            auto& usage = out_->usage_ref();
             usage.output_tokens = usage.output_tokens.value_or(0) + value;
         } else if (path.is_from(s, {"details", "input_length"})) {
-            auto& usage = out_.usage_ref();
+            auto& usage = out_->usage_ref();
             usage.input_tokens = usage.input_tokens.value_or(0) + value;
         }
     }
 
     enum class root_kind : std::uint8_t { other, object, array };
-
-    json_path path_;
-    chunk_builder out_;
+    chunk_builder* out_ = nullptr;  // the thread's builder, taken as each event's walk starts
     std::string token_text_;
     root_kind root_ = root_kind::other;
     bool special_ = false;

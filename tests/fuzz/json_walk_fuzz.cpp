@@ -15,7 +15,7 @@ namespace {
 
 using namespace tokenmeter::protocol;
 
-json_path scanner_path;    // reused across inputs, as the adapters reuse theirs
+json_path scanner_path;    // reused across inputs, as the adapters reuse the thread's
 json_path reference_path;
 
 void compare(std::string_view text) {

@@ -360,5 +360,33 @@ TEST(JsonWalk, SeededMutationsMatchTheReference) {
     EXPECT_GT(valid, count / 20);  // enough mutants stay valid to reach deep into the scanner
 }
 
+// The thread's scratch path, as the response adapters walk: a walk started inside another's
+// callback gets a path of its own, so the outer walk's path is intact when it resumes.
+TEST(JsonWalk, AScratchWalkInsideAnotherKeepsBothPaths) {
+    struct inner_visitor : json_visitor {
+        std::vector<std::string> seen;
+        void on_string(const json_path& path, std::string_view value) override {
+            seen.push_back(std::string(path.back()) + "=" + std::string(value));
+        }
+    };
+    struct outer_visitor : json_visitor {
+        inner_visitor inner;
+        std::vector<std::string> seen;
+        void on_string(const json_path& path, std::string_view value) override {
+            // The value is itself a JSON document (as tool arguments are): walk it now.
+            EXPECT_EQ(walk_json_scratch(value, inner), walk_result::ok);
+            seen.push_back(std::string(path[0]) + "." + std::string(path.back()));
+        }
+    } outer;
+    const std::string text = R"({"a":{"b":"{\"x\":\"1\"}","c":"{\"y\":\"2\"}"}})";
+    ASSERT_EQ(walk_json_scratch(text, outer), walk_result::ok);
+    EXPECT_EQ(outer.seen, (std::vector<std::string>{"a.b", "a.c"}));
+    EXPECT_EQ(outer.inner.seen, (std::vector<std::string>{"x=1", "y=2"}));
+    // And the scratch path serves the next walk from a clean start.
+    outer.seen.clear();
+    ASSERT_EQ(walk_json_scratch(R"({"d":"{}"})", outer), walk_result::ok);
+    EXPECT_EQ(outer.seen, (std::vector<std::string>{"d.d"}));
+}
+
 }  // namespace
 }  // namespace tokenmeter::protocol
