@@ -42,18 +42,6 @@ void upstream_exchange<Stream>::resize_body_buffer_after(std::size_t bytes_read)
 }
 
 template <class Stream>
-void upstream_exchange<Stream>::release_body_buffer() noexcept {
-    if (!body_buffer_) {
-        return;
-    }
-    if (body_capacity_ <= body_buffer_initial) {
-        relay_buffer_pool::for_thread().give(body_buffer_.release());
-    } else {
-        body_buffer_.reset();
-    }
-}
-
-template <class Stream>
 void upstream_exchange<Stream>::reset_body_buffer() {
     // Taken again, small, when this exchange's body arrives.
     release_body_buffer();

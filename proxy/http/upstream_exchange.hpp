@@ -171,7 +171,16 @@ class upstream_exchange {
     void reset_body_buffer();
     // A buffer of the first size goes back to the worker's relay_buffer_pool, a grown one is
     // freed; body_capacity_ is kept (the size for the next read).
-    void release_body_buffer() noexcept;
+    void release_body_buffer() noexcept {
+        if (!body_buffer_) {
+            return;
+        }
+        if (body_capacity_ <= body_buffer_initial) {
+            relay_buffer_pool::for_thread().give(body_buffer_.release());
+        } else {
+            body_buffer_.reset();
+        }
+    }
     void ensure_body_buffer() {
         if (!body_buffer_) {
             if (body_capacity_ <= body_buffer_initial) {

@@ -160,7 +160,7 @@ void token_counter::feed_pieces(lane& l, text_kind kind, std::string_view text, 
         }
         std::size_t from = 0;  // the runs' ends only grow: each read is looked at once
         stream.analyse(
-            [&](std::uint64_t end, std::size_t n) { add(completion_time(kind, end, from), n); });
+            [&](std::uint64_t end, std::size_t n) { add(completion_time(arrivals, end, from), n); });
         if (stream.pending_bytes() >= max_pending_bytes) {
             // As feed_bounded: the first cut part exactly, later ones estimated.
             const std::size_t cut = stream.pending_bytes();
@@ -197,7 +197,7 @@ std::uint64_t token_counter::feed_timed(text_kind kind, std::string_view text, c
     timing.tokens[kind] += n;
     const std::uint64_t pending_from = fed_[kind] - timing.stream(kind).pending_bytes();
     if (n > 0) {
-        completed_at = completion_time(kind, pending_from);
+        completed_at = completion_time(arrivals, pending_from);
     }
     // Arrivals wholly before the pending text are no longer needed; keep the one that holds the
     // first pending byte.
@@ -251,9 +251,10 @@ const std::vector<token_counter::token_group>& token_counter::finish_kind(text_k
         if (l == &timing && l->encoder->reports_piece_ends()) {
             // Each piece of the tail keeps the time of the read of its last byte.
             std::size_t from = 0;
+            const arrival_queue& arrivals = text_of(kind).arrivals;
             l->stream(kind).finish_pieces([&](std::uint64_t end, std::size_t count) {
                 n += count;
-                const core::time_point done = completion_time(kind, end, from);
+                const core::time_point done = completion_time(arrivals, end, from);
                 if (!groups.empty() && groups.back().at == done) {
                     groups.back().count += count;
                 } else {
@@ -274,10 +275,9 @@ const std::vector<token_counter::token_group>& token_counter::finish_kind(text_k
     return groups;
 }
 
-// The time of the read that delivered the byte just before `consumed_end`.
-core::time_point token_counter::completion_time(text_kind kind, std::uint64_t consumed_end,
-                                                std::size_t& from) {
-    const auto& arrivals = text_of(kind).arrivals;
+core::time_point token_counter::completion_time(const arrival_queue& arrivals,
+                                                std::uint64_t consumed_end,
+                                                std::size_t& from) noexcept {
     for (auto it = arrivals.begin() + static_cast<std::ptrdiff_t>(from); it != arrivals.end();
          ++it, ++from) {
         if (it->end >= consumed_end) {

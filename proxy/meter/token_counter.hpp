@@ -177,13 +177,17 @@ class token_counter {
     // Flushes one kind's pending text in every lane; returns the timing lane's tokens in groups
     // by the time of the read that completed them (as feed_kind).
     const std::vector<token_group>& finish_kind(text_kind kind);
-    core::time_point completion_time(text_kind kind, std::uint64_t consumed_end) {
+    // The time of the read in `arrivals` that delivered the byte just before `consumed_end`.
+    static core::time_point completion_time(const arrival_queue& arrivals,
+                                            std::uint64_t consumed_end) noexcept {
         std::size_t from = 0;
-        return completion_time(kind, consumed_end, from);
+        return completion_time(arrivals, consumed_end, from);
     }
     // The same, looking from the `from`th pending read on, and leaving `from` at the read found:
     // for the runs of one analysis, whose ends only grow, so the reads are looked at once each.
-    core::time_point completion_time(text_kind kind, std::uint64_t consumed_end, std::size_t& from);
+    static core::time_point completion_time(const arrival_queue& arrivals,
+                                            std::uint64_t consumed_end,
+                                            std::size_t& from) noexcept;
     lane& timing_lane() noexcept { return native_ ? *native_ : *reference_; }
     // Bytes given to `kind`'s stream of `l` so far (0 if it was not made).
     static std::uint64_t appended_bytes(const lane& l, text_kind kind) noexcept {
