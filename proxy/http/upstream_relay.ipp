@@ -118,20 +118,22 @@ bool upstream_exchange<Stream>::start_drained_read() {
     if (!drained_ok_) {
         return false;
     }
-    if (body_capacity_ > body_buffer_initial) {
+    // A grown buffer is the exchange's own. At the first size the read takes a buffer from the
+    // worker's pool when data is there, and this one goes back (its bytes are written and
+    // observed).
+    const bool lend = body_capacity_ <= body_buffer_initial;
+    if (!lend) {
         ensure_body_buffer();
-        return drained_.start(upstream_->stream.socket(), body_buffer_.get(), body_capacity_,
-                              owner_.shared_from_this(), &upstream_exchange::on_drained_read,
-                              this);
     }
-    // The first size: the read takes a buffer from the worker's pool when data is there, and
-    // this one goes back (the bytes it held are written and observed).
-    if (!drained_.start(upstream_->stream.socket(), nullptr, body_buffer_initial,
-                        owner_.shared_from_this(), &upstream_exchange::on_drained_read, this)) {
+    if (!drained_.start(upstream_->stream.socket(), lend ? nullptr : body_buffer_.get(),
+                        lend ? body_buffer_initial : body_capacity_, owner_.shared_from_this(),
+                        &upstream_exchange::on_drained_read, this)) {
         return false;
     }
-    release_body_buffer();
-    body_capacity_ = body_buffer_initial;
+    if (lend) {
+        release_body_buffer();
+        body_capacity_ = body_buffer_initial;
+    }
     return true;
 }
 
