@@ -172,7 +172,9 @@ int run(const config::settings& settings, const reloader& reload) try {
     http::listener proxy_listener(
         main_ioc, "proxy", resolve_listen(main_ioc, settings.listen, "proxy"), context.edge,
         [&]() -> http::asio::io_context& { return workers.next(); },
-        [&](http::socket_type s, http::asio::io_context& ioc) { workers.serve(std::move(s), ioc); },
+        [&](http::accepted_descriptor s, http::asio::io_context& ioc) {
+            workers.serve(std::move(s), ioc);
+        },
         [&] { return context.client_connections.load(std::memory_order_relaxed) >= fd_budget; });
     http::admin_listener admin(main_ioc, resolve_listen(main_ioc, settings.admin, "admin"),
                                admin_state, context.edge,

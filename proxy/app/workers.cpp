@@ -1,7 +1,5 @@
 #include "app/workers.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <optional>
 #include <utility>
@@ -24,7 +22,8 @@ worker_pool::worker_pool(std::uint32_t threads, const upstream_pool_settings& po
     share.max_connections = pool.max_connections == 0
                                 ? 0
                                 : std::max(1u, (pool.max_connections + threads - 1) / threads);
-    share.max_idle = std::max(1u, (pool.max_idle + threads - 1) / threads);
+    share.max_idle =
+        pool.max_idle == 0 ? 0 : std::max(1u, (pool.max_idle + threads - 1) / threads);
     for (std::uint32_t i = 0; i < threads; ++i) {
         worker& w = workers_.emplace_back(share, resolver_);
         // Before any thread runs it: the mailbox registers its eventfd with the reactor.
@@ -41,63 +40,15 @@ asio::io_context& worker_pool::next() {
     return target.ioc;
 }
 
-namespace {
-
-// An accepted connection's descriptor on its way to a worker, out of any reactor: closed unless
-// the worker takes it (a post dropped at shutdown closes it too).
-class handed_descriptor {
-  public:
-    handed_descriptor(tcp protocol, socket_type::native_handle_type fd) noexcept
-        : protocol_(protocol), fd_(fd) {}
-    handed_descriptor(handed_descriptor&& other) noexcept
-        : protocol_(other.protocol_), fd_(std::exchange(other.fd_, -1)) {}
-    handed_descriptor(const handed_descriptor&) = delete;
-    handed_descriptor& operator=(const handed_descriptor&) = delete;
-    handed_descriptor& operator=(handed_descriptor&&) = delete;
-    ~handed_descriptor() {
-        if (fd_ >= 0) {
-            ::close(fd_);
-        }
-    }
-
-    // On the worker's thread: the socket, registered with `ioc`'s reactor there; closed (an
-    // empty optional) if it cannot be.
-    std::optional<socket_type> take(asio::io_context& ioc) {
-        socket_type socket(ioc);
-        error_code ec;
-        socket.assign(protocol_, fd_, ec);
-        if (ec) {
-            return std::nullopt;
-        }
-        fd_ = -1;
-        return socket;
-    }
-
-  private:
-    tcp protocol_;
-    socket_type::native_handle_type fd_;
-};
-
-}  // namespace
-
-void worker_pool::serve(socket_type socket, asio::io_context& ioc) {
+void worker_pool::serve(accepted_descriptor handed, asio::io_context& ioc) {
     auto found =
         std::find_if(ring_.begin(), ring_.end(), [&](worker* w) { return &w->ioc == &ioc; });
     if (found == ring_.end()) {
-        return;  // not one of ours: the socket closes
+        return;  // not one of ours: the descriptor closes
     }
     worker* target = *found;
-    // The socket leaves the acceptor's reactor here and joins the worker's on the worker's
-    // thread: the workers' reactors take no per-socket locks (see worker::ioc).
-    error_code ec;
-    const tcp protocol = socket.local_endpoint(ec).protocol();
-    if (ec) {
-        return;  // already gone (reset before it was served): the socket closes
-    }
-    handed_descriptor handed(protocol, socket.release(ec));
-    if (ec) {
-        return;
-    }
+    // The descriptor joins the worker's reactor on the worker's thread: the workers' reactors
+    // take no per-socket locks (see worker::ioc).
     if (max_clients_ > 0 &&
         context_.client_connections.load(std::memory_order_relaxed) >= max_clients_) {
         context_.edge.connection_refused();

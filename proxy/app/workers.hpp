@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "http/beast.hpp"
+#include "http/listener.hpp"
 #include "http/name_resolver.hpp"
 #include "http/proxy_context.hpp"
 #include "http/upstream_pool.hpp"
@@ -36,7 +37,7 @@ class worker_pool {
     http::asio::io_context& next();
     // Serves an accepted connection on `ioc` (one of next()'s), or refuses it with 503 when
     // limits.max_client_connections is reached.
-    void serve(http::socket_type socket, http::asio::io_context& ioc);
+    void serve(http::accepted_descriptor handed, http::asio::io_context& ioc);
     void start();
     // Drain: closes the connections waiting for a request and the idle upstream connections.
     void close_idle();

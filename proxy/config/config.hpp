@@ -43,7 +43,8 @@ struct limits_settings {
 
 struct upstream_pool_settings {
     std::uint32_t max_connections = 0;        // total, across worker threads; 0: no cap
-    std::uint32_t max_idle_connections = 64;  // kept alive for reuse, across worker threads
+    // kept alive for reuse, across worker threads; 0: every one a finished request leaves
+    std::uint32_t max_idle_connections = 0;
     milliseconds idle_keepalive{60'000};      // drop idle upstream connections after this long
     milliseconds acquire_timeout{5'000};      // wait for a free slot before answering 503
     bool operator==(const upstream_pool_settings&) const = default;

@@ -191,7 +191,9 @@ const table<P>& upstream_pool_table() {
                                 "concurrent upstream connections, across worker threads; 0: "
                                 "no cap"),
         value<P, std::uint32_t>("max_idle_connections", &P::max_idle_connections, read_count,
-                                nullptr, "idle upstream connections kept for reuse"),
+                                nullptr,
+                                "idle upstream connections kept for reuse, across worker threads; "
+                                "0: no cap (each closes after idle_keepalive)"),
         value("idle_keepalive", &P::idle_keepalive, read_duration, check_positive,
               "an idle upstream connection is closed after this long"),
         value("acquire_timeout", &P::acquire_timeout, read_duration, check_positive,

@@ -364,7 +364,11 @@ admin_listener::admin_listener(asio::io_context& ioc, const tcp::endpoint& endpo
       tls_(tls),
       listener_(
           ioc, "admin", endpoint, edge, [&ioc]() -> asio::io_context& { return ioc; },
-          [this](socket_type socket, asio::io_context&) { serve(std::move(socket)); }) {}
+          [this, &ioc](accepted_descriptor connection, asio::io_context&) {
+              if (auto socket = connection.take(ioc)) {
+                  serve(std::move(*socket));
+              }
+          }) {}
 
 void admin_listener::serve(socket_type socket) {
     if (tls_.server != nullptr) {

@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "http/direct_io.hpp"
 #include "http/headers.hpp"
 #include "http/mailbox.hpp"
 #include "http/request_plan.hpp"
@@ -361,20 +362,14 @@ void client_connection<Stream>::watch_client() {
 
 template <class Stream>
 void client_connection<Stream>::on_client_readable() {
-    auto& s = socket();
-    char probe = 0;
-    error_code mode_ec;
-    error_code peek_ec;
-    s.non_blocking(true, mode_ec);
-    std::size_t n = s.receive(asio::buffer(&probe, 1), tcp::socket::message_peek, peek_ec);
-    s.non_blocking(false, mode_ec);
-    if (peek_ec == asio::error::would_block || peek_ec == asio::error::try_again) {
+    const direct_io::peek_result seen = direct_io::peek(socket().native_handle());
+    if (seen == direct_io::peek_result::nothing_yet) {
         // A spurious wake-up: the client is still there, keep watching.
         watch_client();
         return;
     }
     watching_ = false;
-    if (n == 0) {
+    if (seen != direct_io::peek_result::data) {
         // EOF or reset: the client is gone, so the model server should stop generating. Only
         // cancel here: the pending operation's handler ends the exchange.
         request_.client_gone = true;

@@ -12,6 +12,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstddef>
 
 #if defined(__SANITIZE_THREAD__)
@@ -41,6 +42,26 @@ inline ssize_t sendmsg(int fd, const msghdr* message, int flags) noexcept {
 #else
     return ::sendmsg(fd, message, flags);
 #endif
+}
+
+// What a socket's next byte says without taking it: one recv(MSG_PEEK | MSG_DONTWAIT), whatever
+// the socket's blocking mode. Toggling Asio's non_blocking() around a peek costs two ioctls, and
+// a third before the next asynchronous operation, since clearing it clears Asio's own flag too.
+enum class peek_result : unsigned char { nothing_yet, data, closed, error };
+
+inline peek_result peek(int fd) noexcept {
+    char probe = 0;
+    ssize_t n = 0;
+    do {
+        n = recv(fd, &probe, 1, MSG_PEEK | MSG_DONTWAIT);
+    } while (n < 0 && errno == EINTR);
+    if (n > 0) {
+        return peek_result::data;
+    }
+    if (n == 0) {
+        return peek_result::closed;
+    }
+    return errno == EAGAIN || errno == EWOULDBLOCK ? peek_result::nothing_yet : peek_result::error;
 }
 
 }  // namespace tokenmeter::http::direct_io

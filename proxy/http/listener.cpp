@@ -1,6 +1,10 @@
 #include "http/listener.hpp"
 
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -23,6 +27,23 @@ std::string describe(const tcp::endpoint& endpoint) {
 
 }  // namespace
 
+accepted_descriptor::~accepted_descriptor() {
+    if (fd_ >= 0) {
+        ::close(fd_);
+    }
+}
+
+std::optional<socket_type> accepted_descriptor::take(asio::io_context& ioc) {
+    socket_type socket(ioc);
+    error_code ec;
+    socket.assign(protocol_, fd_, ec);
+    if (ec) {
+        return std::nullopt;  // fd_ is closed with this object
+    }
+    fd_ = -1;
+    return socket;
+}
+
 listener::listener(asio::io_context& ioc, std::string name, const tcp::endpoint& endpoint,
                    edge_counters& edge, pick_context pick, on_accept accepted, at_capacity full)
     : ioc_(ioc),
@@ -32,7 +53,8 @@ listener::listener(asio::io_context& ioc, std::string name, const tcp::endpoint&
       pick_(std::move(pick)),
       accepted_(std::move(accepted)),
       full_(std::move(full)),
-      retry_timer_(ioc) {
+      retry_timer_(ioc),
+      protocol_(endpoint.protocol()) {
     error_code ec;
     const char* step = "open";
     acceptor_.open(endpoint.protocol(), ec);
@@ -47,6 +69,12 @@ listener::listener(asio::io_context& ioc, std::string name, const tcp::endpoint&
     if (!ec) {
         step = "listen on";
         acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+    }
+    if (!ec) {
+        // accept4() is called only after a readiness wait, but another process sharing the
+        // socket, or a connection reset in the backlog, can leave nothing to take: never block.
+        step = "make non-blocking";
+        acceptor_.non_blocking(true, ec);
     }
     if (ec) {
         throw std::runtime_error("cannot " + std::string(step) + " the " + name_ + " address " +
@@ -70,40 +98,55 @@ void listener::do_accept() {
     if (stopped_ || !acceptor_.is_open()) {
         return;
     }
-    if (full_ && full_()) {
-        // At capacity: the kernel keeps queueing (up to the backlog); look again shortly.
-        wait_then_accept(capacity_poll);
-        return;
-    }
-    target_ = &pick_();
-    // Accepted on the listener's own context: registering the socket with the target's reactor
-    // is the target's own thread's job (see on_accept).
-    acceptor_.async_accept(ioc_, [this](error_code ec, socket_type socket) {
-        on_accepted(ec, std::move(socket));
-    });
+    acceptor_.async_wait(tcp::acceptor::wait_read, [this](error_code ec) { on_ready(ec); });
 }
 
-void listener::on_accepted(error_code ec, socket_type socket) {
+void listener::on_ready(error_code ec) {
     if (ec == asio::error::operation_aborted || stopped_ || !acceptor_.is_open()) {
         return;
     }
     if (ec) {
-        if (edge_.accept_error(name_, ec.value(), ec.message())) {
-            // Out of descriptors or memory: retrying at once would spin. Wait, longer each time.
-            backoff_ = backoff_.count() == 0 ? first_backoff : std::min(backoff_ * 2, max_backoff);
-            wait_then_accept(backoff_);
-            return;
-        }
-        do_accept();
+        edge_.accept_error(name_, ec.value(), ec.message());
+        wait_then_accept(first_backoff);
         return;
     }
-    backoff_ = std::chrono::milliseconds(0);
-    try {
-        accepted_(std::move(socket), *target_);
-    } catch (const std::exception& e) {
-        edge_.internal_error(e.what());
+    for (int taken = 0; taken < accept_batch; ++taken) {
+        if (full_ && full_()) {
+            // At capacity: the kernel keeps queueing (up to the backlog); look again shortly.
+            wait_then_accept(capacity_poll);
+            return;
+        }
+        const int fd = ::accept4(acceptor_.native_handle(), nullptr, nullptr,
+                                 SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            const int error = errno;
+            if (error == EAGAIN || error == EWOULDBLOCK) {
+                do_accept();  // the backlog is empty: wait for the next connection
+                return;
+            }
+            if (error == EINTR || error == ECONNABORTED || error == EPROTO) {
+                continue;  // a connection reset while in the backlog (Asio skipped these too)
+            }
+            if (edge_.accept_error(name_, error, std::system_category().message(error))) {
+                // Out of descriptors or memory: retrying at once would spin. Wait, longer each
+                // time.
+                backoff_ =
+                    backoff_.count() == 0 ? first_backoff : std::min(backoff_ * 2, max_backoff);
+                wait_then_accept(backoff_);
+                return;
+            }
+            continue;  // that connection failed (reset in the backlog, say); the next may not
+        }
+        backoff_ = std::chrono::milliseconds(0);
+        accepted_descriptor connection(protocol_, fd);
+        try {
+            accepted_(std::move(connection), pick_());
+        } catch (const std::exception& e) {
+            edge_.internal_error(e.what());
+        }
     }
-    do_accept();
+    // A full batch: let the context's other handlers run, then go on.
+    asio::post(ioc_, [this] { on_ready({}); });
 }
 
 void listener::wait_then_accept(std::chrono::milliseconds delay) {

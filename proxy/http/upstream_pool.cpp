@@ -1,4 +1,5 @@
 #include "http/upstream_pool.hpp"
+#include "http/direct_io.hpp"
 
 #include <charconv>
 #include <utility>
@@ -43,18 +44,9 @@ bool looks_alive(upstream_connection& connection) {
     if (!socket.is_open()) {
         return false;
     }
-    error_code ec;
-    socket.non_blocking(true, ec);
-    if (ec) {
-        return false;
-    }
-    char probe = 0;
-    error_code peek_ec;
-    std::size_t n = socket.receive(asio::buffer(&probe, 1), tcp::socket::message_peek, peek_ec);
-    socket.non_blocking(false, ec);
     // Nothing to read yet is the only healthy answer: EOF means the server closed it, and
     // bytes before a request was sent mean the connection is out of step.
-    return n == 0 && peek_ec == asio::error::would_block && !ec;
+    return direct_io::peek(socket.native_handle()) == direct_io::peek_result::nothing_yet;
 }
 
 }  // namespace
@@ -112,7 +104,7 @@ void upstream_pool::acquire(bool allow_reuse, acquire_handler handler) {
         // Make room by closing an idle connection rather than making the caller wait.
         error_code ignored;
         idle_.front()->stream.socket().close(ignored);
-        idle_.erase(idle_.begin());
+        idle_.pop_front();
         --open_;
     }
     if (!at_cap()) {
@@ -222,10 +214,19 @@ void upstream_pool::release(upstream_ptr connection, bool reusable) {
     if (!connection) {
         return;
     }
+    const auto now = std::chrono::steady_clock::now();
+    // The oldest idle connection, when it has outlived idle_keepalive, goes now: one looked at
+    // per release keeps the idle list to what recent traffic used, with no timer of its own.
+    if (!idle_.empty() && now - idle_.front()->idle_since >= settings_.idle_keepalive) {
+        error_code ignored;
+        idle_.front()->stream.socket().close(ignored);
+        idle_.pop_front();
+        --open_;
+    }
     if (reusable && connection->stream.socket().is_open() && connection->buffer.size() == 0 &&
-        idle_.size() < settings_.max_idle) {
+        (settings_.max_idle == 0 || idle_.size() < settings_.max_idle)) {
         connection->stream.expires_never();
-        connection->idle_since = std::chrono::steady_clock::now();
+        connection->idle_since = now;
         idle_.push_back(std::move(connection));
     } else {
         error_code ignored;

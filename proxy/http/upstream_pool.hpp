@@ -98,7 +98,7 @@ struct upstream_pool_settings {
     std::string host;
     std::string port;
     std::uint32_t max_connections = 64;  // 0: no cap (bounded by open files)
-    std::uint32_t max_idle = 16;
+    std::uint32_t max_idle = 16;  // 0: no cap (each is closed after idle_keepalive)
     std::chrono::milliseconds connect_timeout{5000};
     std::chrono::milliseconds idle_keepalive{60000};
     std::chrono::milliseconds acquire_timeout{5000};
@@ -177,7 +177,7 @@ class upstream_pool {
     };
     std::unordered_map<std::uint64_t, resolving> resolving_;
     std::uint64_t next_resolution_ = 0;
-    std::vector<upstream_ptr> idle_;
+    std::deque<upstream_ptr> idle_;  // the most recently used at the back
     std::deque<std::shared_ptr<waiter>> waiters_;
     std::uint32_t open_ = 0;  // idle + in use + connecting
     tls_session_cache sessions_;  // this worker's last upstream TLS session

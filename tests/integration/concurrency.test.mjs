@@ -13,6 +13,7 @@ after(stopAll);
 
 const STREAMS = 50;
 const TOKENS = 50;
+const BURST = 80;
 
 test(`${STREAMS} concurrent streams all complete with the right bytes`, { timeout: 60_000 }, async () => {
   const model = 'concurrency-model';
@@ -87,3 +88,46 @@ test(`${STREAMS} concurrent streams all complete with the right bytes`, { timeou
   const stats = await sim.stats();
   assert.equal(stats.streams_completed, STREAMS, JSON.stringify(stats));
 });
+
+// Streams that end together leave their upstream connections idle. By default the pool keeps
+// every one (until upstream_pool.idle_keepalive), so the next burst reuses them all instead of
+// connecting again; with max_idle_connections set, the rest are closed.
+async function burst(proxy, model, count) {
+  const agent = new http.Agent({ keepAlive: false, maxSockets: count * 2 });
+  try {
+    const results = await Promise.all(Array.from({ length: count }, () => request({
+      port: proxy.port,
+      agent,
+      body: chatBody(model),
+      headers: { 'x-sim-ttft-ms': '200', 'x-sim-itl-ms': '5', 'x-sim-output-tokens': '5' },
+      timeoutMs: 20_000,
+    })));
+    results.forEach((res, i) => {
+      assert.equal(res.status, 200, `stream ${i}: ${describeResult(res)}`);
+      assert.equal(res.complete, true, `stream ${i}: ${describeResult(res)}`);
+    });
+  } finally {
+    agent.destroy();
+  }
+}
+
+for (const [name, config, expectNew] of [
+  ['the default pool keeps every idle upstream connection', '', (n) => n === 0],
+  ['max_idle_connections: 10 closes the rest', 'upstream_pool:\n  max_idle_connections: 10\n',
+    (n) => n >= BURST - 10 - 2],
+]) {
+  test(`a second burst of ${BURST} streams: ${name}`, { timeout: 60_000 }, async () => {
+    const sim = await startSim();
+    // No readiness probes during the test: they would be connections too.
+    const proxy = await startProxy({
+      upstream: sim.port, config: `readiness:\n  probe_interval: 1h\n${config}`,
+    });
+    await burst(proxy, 'burst-model', BURST);
+    const between = await sim.stats();
+    await burst(proxy, 'burst-model', BURST);
+    const after = await sim.stats();
+    // /sim/stats adds one connection of its own.
+    const fresh = after.connections_accepted - between.connections_accepted - 1;
+    assert.ok(expectNew(fresh), `the second burst opened ${fresh} upstream connections`);
+  });
+}

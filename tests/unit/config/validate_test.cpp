@@ -180,7 +180,7 @@ TEST(Validate, CollectsEveryError) {
     s.threads = 1000;
     s.timeouts.drain = milliseconds{0};
     s.upstream_pool.max_connections = 8;
-    // max_idle (64) now also exceeds max_connections (8)
+    s.upstream_pool.max_idle_connections = 64;  // exceeds max_connections
     EXPECT_EQ(validate(s, {{"log.format", "xml"}}).size(), 4u);
 }
 
