@@ -14,6 +14,7 @@
 
 #include <cerrno>
 #include <cstddef>
+#include <string_view>
 
 #if defined(__SANITIZE_THREAD__)
 #define TOKENMETER_DIRECT_IO 0
@@ -42,6 +43,26 @@ inline ssize_t sendmsg(int fd, const msghdr* message, int flags) noexcept {
 #else
     return ::sendmsg(fd, message, flags);
 #endif
+}
+
+// Sends all of `bytes` now if the socket takes them without blocking (no SIGPIPE); false
+// otherwise (what it took stays sent). For a last word before a close.
+inline bool send_all_now(int fd, std::string_view bytes) noexcept {
+    while (!bytes.empty()) {
+        msghdr message{};
+        iovec vector{const_cast<char*>(bytes.data()), bytes.size()};  // NOLINT: iovec is not const
+        message.msg_iov = &vector;
+        message.msg_iovlen = 1;
+        const ssize_t sent = direct_io::sendmsg(fd, &message, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (sent < 0 && errno == EINTR) {
+            continue;
+        }
+        if (sent <= 0) {
+            return false;
+        }
+        bytes.remove_prefix(static_cast<std::size_t>(sent));
+    }
+    return true;
 }
 
 // What a socket's next byte says without taking it: one recv(MSG_PEEK | MSG_DONTWAIT), whatever

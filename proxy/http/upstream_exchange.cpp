@@ -345,10 +345,35 @@ void upstream_exchange<Stream>::on_write_interim(error_code ec) {
 template <class Stream>
 void upstream_exchange<Stream>::write_client_header() {
     owner_.request_.response_begun = true;
+    if constexpr (std::is_same_v<Stream, tcp_stream>) {
+        if (upstream_->buffer.size() > 0 && !parser_->is_done()) {
+            // Body bytes came with the head: the head goes out in front of them, in the same
+            // send (write_client_body), or alone if they turn out to hold nothing to forward.
+            head_pending_ = true;
+            start_body();
+            return;
+        }
+    }
     owner_.lowest().expires_after(owner_.context_.settings.client_write);
     asio::async_write(
         owner_.client_, asio::buffer(head_text_),
         owner_.guarded([this](error_code ec, std::size_t) { on_write_client_header(ec); }));
+}
+
+template <class Stream>
+void upstream_exchange<Stream>::flush_head(void (upstream_exchange::*next)()) {
+    head_pending_ = false;
+    begin_wait(false);
+    asio::async_write(owner_.client_, asio::buffer(head_text_),
+                      owner_.guarded([this, next](error_code ec, std::size_t) {
+                          ec = end_wait(ec);
+                          head_text_ = {};
+                          if (ec || client_gone()) {
+                              end_for_client_gone();
+                              return;
+                          }
+                          (this->*next)();
+                      }));
 }
 
 template <class Stream>

@@ -70,8 +70,12 @@ class upstream_exchange {
     void on_write_interim(error_code ec);
     void write_client_header();
     void on_write_client_header(error_code ec);
+    // The head held for the first body write (head_pending_) goes out alone: no body bytes
+    // follow at once. Then `next`.
+    void flush_head(void (upstream_exchange::*next)());
     void start_body();
     void do_read_body();
+    void read_upstream();  // do_read_body once the buffer is sized and no bytes are waiting
     void on_read_body(error_code ec, std::size_t bytes);
     // Writes `bytes` (the read as it is, or what the transform let through) to the client. A
     // write the kernel took whole at once returns its result (the caller then runs
@@ -133,6 +137,9 @@ class upstream_exchange {
     enum class body_framing : std::uint8_t { none, raw, chunked };
     body_framing framing_ = body_framing::none;
     bool end_written_ = false;    // the write in flight carries the end of the body
+    // Over plain TCP, when body bytes came with the response head, the head (head_text_) is
+    // written with them in one send: one write and one segment fewer per response.
+    bool head_pending_ = false;
     std::array<char, 20> chunk_head_{};  // "<hex size>\r\n" of the chunk being written
     std::optional<protocol::usage_filter> usage_filter_;
     // The body as it arrives: its framing removed in place, read by read (start_body).

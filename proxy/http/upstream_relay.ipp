@@ -98,6 +98,16 @@ void upstream_exchange<Stream>::do_read_body() {
         // hold it (the next response's head allocates it again).
         early.shrink_to_fit();
     }
+    read_upstream();
+}
+
+template <class Stream>
+void upstream_exchange<Stream>::read_upstream() {
+    if (head_pending_) {
+        // Nothing to forward came with the head: it goes out now, before the wait for more.
+        flush_head(&upstream_exchange::read_upstream);
+        return;
+    }
     begin_wait(true);
     if (start_drained_read()) {
         return;
@@ -187,6 +197,11 @@ void upstream_exchange<Stream>::on_read_body(error_code ec, std::size_t bytes) {
     if (ec) {
         // The client must not mistake a cut stream for a whole one: no final chunk, just close.
         // Bytes decoded in this same read are still shown to the observer.
+        if (std::exchange(head_pending_, false)) {
+            // The head, as it would have gone before this read: best effort, the connection
+            // closes next.
+            (void)direct_io::send_all_now(owner_.socket().native_handle(), head_text_);
+        }
         observed.body(read, now);
         const bool timed_out = ec == beast::error::timeout;
         owner_.context_.observer.upstream_error(timed_out ? "idle_timeout" : "truncated");
@@ -240,29 +255,30 @@ template <class Stream>
 std::optional<error_code> upstream_exchange<Stream>::write_client_body(std::string_view bytes,
                                                                        bool last) {
     using namespace relay_detail;
-    // At most three pieces, gathered into one send: the chunk's size line, the bytes where the
-    // read left them, and the chunk's end. The last bytes carry the end of the message with them
-    // (for chunked framing, the final chunk goes in the same write), so a client that reads them
-    // and hangs up at once has still received a complete response.
-    std::array<asio::const_buffer, 3> pieces;
+    // At most four pieces, gathered into one send: the response head if it waited for these
+    // bytes (head_pending_), the chunk's size line, the bytes where the read left them, and the
+    // chunk's end. The last bytes carry the end of the message with them (for chunked framing,
+    // the final chunk goes in the same write), so a client that reads them and hangs up at once
+    // has still received a complete response.
+    std::array<asio::const_buffer, 4> pieces;
     std::size_t count = 0;
+    if (std::exchange(head_pending_, false)) {
+        pieces[count++] = asio::buffer(head_text_);
+    }
     if (framing_ == body_framing::chunked) {
         if (!bytes.empty()) {
             auto [end, ec] = std::to_chars(chunk_head_.data(), chunk_head_.data() + 16,
                                            bytes.size(), 16);
             std::memcpy(end, crlf.data(), crlf.size());
-            pieces[0] = asio::buffer(chunk_head_.data(),
-                                     static_cast<std::size_t>(end - chunk_head_.data()) + 2);
-            pieces[1] = asio::buffer(bytes.data(), bytes.size());
-            pieces[2] = asio::buffer(last ? crlf_last_chunk : crlf);
-            count = 3;
+            pieces[count++] = asio::buffer(
+                chunk_head_.data(), static_cast<std::size_t>(end - chunk_head_.data()) + 2);
+            pieces[count++] = asio::buffer(bytes.data(), bytes.size());
+            pieces[count++] = asio::buffer(last ? crlf_last_chunk : crlf);
         } else if (last) {
-            pieces[0] = asio::buffer(last_chunk);
-            count = 1;
+            pieces[count++] = asio::buffer(last_chunk);
         }
     } else if (framing_ == body_framing::raw) {
-        pieces[0] = asio::buffer(bytes.data(), bytes.size());
-        count = 1;
+        pieces[count++] = asio::buffer(bytes.data(), bytes.size());
     }
     end_written_ = last;
     begin_wait(false);
@@ -270,7 +286,7 @@ std::optional<error_code> upstream_exchange<Stream>::write_client_body(std::stri
         // Over plain TCP the write is tried at once, without blocking: a client that keeps up
         // takes it whole, and the relay goes on to the next read without a trip through the
         // event loop. What the kernel could not take is written asynchronously, as before.
-        std::array<iovec, 3> vectors{};
+        std::array<iovec, 4> vectors{};
         std::size_t total = 0;
         for (std::size_t i = 0; i < count; ++i) {
             vectors[i].iov_base = const_cast<void*>(pieces[i].data());  // NOLINT: iovec is not const
@@ -300,7 +316,7 @@ std::optional<error_code> upstream_exchange<Stream>::write_client_body(std::stri
             ++first;
         }
         pieces[first] += skip;
-        std::array<asio::const_buffer, 3> rest;
+        std::array<asio::const_buffer, 4> rest;
         std::copy(pieces.begin() + static_cast<std::ptrdiff_t>(first),
                   pieces.begin() + static_cast<std::ptrdiff_t>(count), rest.begin());
         asio::async_write(
@@ -324,6 +340,9 @@ void upstream_exchange<Stream>::write_then(std::string_view bytes, bool last) {
 template <class Stream>
 void upstream_exchange<Stream>::on_write_client_body(error_code ec) {
     ec = end_wait(ec);
+    if (!head_text_.empty()) {
+        head_text_ = {};  // the response head went out with these bytes (head_pending_)
+    }
     if (!ec && end_written_) {
         // Every byte was handed over: the response is complete even if the client hung up
         // right after reading it (the liveness watch may have seen that close first).
