@@ -249,14 +249,13 @@ void client_connection<Stream>::handle_request() {
     };
     request_.observed = context_.observer.begin(std::move(facts));
     context_.requests_in_flight.fetch_add(1, std::memory_order_relaxed);
-    request_.admitting =
-        std::make_unique<bhttp::request<bhttp::string_body>>(std::move(plan.upstream));
     request_.admitting_options = {plan.head, plan.usage_injected, plan.continuous_usage};
     if (request_.observed->admission_pending()) {
         // A shared store decides (one round trip, bounded by its timeout); the callback comes
         // on the store's thread and the rest runs back on this connection's own executor.
         // Not idle meanwhile: a drain must not close it.
         phase_ = phase::proxying;
+        request_.admitting = std::make_unique<upstream_request>(std::move(plan.upstream));
         request_.observed->await_admission(
             [executor = client_.get_executor(),
              resume = guarded([this] { on_admission(); })]() mutable {
@@ -264,7 +263,7 @@ void client_connection<Stream>::handle_request() {
             });
         return;
     }
-    on_admission();
+    admit(std::move(plan.upstream));
 }
 
 template <class Stream>
@@ -272,8 +271,14 @@ void client_connection<Stream>::on_admission() {
     if (!request_.observed || !request_.admitting) {
         return;
     }
+    upstream_request held = std::move(*request_.admitting);
+    request_.admitting.reset();
+    admit(std::move(held));
+}
+
+template <class Stream>
+void client_connection<Stream>::admit(upstream_request request) {
     if (const auto& admitted = request_.observed->admitted(); !admitted.admitted) {
-        request_.admitting.reset();
         // Copies: answering ends the exchange, and the observer with it.
         const std::string message = admitted.message;
         const std::string retry_after = admitted.retry_after;
@@ -282,9 +287,7 @@ void client_connection<Stream>::on_admission() {
     }
     phase_ = phase::proxying;
     watch_client();
-    auto upstream_request = std::move(*request_.admitting);
-    request_.admitting.reset();
-    upstream_.start(std::move(upstream_request), request_.admitting_options);
+    upstream_.start(std::move(request), request_.admitting_options);
 }
 
 // ---- local answers ------------------------------------------------------------------------

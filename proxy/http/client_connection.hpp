@@ -33,9 +33,10 @@ struct request_state {
     std::unique_ptr<observe::exchange_observer> observed;  // set while forwarded
     bool response_begun = false;  // a response head (local or relayed) went to the client
     bool client_gone = false;     // the client hung up while the upstream was answering
-    // Held while a fleet-wide limit decides admission (observer's await_admission).
+    // Held while a fleet-wide limit decides admission (observer's await_admission); a request
+    // admitted at once goes straight to the upstream exchange.
     // (Each of these is made when needed, not carried inline by every open stream.)
-    std::unique_ptr<bhttp::request<bhttp::string_body>> admitting;
+    std::unique_ptr<upstream_request> admitting;
     relay_options admitting_options;
 };
 
@@ -87,8 +88,10 @@ class client_connection : public idle_closable,
     void do_read_body();
     void on_read_body(error_code ec);
     void handle_request();
-    // Admission decided: forward the request or answer 429.
+    // The shared store decided admission: admit() the held request.
     void on_admission();
+    // Forwards the request if the observer admitted it, else answers 429.
+    void admit(upstream_request request);
 
     // retry_after: a Retry-After value in seconds, or "" for none.
     void respond_local(local_failure failure, std::string_view message,

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
+#include <cstdint>
+#include <iterator>
 #include <vector>
 
 #include "core/text.hpp"
@@ -61,21 +64,53 @@ protocol::api_kind classify(bhttp::verb method, std::string_view target) {
     return protocol::api_for_path(target);
 }
 
+std::vector<std::string> connection_options(const bhttp::fields& fields) {
+    if (fields.find(bhttp::field::connection) == fields.end()) {
+        return {};  // the common case: no vector, no allocation
+    }
+    return field_tokens(fields, bhttp::field::connection);
+}
+
+bool is_hop_by_hop(const bhttp::fields::value_type& field,
+                   const std::vector<std::string>& connection_named) {
+    const bhttp::field known = field.name();
+    if (known != bhttp::field::unknown &&
+        std::find(hop_by_hop.begin(), hop_by_hop.end(), known) != hop_by_hop.end()) {
+        return true;
+    }
+    const std::string_view name = field.name_string();
+    return std::any_of(connection_named.begin(), connection_named.end(),
+                       [name](const std::string& token) { return beast::iequals(name, token); });
+}
+
 void copy_end_to_end_fields(const bhttp::fields& from, bhttp::fields& to) {
-    auto named = field_tokens(from, bhttp::field::connection);
+    const auto named = connection_options(from);
     for (const auto& field : from) {
-        const bhttp::field known = field.name();
-        std::string_view name = field.name_string();
-        bool skip = known != bhttp::field::unknown &&
-                    std::find(hop_by_hop.begin(), hop_by_hop.end(), known) != hop_by_hop.end();
-        for (const auto& token : named) {
-            if (!skip && beast::iequals(name, token)) {
-                skip = true;
-            }
-        }
-        if (!skip) {
+        if (!is_hop_by_hop(field, named)) {
             // With its enum: Beast need not look the name up again.
-            to.insert(known, name, field.value());
+            to.insert(field.name(), field.name_string(), field.value());
+        }
+    }
+}
+
+void append_field(std::string& out, std::string_view name, std::string_view value) {
+    out.append(name);
+    out.append(": ");
+    out.append(value);
+    out.append("\r\n");
+}
+
+void append_field(std::string& out, std::string_view name, std::uint64_t value) {
+    char digits[20];  // the most a 64-bit value takes
+    const auto written = std::to_chars(std::begin(digits), std::end(digits), value);
+    append_field(out, name, std::string_view(digits, static_cast<std::size_t>(written.ptr - digits)));
+}
+
+void append_end_to_end_fields(const bhttp::fields& from, std::string& out) {
+    const auto named = connection_options(from);
+    for (const auto& field : from) {
+        if (!is_hop_by_hop(field, named)) {
+            append_field(out, field.name_string(), field.value());
         }
     }
 }
@@ -149,53 +184,19 @@ void drop_trailer_fields(bhttp::fields& fields, std::size_t header_fields) {
     }
 }
 
-namespace {
-
-void append_view(std::string& out, beast::string_view text) {
-    out.append(text.data(), text.size());
-}
-
-// Every field as Beast stores it ("name: value\r\n"), then the empty line.
-void append_fields(const bhttp::fields& fields, std::string& out) {
-    for (const auto& field : fields) {
-        append_view(out, field.name_string());
-        out.append(": ");
-        append_view(out, field.value());
-        out.append("\r\n");
-    }
-    out.append("\r\n");
-}
-
-void append_version(unsigned version, std::string& out) {
+void append_status_line(unsigned version, unsigned code, std::string_view reason,
+                        std::string& out) {
     out.append("HTTP/");
     out.push_back(static_cast<char>('0' + (version / 10) % 10));
     out.push_back('.');
     out.push_back(static_cast<char>('0' + version % 10));
-}
-
-}  // namespace
-
-void append_head(const bhttp::request_header<>& head, std::string& out) {
-    append_view(out, head.method_string());
-    out.push_back(' ');
-    append_view(out, head.target());
-    out.push_back(' ');
-    append_version(head.version(), out);
-    out.append("\r\n");
-    append_fields(head, out);
-}
-
-void append_head(const bhttp::response_header<>& head, std::string& out) {
-    append_version(head.version(), out);
-    const unsigned code = head.result_int();
     out.push_back(' ');
     out.push_back(static_cast<char>('0' + (code / 100) % 10));
     out.push_back(static_cast<char>('0' + (code / 10) % 10));
     out.push_back(static_cast<char>('0' + code % 10));
     out.push_back(' ');
-    append_view(out, head.reason());  // the upstream's, or the standard one when it sent none
+    out.append(reason);
     out.append("\r\n");
-    append_fields(head, out);
 }
 
 std::string upstream_host_header(const upstream_address& upstream) {

@@ -2,9 +2,11 @@
 // (RFC 9110 §7.6.1 hop-by-hop fields, RFC 9112 §6.3 message framing).
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "http/session_settings.hpp"
 #include "http/beast.hpp"
@@ -15,9 +17,30 @@ namespace tokenmeter::http {
 // Which metered API a request targets; none for everything that passes through untouched.
 protocol::api_kind classify(bhttp::verb method, std::string_view target);
 
-// Copies every field except hop-by-hop ones (the fixed set plus those named in Connection)
-// and Content-Length/Transfer-Encoding, whose framing the proxy sets itself.
+// The field names a message's Connection fields list (RFC 9110 §7.6.1): hop-by-hop as well.
+// Empty, without allocating, when there is no Connection field.
+std::vector<std::string> connection_options(const bhttp::fields& fields);
+
+// Whether a field stops at this hop: the fixed hop-by-hop set, those named in Connection
+// (`connection_named`, from connection_options), and Content-Length/Transfer-Encoding, whose
+// framing the proxy sets itself.
+bool is_hop_by_hop(const bhttp::fields::value_type& field,
+                   const std::vector<std::string>& connection_named);
+
+// Copies every field that is not hop-by-hop (is_hop_by_hop), in order.
 void copy_end_to_end_fields(const bhttp::fields& from, bhttp::fields& to);
+
+// The same fields written as text, "name: value\r\n" each, in order: a head the proxy writes
+// itself (the response head for the client) is built without a second field set.
+void append_end_to_end_fields(const bhttp::fields& from, std::string& out);
+
+// "name: value\r\n"; a number in decimal.
+void append_field(std::string& out, std::string_view name, std::string_view value);
+void append_field(std::string& out, std::string_view name, std::uint64_t value);
+
+// "HTTP/1.1 200 OK\r\n": the version (11 or 10), the three-digit code and the reason phrase.
+void append_status_line(unsigned version, unsigned code, std::string_view reason,
+                        std::string& out);
 
 // Why a request head must be refused before its body is read, or nullopt.
 struct head_problem {
@@ -38,13 +61,6 @@ std::optional<head_problem> host_or_version_problem(const bhttp::request_header<
 // Erases the fields after the first `header_fields` (a chunked body's trailer section, which
 // Beast appends to the header).
 void drop_trailer_fields(bhttp::fields& fields, std::size_t header_fields);
-
-// The head of a message (start line, fields, the empty line) as the bytes Beast's serializer
-// writes for it, appended to `out`: one buffer for the socket instead of Beast's buffer sequence
-// of the start line and each field, whose iteration by the socket operation cost more than the
-// whole of the rest of the write (tens of thousands of instructions per request).
-void append_head(const bhttp::request_header<>& head, std::string& out);
-void append_head(const bhttp::response_header<>& head, std::string& out);
 
 // "host[:port]" for the Host field (port left out when it is 80).
 std::string upstream_host_header(const upstream_address& upstream);

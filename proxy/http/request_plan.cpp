@@ -1,5 +1,6 @@
 #include "http/request_plan.hpp"
 
+#include <cstdint>
 #include <string>
 #include <utility>
 
@@ -9,63 +10,32 @@
 namespace tokenmeter::http {
 namespace {
 
-// Every line of a possibly repeated list field joined into one value (RFC 9110 §5.3), removed.
-std::string take_list_field(bhttp::fields& fields, std::string_view name) {
-    std::string joined;
-    const beast::string_view key(name.data(), name.size());
-    for (auto [it, end] = fields.equal_range(key); it != end; ++it) {
-        const auto value = it->value();
-        if (value.empty()) {
-            continue;
-        }
-        if (!joined.empty()) {
-            joined += ", ";
-        }
-        joined.append(value.data(), value.size());
-    }
-    fields.erase(key);
-    return joined;
+constexpr std::string_view forwarded_for = "X-Forwarded-For";
+constexpr std::string_view forwarded_proto = "X-Forwarded-Proto";
+
+bool named(const bhttp::fields::value_type& field, std::string_view name) {
+    return beast::iequals(field.name_string(), beast::string_view(name.data(), name.size()));
 }
 
-void append_list_field(bhttp::fields& fields, std::string_view name, std::string_view element) {
-    std::string value = take_list_field(fields, name);
-    if (!value.empty()) {
-        value += ", ";
+// A list field's non-empty lines joined into one value (RFC 9110 §5.3).
+void join_line(std::string& joined, beast::string_view value) {
+    if (value.empty()) {
+        return;
     }
-    value += element;
-    fields.set(beast::string_view(name.data(), name.size()), value);
+    if (!joined.empty()) {
+        joined += ", ";
+    }
+    joined.append(value.data(), value.size());
+}
+
+void join_element(std::string& joined, std::string_view element) {
+    if (!joined.empty()) {
+        joined += ", ";
+    }
+    joined += element;
 }
 
 }  // namespace
-
-void apply_forwarding(bhttp::fields& upstream, const client_origin& origin,
-                      forwarded_for_policy policy) {
-    constexpr std::string_view xff = "X-Forwarded-For";
-    switch (policy) {
-        case forwarded_for_policy::keep:
-            break;
-        case forwarded_for_policy::drop:
-            upstream.erase(beast::string_view(xff.data(), xff.size()));
-            break;
-        case forwarded_for_policy::append:
-            if (!origin.address.empty()) {
-                append_list_field(upstream, xff, origin.address);
-            }
-            break;
-    }
-    if (origin.tls) {
-        upstream.set("X-Forwarded-Proto", "https");
-        std::string element;
-        if (policy == forwarded_for_policy::append && !origin.address.empty()) {
-            // An IPv6 address is a quoted, bracketed node (RFC 7239 §6).
-            const bool v6 = origin.address.find(':') != std::string_view::npos;
-            element = v6 ? "for=\"[" + std::string(origin.address) + "]\";"
-                         : "for=" + std::string(origin.address) + ";";
-        }
-        element += "proto=https";
-        append_list_field(upstream, "Forwarded", element);
-    }
-}
 
 request_plan plan_request(bhttp::request<bhttp::string_body>& request,
                           std::string_view forward_target, std::size_t header_fields,
@@ -101,29 +71,81 @@ request_plan plan_request(bhttp::request<bhttp::string_body>& request,
         }
     }
 
-    auto& upstream = plan.upstream;
-    if (request.method() == bhttp::verb::unknown) {
-        // Any token method (QUERY, PURGE, lowercase "get" ...) goes upstream as it came; Beast
-        // throws for method(verb::unknown), so only the string is set.
-        upstream.method_string(request.method_string());
-    } else {
-        upstream.method(request.method());
+    // The upstream head, written as text straight from the client's fields (no second field
+    // set): the request line, every end-to-end field in the order it came, then the fields
+    // the proxy sets, in the order Beast's set() put them before (it appends).
+    std::string& head = plan.upstream.head;
+    head.reserve(256);
+    const auto method = request.method_string();  // a token method Beast has no verb for too
+    head.append(method.data(), method.size());
+    head.push_back(' ');
+    if (forward_target != "*") {
+        head += settings.upstream.base_path;
     }
-    if (forward_target == "*") {
-        upstream.target("*");
-    } else {
-        upstream.target(settings.upstream.base_path + std::string(forward_target));
+    head += forward_target;
+    head += " HTTP/1.1\r\n";
+
+    const auto policy = settings.forwarded_for;
+    const bool client_host_kept = settings.preserve_host && !request[bhttp::field::host].empty();
+    const bool append_for = policy == forwarded_for_policy::append && !origin.address.empty();
+    std::string joined_for;       // with append_for: the client's X-Forwarded-For lines
+    std::string joined_forwarded;  // over TLS: the client's Forwarded lines
+    const auto connection_named = connection_options(request.base());
+    for (const auto& field : request.base()) {  // the trailer fields are gone (above)
+        if (is_hop_by_hop(field, connection_named)) {
+            continue;
+        }
+        const bhttp::field known = field.name();
+        if (known == bhttp::field::expect || (known == bhttp::field::host && !client_host_kept)) {
+            continue;
+        }
+        if ((policy == forwarded_for_policy::drop || append_for) && named(field, forwarded_for)) {
+            if (append_for) {
+                join_line(joined_for, field.value());
+            }
+            continue;  // dropped; or joined, and written after the other fields with the address
+        }
+        if (origin.tls) {
+            if (named(field, forwarded_proto)) {
+                continue;  // replaced: this hop is https whatever the client claimed
+            }
+            if (known == bhttp::field::forwarded) {
+                join_line(joined_forwarded, field.value());
+                continue;
+            }
+        }
+        append_field(head, field.name_string(), field.value());
     }
-    upstream.version(11);
-    copy_end_to_end_fields(request.base(), upstream.base());
-    upstream.erase(bhttp::field::expect);
-    apply_forwarding(upstream.base(), origin, settings.forwarded_for);
-    if (!settings.preserve_host || request[bhttp::field::host].empty()) {
-        upstream.set(bhttp::field::host, upstream_host_header(settings.upstream));
+    if (append_for) {
+        join_element(joined_for, origin.address);
+        append_field(head, forwarded_for, joined_for);
     }
-    upstream.body() = std::move(request.body());
-    upstream.prepare_payload();
-    upstream.keep_alive(true);
+    if (origin.tls) {
+        append_field(head, forwarded_proto, "https");
+        std::string element;
+        if (policy == forwarded_for_policy::append && !origin.address.empty()) {
+            // An IPv6 address is a quoted, bracketed node (RFC 7239 §6).
+            const bool v6 = origin.address.find(':') != std::string_view::npos;
+            element = v6 ? "for=\"[" + std::string(origin.address) + "]\";"
+                         : "for=" + std::string(origin.address) + ";";
+        }
+        element += "proto=https";
+        join_element(joined_forwarded, element);
+        append_field(head, "Forwarded", joined_forwarded);
+    }
+    if (!client_host_kept) {
+        append_field(head, "Host", upstream_host_header(settings.upstream));
+    }
+    // The body has a known length: Content-Length, as Beast's prepare_payload set it (for an
+    // empty body only on the methods that are defined to have one).
+    const auto length = request.body().size();
+    const auto verb = request.method();
+    if (length > 0 || verb == bhttp::verb::post || verb == bhttp::verb::put ||
+        verb == bhttp::verb::options) {
+        append_field(head, "Content-Length", std::uint64_t{length});
+    }
+    head += "\r\n";
+    plan.upstream.body = std::move(request.body());
     return plan;
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <string_view>
 
 #include "http/beast.hpp"
@@ -12,6 +13,13 @@
 #include "protocol/types.hpp"
 
 namespace tokenmeter::http {
+
+// The request the upstream gets: its head as text (the request line, the fields, the empty line)
+// and its body, sent in one gathered write.
+struct upstream_request {
+    std::string head;
+    std::string body;
+};
 
 struct request_plan {
     protocol::api_kind api = protocol::api_kind::none;
@@ -23,7 +31,7 @@ struct request_plan {
     bool keep_alive = true;  // the client's
     unsigned version = 11;   // the client's
     bool head = false;       // a HEAD request: the response has no body
-    bhttp::request<bhttp::string_body> upstream;
+    upstream_request upstream;
 };
 
 // Where a request came from, for the forwarding headers.
@@ -38,10 +46,5 @@ struct client_origin {
 request_plan plan_request(bhttp::request<bhttp::string_body>& request,
                           std::string_view forward_target, std::size_t header_fields,
                           const session_settings& settings, const client_origin& origin = {});
-
-// Sets the forwarding headers on an upstream request: X-Forwarded-For by `policy`, and for a TLS
-// client X-Forwarded-Proto: https and a Forwarded element with proto=https (RFC 7239).
-void apply_forwarding(bhttp::fields& upstream, const client_origin& origin,
-                      forwarded_for_policy policy);
 
 }  // namespace tokenmeter::http

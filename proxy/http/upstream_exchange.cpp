@@ -49,15 +49,15 @@ void upstream_exchange<Stream>::reset_body_buffer() {
 }
 
 template <class Stream>
-void upstream_exchange<Stream>::start(bhttp::request<bhttp::string_body> request,
-                                      relay_options options) {
-    request_ = std::make_unique<bhttp::request<bhttp::string_body>>(std::move(request));
+void upstream_exchange<Stream>::start(upstream_request request, relay_options options) {
+    head_text_ = std::move(request.head);
+    request_body_ = std::move(request.body);
+    request_held_ = true;
     options_ = options;
     reset_body_buffer();
     last_read_ = 0;
     small_reads_ = 0;
     retried_ = false;
-    request_serialized_ = false;
     relayed_bytes_ = 0;
     decoder_ = body_decoder();
     bytes_after_body_ = false;
@@ -124,21 +124,8 @@ template <class Stream>
 void upstream_exchange<Stream>::do_write_request() {
     upstream_->stream.expires_after(owner_.context_.settings.upstream_idle);
     auto done = owner_.guarded([this](error_code ec, std::size_t) { on_write_request(ec); });
-    if (request_->chunked()) {
-        // Not planned (a string body has a length: plan_request), but Beast would frame it.
-        bhttp::async_write(upstream_->stream, *request_, std::move(done));
-        return;
-    }
-    if (!request_serialized_) {
-        head_text_.clear();
-        append_head(request_->base(), head_text_);
-        // The head is text now, and a retry sends the same text: the fields (a dozen
-        // allocations) go at once, not when the response arrives.
-        request_->base().clear();
-        request_serialized_ = true;
-    }
     const std::array<asio::const_buffer, 2> bytes{asio::buffer(head_text_),
-                                                  asio::buffer(request_->body())};
+                                                  asio::buffer(request_body_)};
     asio::async_write(upstream_->stream, bytes, std::move(done));
 }
 
@@ -259,13 +246,13 @@ void upstream_exchange<Stream>::on_head(error_code ec) {
     auto& request = owner_.request_;
     const auto& head = parser_->get();
     interim_responses_ = 0;
-    // Built here and written out as text (head_text_): not kept while the body streams.
-    bhttp::response<bhttp::buffer_body> client_response;
-    client_response.result(head.result_int());
-    client_response.reason(head.reason());
-    client_response.version(request.version == 10 ? 10 : 11);
-    copy_end_to_end_fields(head.base(), client_response.base());
-    client_response.erase(bhttp::field::content_length);
+    // The client's head is written as text straight from the upstream's (no second field set):
+    // the status line, every end-to-end field in the order it came, then the framing fields
+    // the proxy sets. It is kept only until it is written.
+    const unsigned version = request.version == 10 ? 10 : 11;
+    head_text_.clear();
+    append_status_line(version, head.result_int(), head.reason(), head_text_);
+    append_end_to_end_fields(head.base(), head_text_);
 
     const bool has_body = !parser_->is_done();
     usage_filter_.reset();
@@ -279,29 +266,34 @@ void upstream_exchange<Stream>::on_head(error_code ec) {
         // HEAD, 204 and 304 keep the upstream's Content-Length as a description, with no body.
         auto length = head[bhttp::field::content_length];
         if (!length.empty()) {
-            client_response.set(bhttp::field::content_length, length);
+            append_field(head_text_, "Content-Length", length);
         }
     } else if (auto length = parser_->content_length(); length && !usage_filter_) {
-        client_response.content_length(*length);
+        append_field(head_text_, "Content-Length", *length);
     } else if (request.version >= 11) {
-        client_response.chunked(true);
+        append_field(head_text_, "Transfer-Encoding", "chunked");
         framing_ = body_framing::chunked;
     } else {
         // An HTTP/1.0 client cannot take chunks: the body ends when the connection closes.
         request.keep_alive = false;
     }
     end_written_ = false;
-    client_response.keep_alive(request.keep_alive && !owner_.draining());
+    // Persistence is the default of HTTP/1.1 and must be asked for in HTTP/1.0 (RFC 9112 §9.3).
+    const bool keep_alive = request.keep_alive && !owner_.draining();
+    if (version == 11 && !keep_alive) {
+        append_field(head_text_, "Connection", "close");
+    } else if (version == 10 && keep_alive) {
+        append_field(head_text_, "Connection", "keep-alive");
+    }
+    head_text_ += "\r\n";
 
     auto content_type = head[bhttp::field::content_type];
     auto wait = request.observed->response_head(
         static_cast<int>(head.result_int()),
         std::string_view(content_type.data(), content_type.size()), has_body, now);
-    // Everything the head said has been copied or decided on: its fields are not needed while
+    // Everything the head said has been written or decided on: its fields are not needed while
     // the body streams (trailers, if any, are parsed into the emptied set).
     parser_->get().clear();
-    head_text_.clear();
-    append_head(client_response.base(), head_text_);
     // No byte of a metered response reaches the client before its open entry is on disk, so a
     // client that saw a response always has a record, even if the proxy is killed next.
     if (hold(wait, &upstream_exchange::write_client_header)) {

@@ -20,6 +20,7 @@
 #include "http/drained_read.hpp"
 #include "http/local_failure.hpp"
 #include "http/relay_buffer.hpp"
+#include "http/request_plan.hpp"
 #include "http/upstream_pool.hpp"
 #include "protocol/usage_filter.hpp"
 
@@ -46,7 +47,7 @@ class upstream_exchange {
 
     // Forwards `request` and relays its response; the owner hears back through its
     // finish_exchange / respond_local / next_request_or_close.
-    void start(bhttp::request<bhttp::string_body> request, relay_options options);
+    void start(upstream_request request, relay_options options);
     // The client hung up: stop waiting for the upstream (the pending handler ends the exchange).
     void cancel() noexcept;
     // Closes the upstream connection, if any, without reusing it.
@@ -107,18 +108,18 @@ class upstream_exchange {
     client_connection<Stream>& owner_;
     upstream_pool& pool_;
     relay_options options_;
-    // The request being sent, kept for a retry on a fresh connection until a response head
-    // arrives; null while the response streams.
-    std::unique_ptr<bhttp::request<bhttp::string_body>> request_;
+    // The request being sent (its head in head_text_), kept for a retry on a fresh connection
+    // until the retry can no longer come; empty while the response streams.
+    std::string request_body_;
     upstream_ptr upstream_;
     bool reused_ = false;
     bool retried_ = false;
-    bool request_serialized_ = false;  // head_text_ holds request_'s head (its fields are gone)
+    bool request_held_ = false;  // head_text_ and request_body_ hold the request
     void release_request() noexcept {
-        request_.reset();
-        if (request_serialized_) {
+        if (request_held_) {
+            request_body_ = {};  // a long prompt, perhaps
             head_text_ = {};
-            request_serialized_ = false;
+            request_held_ = false;
         }
     }
     // The response head's parser: made per response, let go once the body's framing is known
@@ -128,8 +129,8 @@ class upstream_exchange {
     std::uint64_t head_bytes_ = 0;
     unsigned interim_responses_ = 0;
     std::unique_ptr<bhttp::response<bhttp::empty_body>> interim_response_;  // made for a 1xx
-    // The head being written: the request's to the upstream, then the response's to the
-    // client (http::append_head); the body's framing is the relay's own (body_framing).
+    // The head being written: the request's to the upstream (request_plan), then the
+    // response's to the client (on_head); the body's framing is the relay's own (body_framing).
     std::string head_text_;
     // How the body goes to the client: as it is (Content-Length, or until the connection closes
     // for an HTTP/1.0 client) or in chunks the relay frames itself, one chunk per write, so a

@@ -155,7 +155,7 @@ TEST(HostHeader, OmitsPort80AndBracketsIpv6) {
     EXPECT_EQ(upstream_host_header(target), "api.example.com:80");
 }
 
-// The bytes Beast's own serializer writes for a head, to compare append_head with.
+// The bytes Beast's own serializer writes for a head, to compare the heads written as text with.
 template <bool IsRequest>
 std::string beast_head(bhttp::message<IsRequest, bhttp::empty_body>& message) {
     bhttp::serializer<IsRequest, bhttp::empty_body> serializer(message);
@@ -174,51 +174,57 @@ std::string beast_head(bhttp::message<IsRequest, bhttp::empty_body>& message) {
     return out;
 }
 
-TEST(HeadText, RequestIsWhatBeastWrites) {
-    bhttp::request<bhttp::empty_body> request(bhttp::verb::post, "/v1/chat/completions?x=1", 11);
-    request.set(bhttp::field::host, "model:8000");
-    request.insert("X-Custom", "a, b");
-    request.insert("x-custom", "");
-    request.content_length(42);
-    std::string text;
-    append_head(request.base(), text);
-    EXPECT_EQ(text, beast_head(request));
-    EXPECT_EQ(text.rfind("POST /v1/chat/completions?x=1 HTTP/1.1\r\nHost: model:8000\r\n", 0), 0u);
-    EXPECT_EQ(text.substr(text.size() - 4), "\r\n\r\n");
+TEST(HeadText, ClientResponseHeadIsWhatBeastWritesForTheCopiedFields) {
+    bhttp::response<bhttp::empty_body> upstream(bhttp::status::ok, 11);
+    upstream.insert("Connection", "keep-alive, X-Hop");
+    upstream.insert("Content-Type", "text/event-stream");
+    upstream.insert("x-hop", "1");
+    upstream.insert("Transfer-Encoding", "chunked");
+    upstream.insert("X-Request-Id", "abc");
+    upstream.insert("set-cookie", "a=1");
+    upstream.insert("Set-Cookie", "b=2");
+    upstream.insert("x-empty", "");
+    upstream.insert("Content-Length", "12");
 
-    // A method Beast has no verb for goes as it came.
-    bhttp::request<bhttp::empty_body> query;
-    query.method_string("QUERY");
-    query.target("*");
-    query.version(10);
-    text.clear();
-    append_head(query.base(), text);
-    EXPECT_EQ(text, beast_head(query));
-    EXPECT_EQ(text, "QUERY * HTTP/1.0\r\n\r\n");
+    // What the proxy wrote before: a second field set, serialized by Beast.
+    bhttp::response<bhttp::empty_body> copied(bhttp::status::ok, 11);
+    copy_end_to_end_fields(upstream.base(), copied.base());
+    copied.chunked(true);
+
+    std::string text;
+    append_status_line(11, upstream.result_int(), upstream.reason(), text);
+    append_end_to_end_fields(upstream.base(), text);
+    append_field(text, "Transfer-Encoding", "chunked");
+    text += "\r\n";
+    EXPECT_EQ(text, beast_head(copied));
+    EXPECT_EQ(text, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nX-Request-Id: abc\r\n"
+                    "set-cookie: a=1\r\nSet-Cookie: b=2\r\nx-empty: \r\n"
+                    "Transfer-Encoding: chunked\r\n\r\n");
 }
 
-TEST(HeadText, ResponseIsWhatBeastWrites) {
-    bhttp::response<bhttp::empty_body> ok(bhttp::status::ok, 11);
-    ok.set(bhttp::field::content_type, "text/event-stream");
-    ok.chunked(true);
-    std::string text;
-    append_head(ok.base(), text);
-    EXPECT_EQ(text, beast_head(ok));
-    EXPECT_EQ(text, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-                    "Transfer-Encoding: chunked\r\n\r\n");
-
+TEST(HeadText, StatusLineIsWhatBeastWrites) {
     // The upstream's own reason phrase, and a code without a standard one.
     bhttp::response<bhttp::empty_body> odd;
     odd.result(599);
     odd.version(10);
-    text.clear();
-    append_head(odd.base(), text);
+    std::string text;
+    append_status_line(10, 599, odd.reason(), text);
+    text += "\r\n";
     EXPECT_EQ(text, beast_head(odd));
     odd.reason("Model Overloaded");
     text.clear();
-    append_head(odd.base(), text);
+    append_status_line(10, 599, odd.reason(), text);
+    text += "\r\n";
     EXPECT_EQ(text, beast_head(odd));
     EXPECT_EQ(text, "HTTP/1.0 599 Model Overloaded\r\n\r\n");
+}
+
+TEST(HeadText, NoConnectionFieldMeansNoOptionsToDrop) {
+    bhttp::fields fields;
+    fields.insert("X-A", "1");
+    EXPECT_TRUE(connection_options(fields).empty());
+    fields.insert("connection", "close, x-a");
+    EXPECT_EQ(connection_options(fields), (std::vector<std::string>{"close", "x-a"}));
 }
 
 }  // namespace

@@ -24,6 +24,27 @@ std::size_t field_count(const bhttp::request<bhttp::string_body>& r) {
     return static_cast<std::size_t>(std::distance(r.begin(), r.end()));
 }
 
+// The upstream request as the model server reads it: the plan's head and body, parsed by Beast.
+bhttp::request<bhttp::string_body> sent(const request_plan& plan) {
+    const std::string bytes = plan.upstream.head + plan.upstream.body;
+    bhttp::request_parser<bhttp::string_body> parser;
+    parser.eager(true);
+    error_code ec;
+    std::size_t used = 0;
+    while (used < bytes.size() && !parser.is_done() && !ec) {
+        const std::size_t n =
+            parser.put(asio::const_buffer(bytes.data() + used, bytes.size() - used), ec);
+        if (n == 0) {
+            break;
+        }
+        used += n;
+    }
+    EXPECT_FALSE(ec) << ec.message() << "\n" << plan.upstream.head;
+    EXPECT_TRUE(parser.is_done()) << plan.upstream.head;
+    EXPECT_EQ(used, bytes.size()) << "bytes after the request";
+    return parser.release();
+}
+
 session_settings settings_for(std::string base_path = "") {
     session_settings s;
     s.upstream = {"http", "model", 8000, std::move(base_path)};
@@ -36,16 +57,17 @@ TEST(RequestPlan, StreamedChatGetsUsageInjectedAndAnUpstreamHead) {
              R"({"model":"llama","stream":true,"messages":[{"role":"user","content":"hi"}]})");
     const auto fields = field_count(request);
     auto plan = plan_request(request, "/v1/chat/completions", fields, settings_for("/base"));
+    const auto up = sent(plan);
     EXPECT_EQ(plan.api, protocol::api_kind::openai_chat_completions);
     EXPECT_EQ(plan.info.model, "llama");
     EXPECT_TRUE(plan.info.stream);
     EXPECT_TRUE(plan.usage_injected);
-    EXPECT_NE(plan.upstream.body().find("include_usage"), std::string::npos);
-    EXPECT_EQ(plan.upstream.target(), "/base/v1/chat/completions");
-    EXPECT_EQ(plan.upstream[bhttp::field::host], "model:8000");
-    EXPECT_EQ(plan.upstream["x-tenant-id"], "acme");
-    EXPECT_EQ(plan.upstream[bhttp::field::content_length],
-              std::to_string(plan.upstream.body().size()));
+    EXPECT_NE(plan.upstream.body.find("include_usage"), std::string::npos);
+    EXPECT_EQ(up.target(), "/base/v1/chat/completions");
+    EXPECT_EQ(up[bhttp::field::host], "model:8000");
+    EXPECT_EQ(up["x-tenant-id"], "acme");
+    EXPECT_EQ(up[bhttp::field::content_length],
+              std::to_string(plan.upstream.body.size()));
     // The client's header fields stay for the observer; only the body moved.
     EXPECT_EQ(request["x-tenant-id"], "acme");
 }
@@ -57,18 +79,19 @@ TEST(RequestPlan, UsageInjectionOffForwardsTheBodyAsItCame) {
     settings.routes = protocol::route_table({}, false);
     auto plan = plan_request(request, "/v1/chat/completions", field_count(request), settings);
     EXPECT_FALSE(plan.usage_injected);
-    EXPECT_EQ(plan.upstream.body(), body);
+    EXPECT_EQ(plan.upstream.body, body);
 }
 
 TEST(RequestPlan, GetIsNotMeteredAndKeepsItsMethod) {
     bhttp::request<bhttp::string_body> request{bhttp::verb::get, "/v1/models", 10};
     request.set(bhttp::field::host, "proxy.local");
     auto plan = plan_request(request, "/v1/models", field_count(request), settings_for());
+    const auto up = sent(plan);
     EXPECT_EQ(plan.api, protocol::api_kind::none);
     EXPECT_EQ(plan.version, 10u);
     EXPECT_FALSE(plan.keep_alive);
-    EXPECT_EQ(plan.upstream.method(), bhttp::verb::get);
-    EXPECT_EQ(plan.upstream.version(), 11u);
+    EXPECT_EQ(up.method(), bhttp::verb::get);
+    EXPECT_EQ(up.version(), 11u);
 }
 
 TEST(RequestPlan, UnknownTokenMethodGoesUpstreamAsItCame) {
@@ -77,7 +100,8 @@ TEST(RequestPlan, UnknownTokenMethodGoesUpstreamAsItCame) {
     request.target("/x");
     request.set(bhttp::field::host, "proxy.local");
     auto plan = plan_request(request, "/x", field_count(request), settings_for());
-    EXPECT_EQ(plan.upstream.method_string(), "QUERY");
+    const auto up = sent(plan);
+    EXPECT_EQ(up.method_string(), "QUERY");
 }
 
 TEST(RequestPlan, PreserveHostKeepsTheClientsHostAndTrailersAreDropped) {
@@ -87,8 +111,9 @@ TEST(RequestPlan, PreserveHostKeepsTheClientsHostAndTrailersAreDropped) {
     auto settings = settings_for();
     settings.preserve_host = true;
     auto plan = plan_request(request, "/v1/completions", fields, settings);
-    EXPECT_EQ(plan.upstream[bhttp::field::host], "proxy.local");
-    EXPECT_EQ(plan.upstream.find("x-trailer"), plan.upstream.end());
+    const auto up = sent(plan);
+    EXPECT_EQ(up[bhttp::field::host], "proxy.local");
+    EXPECT_EQ(up.find("x-trailer"), up.end());
 }
 
 TEST(RequestPlan, HeadRequestIsMarked) {
@@ -113,9 +138,10 @@ TEST(RequestPlan, ForwardedForKeepPassesTheClientsValuesAndAddsNothing) {
     request.insert("X-Forwarded-For", "203.0.113.7");
     auto plan = plan_request(request, "/v1/completions", field_count(request), settings_for(),
                              client_origin{false, "10.0.0.1"});
-    EXPECT_EQ(values_of(plan.upstream, "x-forwarded-for"), std::vector<std::string>{"203.0.113.7"});
-    EXPECT_EQ(plan.upstream.find("x-forwarded-proto"), plan.upstream.end());
-    EXPECT_EQ(plan.upstream.find(bhttp::field::forwarded), plan.upstream.end());
+    const auto up = sent(plan);
+    EXPECT_EQ(values_of(up, "x-forwarded-for"), std::vector<std::string>{"203.0.113.7"});
+    EXPECT_EQ(up.find("x-forwarded-proto"), up.end());
+    EXPECT_EQ(up.find(bhttp::field::forwarded), up.end());
 }
 
 TEST(RequestPlan, ForwardedForAppendJoinsRepeatedLinesThenTheClientAddress) {
@@ -126,7 +152,8 @@ TEST(RequestPlan, ForwardedForAppendJoinsRepeatedLinesThenTheClientAddress) {
     settings.forwarded_for = forwarded_for_policy::append;
     auto plan = plan_request(request, "/v1/completions", field_count(request), settings,
                              client_origin{false, "10.0.0.1"});
-    EXPECT_EQ(values_of(plan.upstream, "x-forwarded-for"),
+    const auto up = sent(plan);
+    EXPECT_EQ(values_of(up, "x-forwarded-for"),
               std::vector<std::string>{"203.0.113.7, 198.51.100.2, 10.0.0.1"});
 }
 
@@ -136,7 +163,8 @@ TEST(RequestPlan, ForwardedForAppendSetsTheAddressWhenAbsent) {
     settings.forwarded_for = forwarded_for_policy::append;
     auto plan = plan_request(request, "/v1/completions", field_count(request), settings,
                              client_origin{false, "127.0.0.1"});
-    EXPECT_EQ(plan.upstream["x-forwarded-for"], "127.0.0.1");
+    const auto up = sent(plan);
+    EXPECT_EQ(up["x-forwarded-for"], "127.0.0.1");
 }
 
 TEST(RequestPlan, ForwardedForDropRemovesEveryLine) {
@@ -147,7 +175,8 @@ TEST(RequestPlan, ForwardedForDropRemovesEveryLine) {
     settings.forwarded_for = forwarded_for_policy::drop;
     auto plan = plan_request(request, "/v1/completions", field_count(request), settings,
                              client_origin{true, "127.0.0.1"});
-    EXPECT_TRUE(values_of(plan.upstream, "x-forwarded-for").empty());
+    const auto up = sent(plan);
+    EXPECT_TRUE(values_of(up, "x-forwarded-for").empty());
 }
 
 TEST(RequestPlan, TlsClientGetsProtoHttpsReplacingAClientsClaim) {
@@ -158,8 +187,9 @@ TEST(RequestPlan, TlsClientGetsProtoHttpsReplacingAClientsClaim) {
     settings.forwarded_for = forwarded_for_policy::append;
     auto plan = plan_request(request, "/v1/completions", field_count(request), settings,
                              client_origin{true, "::1"});
-    EXPECT_EQ(values_of(plan.upstream, "x-forwarded-proto"), std::vector<std::string>{"https"});
-    EXPECT_EQ(values_of(plan.upstream, "forwarded"),
+    const auto up = sent(plan);
+    EXPECT_EQ(values_of(up, "x-forwarded-proto"), std::vector<std::string>{"https"});
+    EXPECT_EQ(values_of(up, "forwarded"),
               std::vector<std::string>{"for=192.0.2.60;proto=http, for=\"[::1]\";proto=https"});
 }
 
@@ -168,7 +198,52 @@ TEST(RequestPlan, PlainClientLeavesProtoHeadersAsTheyCame) {
     request.insert("X-Forwarded-Proto", "https");  // set by a TLS-terminating ingress in front
     auto plan = plan_request(request, "/v1/completions", field_count(request), settings_for(),
                              client_origin{false, "127.0.0.1"});
-    EXPECT_EQ(plan.upstream["x-forwarded-proto"], "https");
+    const auto up = sent(plan);
+    EXPECT_EQ(up["x-forwarded-proto"], "https");
+}
+
+TEST(RequestPlan, UpstreamHeadIsTheEndToEndFieldsInOrderThenTheProxysOwn) {
+    bhttp::request<bhttp::string_body> request{bhttp::verb::post, "/v1/completions", 11};
+    request.insert("Connection", "keep-alive, X-Hop");
+    request.insert(bhttp::field::host, "proxy.local");
+    request.insert("X-Hop", "1");
+    request.insert("Authorization", "Bearer k");
+    request.insert("Expect", "100-continue");
+    request.insert("x-forwarded-for", "203.0.113.7");
+    request.insert("Transfer-Encoding", "chunked");
+    request.insert("Keep-Alive", "timeout=5");
+    request.insert("accept", "text/event-stream");
+    request.insert("x-empty", "");
+    request.body() = R"({"model":"m","prompt":"x"})";
+    auto settings = settings_for("/base");
+    settings.routes = protocol::route_table({}, false);
+    settings.forwarded_for = forwarded_for_policy::append;
+    auto plan = plan_request(request, "/v1/completions", field_count(request), settings,
+                             client_origin{false, "10.0.0.1"});
+    EXPECT_EQ(plan.upstream.head, "POST /base/v1/completions HTTP/1.1\r\n"
+                                  "Authorization: Bearer k\r\n"
+                                  "accept: text/event-stream\r\n"
+                                  "x-empty: \r\n"
+                                  "X-Forwarded-For: 203.0.113.7, 10.0.0.1\r\n"
+                                  "Host: model:8000\r\n"
+                                  "Content-Length: " +
+                                      std::to_string(plan.upstream.body.size()) +
+                                      "\r\n\r\n");
+    EXPECT_EQ(plan.upstream.body, R"({"model":"m","prompt":"x"})");
+}
+
+TEST(RequestPlan, ContentLengthOnlyWhereBeastWouldSetIt) {
+    bhttp::request<bhttp::string_body> get{bhttp::verb::get, "/v1/models", 11};
+    get.set(bhttp::field::host, "proxy.local");
+    auto plan = plan_request(get, "/v1/models", field_count(get), settings_for("/base"));
+    EXPECT_EQ(plan.upstream.head, "GET /base/v1/models HTTP/1.1\r\nHost: model:8000\r\n\r\n");
+
+    // An empty OPTIONS, PUT or POST says its length is 0; "*" takes no base path.
+    bhttp::request<bhttp::string_body> options{bhttp::verb::options, "*", 11};
+    options.set(bhttp::field::host, "proxy.local");
+    plan = plan_request(options, "*", field_count(options), settings_for());
+    EXPECT_EQ(plan.upstream.head,
+              "OPTIONS * HTTP/1.1\r\nHost: model:8000\r\nContent-Length: 0\r\n\r\n");
 }
 
 }  // namespace
