@@ -70,8 +70,24 @@ void mailbox::on_ready(error_code ec) {
     // Armed again before the tasks run: a task that throws must not leave the mailbox deaf.
     arm();
     for (auto& t : batch) {
-        // On this thread: the post needs no lock, and each task is a handler of its own.
-        asio::post(ioc_, std::move(t));
+        taken_.push_back(std::move(t));
+    }
+    if (!feeding_) {
+        feed();
+    }
+}
+
+void mailbox::feed() {
+    // On this thread: the post needs no lock, and each task is a handler of its own. Posted
+    // from a handler, they queue behind the reactor's next look for readiness, and so does the
+    // next feed: the events that look finds run between this turn's tasks and the next.
+    for (std::size_t i = 0; i < tasks_per_turn && !taken_.empty(); ++i) {
+        asio::post(ioc_, std::move(taken_.front()));
+        taken_.pop_front();
+    }
+    feeding_ = !taken_.empty();
+    if (feeding_) {
+        asio::post(ioc_, [this] { feed(); });
     }
 }
 
@@ -83,6 +99,7 @@ void mailbox::shutdown() {
         dropped.swap(queue_);
     }
     dropped.clear();
+    taken_.clear();
     error_code ignored;
     wake_->close(ignored);
 }

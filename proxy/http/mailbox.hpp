@@ -6,9 +6,14 @@
 // store's admission answers, the usage spool's "written", drain and stop, resolved host names)
 // goes through its mailbox instead: a locked queue and an eventfd the worker's reactor waits on.
 // On its own thread the worker takes the queue and posts each task to itself, where a task that
-// throws ends nothing but itself (app::run_loop).
+// throws ends nothing but itself (app::run_loop). It posts at most tasks_per_turn of them before
+// its reactor looks for readiness again: a burst of a thousand new connections is started a few
+// at a time between the chunks of the streams already running, instead of all of them ahead of
+// those chunks (tens of milliseconds of request starts in one turn of the loop).
 #pragma once
 
+#include <cstddef>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -55,6 +60,9 @@ class mailbox final : public asio::io_context::service {
     // the io_context is destroyed are destroyed unrun (as posted handlers are).
     void post(task t);
 
+    // Tasks posted to the io_context per turn of its loop (see above).
+    static constexpr std::size_t tasks_per_turn = 16;
+
     // Gives `ioc` a mailbox; call before any thread runs `ioc`.
     static mailbox& install(asio::io_context& ioc) { return asio::use_service<mailbox>(ioc); }
     // `ioc`'s mailbox, or null when it has none.
@@ -64,11 +72,16 @@ class mailbox final : public asio::io_context::service {
     void shutdown() override;
     void arm();
     void on_ready(error_code ec);
+    // Posts up to tasks_per_turn of taken_, and itself after them while more are left.
+    void feed();
 
     asio::io_context& ioc_;
     std::mutex mutex_;
     std::vector<task> queue_;
     bool shut_down_ = false;  // under mutex_: posts after shutdown are dropped
+    // Taken from queue_, not yet posted: the io_context's thread only.
+    std::deque<task> taken_;
+    bool feeding_ = false;  // a feed() is posted
     std::optional<asio::posix::basic_stream_descriptor<executor>> wake_;
 };
 

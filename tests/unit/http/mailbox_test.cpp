@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -106,6 +107,39 @@ TEST(Mailbox, TasksFromManyThreadsRunOnTheContextsThreadInOrderPerSender) {
     EXPECT_EQ(seen, senders * per_sender);
     EXPECT_EQ(disorder, 0);
     EXPECT_EQ(where, worker_id);
+}
+
+TEST(Mailbox, ABurstOfTasksLetsReadinessEventsRunBetweenTurns) {
+    asio::io_context ioc{BOOST_ASIO_CONCURRENCY_HINT_UNSAFE};
+    mailbox::install(ioc);
+    constexpr int burst = 100;
+    std::vector<int> order;  // each task's index; -1 for the timer
+    auto record = [&](int what) {
+        order.push_back(what);
+        if (order.size() == burst + 1) {
+            ioc.stop();  // the mailbox's wait would keep run_for going
+        }
+    };
+    asio::steady_timer due(ioc);
+    for (int i = 0; i < burst; ++i) {
+        post_from_any_thread(ioc, [&, i] {
+            record(i);
+            if (i == 0) {
+                // Expired at once: its completion comes from the reactor's next look.
+                due.expires_after(std::chrono::seconds(0));
+                due.async_wait([&](error_code) { record(-1); });
+            }
+        });
+    }
+    ioc.run_for(5s);
+    ASSERT_EQ(order.size(), static_cast<std::size_t>(burst + 1));
+    const auto timer_at = std::find(order.begin(), order.end(), -1) - order.begin();
+    // Before: the whole burst ran ahead of it. Now it runs after a turn or two of tasks.
+    EXPECT_LE(timer_at, static_cast<std::ptrdiff_t>(2 * mailbox::tasks_per_turn));
+    order.erase(order.begin() + timer_at);
+    for (int i = 0; i < burst; ++i) {
+        EXPECT_EQ(order[static_cast<std::size_t>(i)], i);
+    }
 }
 
 TEST(Mailbox, ATaskThatThrowsEndsOnlyItself) {
