@@ -5,6 +5,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "load_runner.hpp"
 #include "sample_set.hpp"
 #include "text_table.hpp"
 
@@ -17,6 +18,8 @@ struct target_summary {
     double delivery_p99 = no_value;
     double added_p50 = no_value;
     double added_p99 = no_value;
+    double added_first_chunks_p99 = no_value;  // by the chunk's place in its stream
+    double added_later_chunks_p99 = no_value;
     double cpu_us_per_chunk = no_value;  // = CPU seconds per million chunks
     double user_us_per_chunk = no_value;  // its user-space part
     std::uint64_t peak_rss_kib = 0;
@@ -26,6 +29,8 @@ struct target_summary {
     std::uint64_t chunks = 0;
     double cpu_ratio = no_value;    // to the baseline's CPU per chunk
     double added_p99_ratio = no_value;
+    double added_first_chunks_p99_ratio = no_value;
+    double added_later_chunks_p99_ratio = no_value;
     double peak_rss_ratio = no_value;
 };
 
@@ -48,11 +53,15 @@ target_summary summarize(const target_results& target, const std::vector<round_r
     s.delivery_p99 = median_of(target.rounds, &round_report::delivery_p99);
     std::vector<double> added_p50;
     std::vector<double> added_p99;
+    std::vector<double> added_first;
+    std::vector<double> added_later;
     for (const round_report& r : target.rounds) {
         for (const round_report& d : direct) {
             if (d.round == r.round) {
                 added_p50.push_back(r.delivery_p50 - d.delivery_p50);
                 added_p99.push_back(r.delivery_p99 - d.delivery_p99);
+                added_first.push_back(r.delivery_first_chunks_p99 - d.delivery_first_chunks_p99);
+                added_later.push_back(r.delivery_later_chunks_p99 - d.delivery_later_chunks_p99);
             }
         }
         s.peak_rss_kib = std::max(s.peak_rss_kib, r.peak_rss_kib);
@@ -62,6 +71,8 @@ target_summary summarize(const target_results& target, const std::vector<round_r
     }
     s.added_p50 = median(added_p50);
     s.added_p99 = median(added_p99);
+    s.added_first_chunks_p99 = median(added_first);
+    s.added_later_chunks_p99 = median(added_later);
     if (target.measured) {
         s.cpu_us_per_chunk = median_of(target.rounds, &round_report::cpu_seconds_per_million_chunks);
         s.user_us_per_chunk =
@@ -89,6 +100,10 @@ std::vector<target_summary> summaries(const bench_options& options, const bench_
         for (target_summary& s : all) {
             s.cpu_ratio = ratio(s.cpu_us_per_chunk, b.cpu_us_per_chunk);
             s.added_p99_ratio = ratio(s.added_p99, b.added_p99);
+            s.added_first_chunks_p99_ratio =
+                ratio(s.added_first_chunks_p99, b.added_first_chunks_p99);
+            s.added_later_chunks_p99_ratio =
+                ratio(s.added_later_chunks_p99, b.added_later_chunks_p99);
             s.peak_rss_ratio = ratio(static_cast<double>(s.peak_rss_kib),
                                      static_cast<double>(b.peak_rss_kib));
         }
@@ -120,7 +135,9 @@ nlohmann::json round_json(const round_report& r) {
             {"chunk_delivery_seconds",
              {{"p50", number(r.delivery_p50)},
               {"p90", number(r.delivery_p90)},
-              {"p99", number(r.delivery_p99)}}},
+              {"p99", number(r.delivery_p99)},
+              {"p99_first_chunks", number(r.delivery_first_chunks_p99)},
+              {"p99_later_chunks", number(r.delivery_later_chunks_p99)}}},
             {"client_ttft_seconds",
              {{"p50", number(r.time_to_first_token_p50)},
               {"p99", number(r.time_to_first_token_p99)}}},
@@ -149,6 +166,8 @@ void print_json(const bench_options& options, const bench_results& results,
             {"chunk_delivery_p99_seconds", number(s.delivery_p99)},
             {"added_latency_p50_seconds", number(s.added_p50)},
             {"added_latency_p99_seconds", number(s.added_p99)},
+            {"added_latency_p99_first_chunks_seconds", number(s.added_first_chunks_p99)},
+            {"added_latency_p99_later_chunks_seconds", number(s.added_later_chunks_p99)},
             {"cpu_us_per_chunk", number(s.cpu_us_per_chunk)},
             {"user_us_per_chunk", number(s.user_us_per_chunk)},
             {"peak_rss_kib", s.peak_rss_kib},
@@ -159,6 +178,8 @@ void print_json(const bench_options& options, const bench_results& results,
             {"ratio_to_baseline",
              {{"cpu_per_chunk", number(s.cpu_ratio)},
               {"added_latency_p99", number(s.added_p99_ratio)},
+              {"added_latency_p99_first_chunks", number(s.added_first_chunks_p99_ratio)},
+              {"added_latency_p99_later_chunks", number(s.added_later_chunks_p99_ratio)},
               {"peak_rss", number(s.peak_rss_ratio)}}}};
         if (t.memory) {
             entry["memory"] = {{"streams", t.memory->streams},
@@ -275,6 +296,31 @@ void print_text(const bench_options& options, const bench_results& results,
     out << "medians across rounds (added latency: target minus direct, paired by round; the direct "
            "row shows its own delivery latency)\n";
     out << render_table(summary_columns, summary_rows) << "\n";
+
+    // Where the tail is: each stream's first chunks (which a burst of new streams delays) or
+    // the chunks after them.
+    std::vector<text_column> place_columns = {
+        {"", "target", true},
+        {"p99 added/chunk us", "first " + std::to_string(load_result::first_chunks), false},
+        {"p99 added/chunk us", "later", false},
+    };
+    if (ratios) {
+        place_columns.push_back({"ratio to " + options.baseline,
+                                 "first " + std::to_string(load_result::first_chunks), false});
+        place_columns.push_back({"ratio to " + options.baseline, "later", false});
+    }
+    std::vector<std::vector<std::string>> place_rows;
+    for (const target_summary& s : all) {
+        std::vector<std::string> row = {s.name, format_short(us(s.added_first_chunks_p99)),
+                                        format_short(us(s.added_later_chunks_p99))};
+        if (ratios) {
+            row.push_back(format_number(s.added_first_chunks_p99_ratio, 2));
+            row.push_back(format_number(s.added_later_chunks_p99_ratio, 2));
+        }
+        place_rows.push_back(std::move(row));
+    }
+    out << "p99 added per chunk by the chunk's place in its stream (medians across rounds)\n";
+    out << render_table(place_columns, place_rows) << "\n";
     for (const target_results& t : results.targets) {
         if (t.memory && t.memory->samples_all_open == 0) {
             out << "  " << t.name << ": never saw all " << t.memory->streams

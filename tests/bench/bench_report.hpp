@@ -27,6 +27,9 @@ struct round_report {
     double delivery_p50 = no_value;
     double delivery_p90 = no_value;
     double delivery_p99 = no_value;
+    // p99 of each stream's first load_result::first_chunks chunks, and of the chunks after them.
+    double delivery_first_chunks_p99 = no_value;
+    double delivery_later_chunks_p99 = no_value;
     double time_to_first_token_p50 = no_value;
     double time_to_first_token_p99 = no_value;
     double cpu_seconds = no_value;

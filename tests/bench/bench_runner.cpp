@@ -120,6 +120,8 @@ round_report run_round(const bench_options& options, const bench_target* target,
     report.delivery_p50 = result.delivery_latency_seconds.quantile(0.50);
     report.delivery_p90 = result.delivery_latency_seconds.quantile(0.90);
     report.delivery_p99 = result.delivery_latency_seconds.quantile(0.99);
+    report.delivery_first_chunks_p99 = result.delivery_first_chunks_seconds.quantile(0.99);
+    report.delivery_later_chunks_p99 = result.delivery_later_chunks_seconds.quantile(0.99);
     report.time_to_first_token_p50 = result.time_to_first_token_seconds.quantile(0.50);
     report.time_to_first_token_p99 = result.time_to_first_token_seconds.quantile(0.99);
     if (cpu_before) {

@@ -156,8 +156,12 @@ class load_state {
             return;
         }
         if (sim_sent_ns) {
-            result_.delivery_latency_seconds.add(
-                static_cast<double>(monotonic_ns(at) - *sim_sent_ns) * 1e-9);
+            const double latency = static_cast<double>(monotonic_ns(at) - *sim_sent_ns) * 1e-9;
+            result_.delivery_latency_seconds.add(latency);
+            (record.content_chunks <= load_result::first_chunks
+                 ? result_.delivery_first_chunks_seconds
+                 : result_.delivery_later_chunks_seconds)
+                .add(latency);
         } else {
             ++result_.unstamped_chunks;
         }

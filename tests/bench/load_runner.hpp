@@ -66,6 +66,11 @@ struct load_result {
     sample_set time_to_first_token_seconds;
     sample_set chunk_gap_seconds;         // between consecutive content chunks of one response
     sample_set delivery_latency_seconds;  // receive time - sim_sent_ns, --stamp only
+    // The same split by the chunk's place in its stream: a burst of new streams delays the first
+    // chunks of each (they wait behind the requests still being started), not the rest.
+    static constexpr std::uint64_t first_chunks = 10;
+    sample_set delivery_first_chunks_seconds;  // each stream's first first_chunks content chunks
+    sample_set delivery_later_chunks_seconds;  // the chunks after those
     sample_set request_duration_seconds;
 };
 
