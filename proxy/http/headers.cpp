@@ -20,17 +20,18 @@ constexpr std::array<bhttp::field, 8> hop_by_hop = {
     bhttp::field::te,         bhttp::field::trailer,           bhttp::field::transfer_encoding,
     bhttp::field::upgrade,    bhttp::field::content_length};
 
-// Comma-separated tokens of every instance of a field.
-std::vector<std::string> field_tokens(const bhttp::fields& fields, bhttp::field name) {
-    std::vector<std::string> tokens;
+// Calls f(token) for each non-empty comma-separated token of every instance of a field, in
+// order, until f returns false.
+template <typename F>
+void each_token(const bhttp::fields& fields, bhttp::field name, F&& f) {
     auto range = fields.equal_range(name);
     for (auto it = range.first; it != range.second; ++it) {
         std::string_view value = it->value();
         while (!value.empty()) {
             auto comma = value.find(',');
             auto token = core::trim(value.substr(0, comma), core::http_whitespace);
-            if (!token.empty()) {
-                tokens.emplace_back(token);
+            if (!token.empty() && !f(token)) {
+                return;
             }
             if (comma == std::string_view::npos) {
                 break;
@@ -38,6 +39,15 @@ std::vector<std::string> field_tokens(const bhttp::fields& fields, bhttp::field 
             value.remove_prefix(comma + 1);
         }
     }
+}
+
+// Comma-separated tokens of every instance of a field.
+std::vector<std::string> field_tokens(const bhttp::fields& fields, bhttp::field name) {
+    std::vector<std::string> tokens;
+    each_token(fields, name, [&tokens](std::string_view token) {
+        tokens.emplace_back(token);
+        return true;
+    });
     return tokens;
 }
 
@@ -125,30 +135,41 @@ std::optional<head_problem> framing_problem(const bhttp::request_header<>& head)
     if (has_length && has_transfer_encoding) {
         return ambiguous("both Content-Length and Transfer-Encoding are present");
     }
-    auto codings = field_tokens(head, bhttp::field::transfer_encoding);
-    if (has_transfer_encoding && (codings.empty() || !beast::iequals(codings.back(), "chunked"))) {
-        // RFC 9112 §6.3: a request whose last transfer coding is not chunked has no knowable
-        // length.
-        return ambiguous("Transfer-Encoding without chunked as the final coding");
-    }
-    for (std::size_t i = 0; i + 1 < codings.size(); ++i) {
-        if (beast::iequals(codings[i], "chunked")) {
-            // RFC 9112 §6.1: chunked is applied once, and last.
-            return ambiguous("Transfer-Encoding applies chunked more than once");
+    if (has_transfer_encoding) {
+        auto codings = field_tokens(head, bhttp::field::transfer_encoding);
+        if (codings.empty() || !beast::iequals(codings.back(), "chunked")) {
+            // RFC 9112 §6.3: a request whose last transfer coding is not chunked has no
+            // knowable length.
+            return ambiguous("Transfer-Encoding without chunked as the final coding");
+        }
+        for (std::size_t i = 0; i + 1 < codings.size(); ++i) {
+            if (beast::iequals(codings[i], "chunked")) {
+                // RFC 9112 §6.1: chunked is applied once, and last.
+                return ambiguous("Transfer-Encoding applies chunked more than once");
+            }
+        }
+        if (codings.size() > 1) {
+            // The proxy forwards with its own framing and decodes no other coding: forwarding
+            // the body without it would change it, so the request is not implemented (RFC 9112
+            // §6.1).
+            return head_problem{
+                bhttp::status::not_implemented, "unsupported_transfer_coding",
+                "transfer coding '" + codings.front() + "' is not supported; only chunked"};
         }
     }
-    if (codings.size() > 1) {
-        // The proxy forwards with its own framing and decodes no other coding: forwarding the
-        // body without it would change it, so the request is not implemented (RFC 9112 §6.1).
-        return head_problem{
-            bhttp::status::not_implemented, "unsupported_transfer_coding",
-            "transfer coding '" + codings.front() + "' is not supported; only chunked"};
-    }
-    auto values = field_tokens(head, bhttp::field::content_length);
-    for (const auto& value : values) {
-        if (value != values.front()) {
-            return ambiguous("differing Content-Length values");
+    // Every Content-Length value the same (compared in place: most requests have one).
+    std::string_view first_length;
+    bool differ = false;
+    each_token(head, bhttp::field::content_length, [&](std::string_view value) {
+        if (first_length.empty()) {
+            first_length = value;
+        } else if (value != first_length) {
+            differ = true;
         }
+        return !differ;
+    });
+    if (differ) {
+        return ambiguous("differing Content-Length values");
     }
     return std::nullopt;
 }

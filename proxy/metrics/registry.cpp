@@ -173,6 +173,8 @@ struct registry::model_series {
     histogram_slot input_tokens{};
     histogram_slot output_tokens{};
     std::array<histogram_slot, outcomes> duration{};
+    // requests_total with code 200, by outcome: nearly every request (other codes are looked up).
+    std::array<counter_slot, outcomes> requests_ok{};
     counter_slot output_chars{};
     counter_slot cached_input_tokens{};
     std::array<std::array<counter_slot, token_sources>, 2> tokens{};  // [input, output][source]
@@ -691,9 +693,13 @@ void registry::count_request(protocol::api_kind api, const std::string& model_la
     const std::string_view api_label = protocol::to_string(api);
     const std::string_view outcome = meter::to_string(result);
     const std::string code_text = code_label(code);
-    series(requests_,
-           {{"model", model_label}, {"api", api_label}, {"outcome", outcome}, {"code", code_text}})
-        .Increment();
+    const label_list labels{
+        {"model", model_label}, {"api", api_label}, {"outcome", outcome}, {"code", code_text}};
+    if (code == 200) {
+        cached(m.requests_ok[static_cast<std::size_t>(result)], requests_, labels).Increment();
+    } else {
+        series(requests_, labels).Increment();
+    }
     observe(m.duration[static_cast<std::size_t>(result)], duration_,
             {{"model", model_label}, {"api", api_label}, {"outcome", outcome}},
             buckets_.request_duration, duration_seconds);
