@@ -93,14 +93,26 @@ bool is_hop_by_hop(const bhttp::fields::value_type& field,
                        [name](const std::string& token) { return beast::iequals(name, token); });
 }
 
-void copy_end_to_end_fields(const bhttp::fields& from, bhttp::fields& to) {
+namespace {
+
+// Calls f(field) for every field of `from` that is not hop-by-hop, in order.
+template <typename F>
+void each_end_to_end_field(const bhttp::fields& from, F&& f) {
     const auto named = connection_options(from);
     for (const auto& field : from) {
         if (!is_hop_by_hop(field, named)) {
-            // With its enum: Beast need not look the name up again.
-            to.insert(field.name(), field.name_string(), field.value());
+            f(field);
         }
     }
+}
+
+}  // namespace
+
+void copy_end_to_end_fields(const bhttp::fields& from, bhttp::fields& to) {
+    each_end_to_end_field(from, [&to](const bhttp::fields::value_type& field) {
+        // With its enum: Beast need not look the name up again.
+        to.insert(field.name(), field.name_string(), field.value());
+    });
 }
 
 void append_field(std::string& out, std::string_view name, std::string_view value) {
@@ -117,12 +129,9 @@ void append_field(std::string& out, std::string_view name, std::uint64_t value) 
 }
 
 void append_end_to_end_fields(const bhttp::fields& from, std::string& out) {
-    const auto named = connection_options(from);
-    for (const auto& field : from) {
-        if (!is_hop_by_hop(field, named)) {
-            append_field(out, field.name_string(), field.value());
-        }
-    }
+    each_end_to_end_field(from, [&out](const bhttp::fields::value_type& field) {
+        append_field(out, field.name_string(), field.value());
+    });
 }
 
 std::optional<head_problem> framing_problem(const bhttp::request_header<>& head) {

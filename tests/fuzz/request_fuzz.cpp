@@ -1,18 +1,21 @@
 // Fuzz target for the request path: arbitrary bytes as a client request, through Beast's parser
 // configured as the proxy configures it, then every decision the proxy takes before forwarding
 // (Host and version, framing, the target's normal form, the route) and every dialect's request
-// parser and the usage injection on the body. Nothing may crash, throw out or recurse without
+// parser and the usage injection on the body, and the upstream head the proxy writes (it must
+// parse back as one complete request). Nothing may crash, throw out or recurse without
 // bound; a normalized target must be stable (normalizing it again changes nothing) and never
 // climb above the root.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <iterator>
 #include <string>
 #include <string_view>
 #include <variant>
 
 #include "http/beast.hpp"
 #include "http/headers.hpp"
+#include "http/request_plan.hpp"
 #include "http/request_target.hpp"
 #include "protocol/dialect.hpp"
 #include "protocol/dialects.hpp"
@@ -49,6 +52,35 @@ void check_openai_reader(std::string_view body) {
         walk.has_stream_options != dom.has_stream_options ||
         walk.empty_object != dom.empty_object || walk.prompt_chars != dom.prompt_chars ||
         walk.prompt_text != dom.prompt_text) {
+        std::abort();
+    }
+}
+
+// The head the proxy writes for the upstream, from these fields, is one complete HTTP/1.1
+// request head that Beast's parser reads back, with the body's length.
+void check_upstream_head(const http::bhttp::request<http::bhttp::string_body>& parsed,
+                         std::size_t size) {
+    auto normalized = http::normalize_target(parsed.target());
+    const auto* target = std::get_if<std::string>(&normalized);
+    if (target == nullptr) {
+        return;
+    }
+    auto request = parsed;
+    const auto fields =
+        static_cast<std::size_t>(std::distance(request.begin(), request.end()));
+    http::session_settings settings;
+    settings.upstream = {"http", "model", 8000, size % 3 == 0 ? "" : "/base"};
+    settings.forwarded_for = static_cast<http::forwarded_for_policy>(size % 3);
+    settings.preserve_host = size % 5 == 0;
+    const http::client_origin origin{size % 2 == 0, size % 4 == 0 ? "::1" : "10.0.0.1"};
+    const auto plan = http::plan_request(request, *target, fields, settings, origin);
+    http::bhttp::request_parser<http::bhttp::string_body> back;
+    back.header_limit(64 * 1024);  // the proxy adds forwarding fields to a head at the limit
+    back.eager(true);
+    http::error_code ec;
+    const std::string bytes = plan.upstream.head + plan.upstream.body;
+    const std::size_t used = back.put(http::asio::const_buffer(bytes.data(), bytes.size()), ec);
+    if (ec || !back.is_done() || used != bytes.size() || back.get().version() != 11) {
         std::abort();
     }
 }
@@ -91,5 +123,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
     http::bhttp::fields copy;
     http::copy_end_to_end_fields(head.base(), copy);
+    if (parser.is_done()) {
+        check_upstream_head(parser.get(), size);
+    }
     return 0;
 }

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
+#include <string>
 #include <string_view>
 
 #include "http/beast.hpp"
@@ -36,6 +37,19 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         client.result(status);
         client.reason(response.reason());
         copy_end_to_end_fields(response.base(), client.base());
+        // The client's head as the proxy writes it: one complete head Beast reads back.
+        std::string text;
+        append_status_line(11, status, response.reason(), text);
+        append_end_to_end_fields(response.base(), text);
+        text += "\r\n";
+        bhttp::response_parser<bhttp::empty_body> back;
+        back.header_limit(64 * 1024);
+        back.skip(true);
+        error_code back_ec;
+        back.put(asio::const_buffer(text.data(), text.size()), back_ec);
+        if (back_ec || !back.is_header_done()) {
+            std::abort();
+        }
         (void)parser.content_length();
         (void)parser.keep_alive();
         (void)parser.chunked();
