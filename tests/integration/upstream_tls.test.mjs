@@ -64,7 +64,10 @@ test('streams arrive whole over a verified https upstream; pooled connections re
     assert.match(proxy.upstreamText, /^https:\/\/localhost:\d+$/);
     // /readyz is ready only after a whole handshake with the upstream.
     await waitReady(proxy);
-    assert.ok(f.connections.length >= 1, 'the readiness probe did a TLS handshake');
+    // The probe's side of the handshake ends first (it sends its Finished and closes); the front
+    // records the connection when it has read that Finished, which can come a moment after
+    // /readyz turned ready (seen under ThreadSanitizer). Waited for, not assumed.
+    await waitFor(() => f.connections.length >= 1, { what: 'the readiness probe\'s TLS handshake' });
 
     const first = await stream(proxy);
     assert.equal(first.status, 200, describeResult(first));
