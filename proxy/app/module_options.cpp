@@ -71,6 +71,8 @@ usage::price_table price_table(const config::settings& s) {
         entry.input = p.input.value_or(0);
         entry.output = p.output.value_or(0);
         entry.cached_input = p.cached_input.value_or(entry.input);
+        entry.cache_write = p.cache_write.value_or(entry.input);
+        entry.cache_write_1h = p.cache_write_1h.value_or(entry.cache_write);
         entry.reasoning = p.reasoning.value_or(entry.output);
         entry.currency = p.currency;
         table.emplace(model, std::move(entry));

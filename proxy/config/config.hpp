@@ -195,6 +195,14 @@ struct usage_settings {
     bool operator==(const usage_settings&) const = default;
 };
 
+// What a request bills when it fails (meter/billing, docs/usage-records.md).
+struct billing_settings {
+    // A request the model server received and failed with no usage report and no output bills
+    // its counted prompt.
+    bool bill_failed_input = false;
+    bool operator==(const billing_settings&) const = default;
+};
+
 // A path whose API is named in the config rather than recognized by its well-known path, e.g. an
 // OpenAI-compatible server mounted under /llm/ or Ollama behind /ollama/.
 struct route {
@@ -215,11 +223,14 @@ struct model_settings {
 };
 
 // One model's token prices per million tokens, kept exact: micro-units of `currency` (the YAML
-// decimal is read as text, at most 6 decimal places). Unset cached_input / reasoning: the input /
-// output price. input, output and currency are required (rules.cpp).
+// decimal is read as text, at most 6 decimal places). Unset cached_input, cache_write /
+// reasoning: the input / output price; unset cache_write_1h: the cache_write price. input,
+// output and currency are required (rules.cpp).
 struct price_settings {
     std::optional<std::int64_t> input;
     std::optional<std::int64_t> cached_input;
+    std::optional<std::int64_t> cache_write;
+    std::optional<std::int64_t> cache_write_1h;
     std::optional<std::int64_t> output;
     std::optional<std::int64_t> reasoning;
     std::string currency;
@@ -273,6 +284,7 @@ struct settings {
     log_settings log;
     tenants_settings tenants;
     usage_settings usage;
+    billing_settings billing;
     // Re-tokenization (top-level keys). Normalizes counts across models; "none" turns it off.
     std::string reference_tokenizer = "o200k_base";
     // Set when the config names reference_tokenizer: then a missing file is an error, while the

@@ -36,6 +36,7 @@ reload_diff diff_for_reload(const settings& running, const settings& next) {
     running_tenants.api_key_names = next.tenants.api_key_names;
     check(running_tenants != next.tenants, "tenants", false);
     check(running.usage != next.usage, "usage", false);
+    check(running.billing != next.billing, "billing", false);
     const auto tokenization = [](const settings& s) {
         return std::tie(s.reference_tokenizer, s.reference_explicit, s.reference_special_tokens,
                         s.tokenizer_dir, s.count_input_tokens, s.models);

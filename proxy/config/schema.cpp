@@ -397,6 +397,15 @@ const table<U>& usage_table() {
     return t;
 }
 
+using BI = billing_settings;
+const table<BI>& billing_table() {
+    static const table<BI> t{
+        value<BI, bool>("bill_failed_input", &BI::bill_failed_input, read_bool, nullptr,
+                        "a failed request with no usage report and no output bills its prompt"),
+    };
+    return t;
+}
+
 using MS = model_settings;
 const table<MS>& model_table() {
     static const table<MS> t{
@@ -416,6 +425,12 @@ const table<PR>& price_table() {
         value<PR, std::optional<std::int64_t>>("cached_input", &PR::cached_input, read_price,
                                                nullptr,
                                                "per million cached input tokens; default: input"),
+        value<PR, std::optional<std::int64_t>>(
+            "cache_write", &PR::cache_write, read_price, nullptr,
+            "per million input tokens written to the prompt cache; default: input"),
+        value<PR, std::optional<std::int64_t>>(
+            "cache_write_1h", &PR::cache_write_1h, read_price, nullptr,
+            "per million tokens written to the 1-hour prompt cache; default: cache_write"),
         value("output", &PR::output, read_price, check_required_price,
               "price per million output tokens"),
         value<PR, std::optional<std::int64_t>>("reasoning", &PR::reasoning, read_price, nullptr,
@@ -643,6 +658,7 @@ const table<S>& root() {
         section("log", &S::log, log_table, "logging"),
         section("tenants", &S::tenants, tenants_table, "who a request belongs to"),
         section("usage", &S::usage, usage_table, "usage records for billing"),
+        section("billing", &S::billing, billing_table, "what failed requests bill"),
         reference_tokenizer_row(),
         value<S, std::string>("tokenizer_dir", &S::tokenizer_dir, read_text, nullptr,
                               "the first directory of the tokenizer search path"),

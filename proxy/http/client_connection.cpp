@@ -306,6 +306,7 @@ void client_connection<Stream>::respond_local(const failure_answer& answer,
     auto now = context_.clock.now();
     const int status = static_cast<int>(answer.status);
     if (request_.observed) {
+        request_.observed->answered_locally(answer.code);
         (void)request_.observed->response_head(status, "application/json", false, now);
         finish_exchange(answer.result == observe::outcome::rejected
                             ? observe::end_reason::rejected

@@ -149,8 +149,11 @@ void upstream_exchange<Stream>::on_write_request(error_code ec) {
     }
     if (!reused_ || retried_) {
         // No retry can come (a fresh connection, or the retry itself): the request is sent and
-        // not needed while the response is awaited.
+        // not needed while the response is awaited, and the model server has it: served. On a
+        // pooled connection that is known only once it answers (a server that closed it while
+        // idle read nothing, and the request goes again).
         release_request();
+        owner_.request_.observed->request_sent(owner_.context_.clock.now());
     }
     do_read_head();
 }
@@ -235,10 +238,14 @@ void upstream_exchange<Stream>::on_head(error_code ec) {
             acquire(false);
             return;
         }
+        // No retry: the server read the request (a pooled connection's first answer, or its
+        // failure, says so), whatever it did with it.
+        owner_.request_.observed->request_sent(now);
         abort();
         fail_before_response(ec, upstream_stage::response_header);
         return;
     }
+    owner_.request_.observed->request_sent(now);
 
     // No retry can come now: the request sent upstream (its fields, and its body, a long
     // prompt perhaps) is not needed while the response streams.

@@ -121,8 +121,9 @@ request_summary exchange::finish(end_reason reason, core::time_point at) {
         adapter_->on_body(*json, last_read_, meter_);
     }
     request_summary summary = meter_.finish(reason, at);
+    // A prompt the model server never got is not counted: it bills nothing (meter/billing).
     const bool count_input =
-        prompt_parsed_ &&
+        prompt_parsed_ && summary.upstream_received &&
         (input_policy_ == input_counting::always ||
          (input_policy_ == input_counting::when_unreported && !summary.reported.input_tokens));
     if (count_input) {

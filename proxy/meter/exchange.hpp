@@ -32,6 +32,8 @@ class exchange {
              core::time_point request_received, const std::vector<double>* itl_bounds,
              exchange_limits limits);
 
+    void on_request_sent() noexcept { meter_.on_request_sent(); }
+    void on_local_answer(std::string_view code) { meter_.on_local_answer(code); }
     void on_response_head(int status, std::string_view content_type, core::time_point at);
     // A span of response body bytes exactly as forwarded to the client, stamped with its read.
     void on_body(std::string_view bytes, core::time_point at);

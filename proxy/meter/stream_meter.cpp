@@ -103,6 +103,12 @@ void stream_meter::merge_usage(const protocol::token_usage& usage) {
     if (usage.cached_input_tokens) {
         merged.cached_input_tokens = usage.cached_input_tokens;
     }
+    if (usage.cache_write_tokens) {
+        merged.cache_write_tokens = usage.cache_write_tokens;
+    }
+    if (usage.cache_write_1h_tokens) {
+        merged.cache_write_1h_tokens = usage.cache_write_1h_tokens;
+    }
 }
 
 void stream_meter::use_encoders(encoders which) {

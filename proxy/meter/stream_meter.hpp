@@ -104,6 +104,13 @@ struct request_summary {
     std::string_view timing_token_source = "chunks";
     std::optional<double> normalized_output_tokens_per_second;  // normalized / (end - request)
     protocol::token_usage reported;  // merged usage reports from the server
+    // The model server received the whole request (its write completed, or it answered). A
+    // request without it was never served: meter/billing bills it nothing.
+    bool upstream_received = false;
+    // The JSON error code of the proxy's own answer ("upstream_unreachable", "rate_limited"
+    // ...), "" when the upstream answered: the reason a usage record gives for an unserved
+    // request.
+    std::string local_answer;
     std::uint64_t text_chunks = 0;
     std::uint64_t output_chars = 0;
     std::uint64_t parse_errors = 0;
@@ -125,6 +132,10 @@ class stream_meter final : public protocol::chunk_sink {
     stream_meter(protocol::api_kind api, std::string model, bool streamed,
                  core::time_point request_received, const std::vector<double>* itl_bounds);
 
+    // The model server has the whole request: it is served (meter/billing).
+    void on_request_sent() noexcept { summary_.upstream_received = true; }
+    // The proxy answered the request itself, with this JSON error code.
+    void on_local_answer(std::string_view code) { summary_.local_answer.assign(code); }
     void on_response_head(int status, core::time_point at) noexcept;
     void on_chunk(const protocol::response_chunk& chunk, core::time_point at) override;
     void on_done_marker(core::time_point at) override;

@@ -15,20 +15,27 @@ billing_metrics::billing_metrics(registry& base, const billing_options& options)
     tokens_ = &BuildCounter()
                    .Name("tokenmeter_tenant_tokens_total")
                    .Help(
-                       "Tokens billed by tenant, model and type (input, output), the best known "
-                       "count as in the usage records")
+                       "Tokens billed by tenant, model and type (input, output), as in the "
+                       "usage records (meter/billing's rule)")
                    .Register(reg);
     reasoning_tokens_ = &BuildCounter()
                              .Name("tokenmeter_tenant_reasoning_tokens_total")
                              .Help(
-                                 "Reported reasoning tokens by tenant and model (part of "
-                                 "tokenmeter_tenant_tokens_total{type=\"output\"})")
+                                 "Billed reasoning tokens by tenant and model, as in the usage "
+                                 "records (part of tokenmeter_tenant_tokens_total{type=\"output\"})")
                              .Register(reg);
     cached_input_tokens_ =
         &BuildCounter()
              .Name("tokenmeter_tenant_cached_input_tokens_total")
              .Help(
                  "Reported cached input tokens by tenant and model (part of "
+                 "tokenmeter_tenant_tokens_total{type=\"input\"})")
+             .Register(reg);
+    cache_write_tokens_ =
+        &BuildCounter()
+             .Name("tokenmeter_tenant_cache_write_tokens_total")
+             .Help(
+                 "Reported input tokens written to the prompt cache by tenant and model (part of "
                  "tokenmeter_tenant_tokens_total{type=\"input\"})")
              .Register(reg);
     requests_ = &BuildCounter()
@@ -53,7 +60,7 @@ billing_metrics::billing_metrics(registry& base, const billing_options& options)
                             .Register(reg);
     for (const auto& [name, rate] : options.provisioned_rates) {
         if (rate > 0) {
-            provisioned.Add({{"tenant", tenant_label(name)}}).Set(rate);
+            provisioned.Add({{"tenant", tenant_label(name, true)}}).Set(rate);
         }
     }
     spool_records_ = &BuildGauge()
@@ -78,8 +85,8 @@ billing_metrics::billing_metrics(registry& base, const billing_options& options)
                          .Register(reg);
 }
 
-std::string billing_metrics::tenant_label(std::string_view tenant) {
-    return tenants_.label_for(tenant);
+std::string billing_metrics::tenant_label(std::string_view tenant, bool served) {
+    return tenants_.label_for(tenant, served);
 }
 
 void billing_metrics::record(const tenant_usage& u) {
@@ -87,14 +94,15 @@ void billing_metrics::record(const tenant_usage& u) {
     if (u.cost_picos && !u.currency.empty()) {
         // Without a tenant source every request is "anonymous", as in the usage records.
         cost_->Add({{"model", model},
-                    {"tenant", tenants_on_ ? tenant_label(u.tenant) : std::string("anonymous")},
+                    {"tenant",
+                     tenants_on_ ? tenant_label(u.tenant, u.served) : std::string("anonymous")},
                     {"currency", std::string(u.currency)}})
             .Increment(static_cast<double>(*u.cost_picos) / 1e12);
     }
     if (!tenants_on_) {
         return;
     }
-    std::string tenant = tenant_label(u.tenant);
+    std::string tenant = tenant_label(u.tenant, u.served);
     requests_->Add({{"tenant", tenant}, {"model", model}, {"outcome", std::string(u.outcome)}})
         .Increment();
     auto add = [&](prometheus::Family<prometheus::Counter>* family, const char* type,
@@ -112,6 +120,7 @@ void billing_metrics::record(const tenant_usage& u) {
     add(tokens_, "output", u.output_tokens);
     add(reasoning_tokens_, nullptr, u.reasoning_tokens);
     add(cached_input_tokens_, nullptr, u.cached_input_tokens);
+    add(cache_write_tokens_, nullptr, u.cache_write_tokens);
 }
 
 void billing_metrics::rate_limited(std::string_view tenant) {

@@ -23,8 +23,11 @@ struct tenant_usage {
     std::uint64_t output_tokens = 0;
     std::uint64_t reasoning_tokens = 0;
     std::uint64_t cached_input_tokens = 0;
+    std::uint64_t cache_write_tokens = 0;
     std::optional<std::int64_t> cost_picos;  // set with a currency when the model has a price
     std::string_view currency;
+    // The upstream answered the request with 2xx: a new tenant may take a label slot.
+    bool served = false;
 };
 
 // How tenant labels are bounded, and whether tenant series exist at all.
@@ -39,7 +42,9 @@ class billing_metrics {
   public:
     billing_metrics(registry& base, const billing_options& options);
 
-    std::string tenant_label(std::string_view tenant);
+    // The bounded tenant label; a new tenant takes one of the slots only when `served` (its
+    // request was answered 2xx) or it is configured (limits, the allowlist). Until then "other".
+    std::string tenant_label(std::string_view tenant, bool served = false);
     void record(const tenant_usage& usage);
     void rate_limited(std::string_view tenant);
 
@@ -55,6 +60,7 @@ class billing_metrics {
     prometheus::Family<prometheus::Counter>* tokens_;
     prometheus::Family<prometheus::Counter>* reasoning_tokens_;
     prometheus::Family<prometheus::Counter>* cached_input_tokens_;
+    prometheus::Family<prometheus::Counter>* cache_write_tokens_;
     prometheus::Family<prometheus::Counter>* requests_;
     prometheus::Family<prometheus::Counter>* rate_limited_;
     prometheus::Family<prometheus::Counter>* cost_;

@@ -15,7 +15,7 @@
 #include <string>
 
 #include "metrics/native_histogram.hpp"
-#include "usage/record.hpp"
+#include "meter/billing.hpp"
 
 namespace tokenmeter::metrics {
 namespace {
@@ -152,11 +152,11 @@ T& registry::series(prometheus::Family<T>* family, const label_list& labels,
     return metric;
 }
 
-// Token sources (usage::token_source) and outcomes (meter::outcome), as slot indexes: one slot
+// Token sources (meter::token_source) and outcomes (meter::outcome), as slot indexes: one slot
 // per enumerator, so a new enumerator must grow these.
-constexpr std::size_t token_sources = 5;
+constexpr std::size_t token_sources = 6;
 constexpr std::size_t outcomes = 5;
-static_assert(static_cast<std::size_t>(usage::token_source::counted) + 1 == token_sources);
+static_assert(static_cast<std::size_t>(meter::token_source::unbilled) + 1 == token_sources);
 static_assert(static_cast<std::size_t>(meter::outcome::rejected) + 1 == outcomes);
 
 struct registry::model_series {
@@ -177,6 +177,7 @@ struct registry::model_series {
     std::array<counter_slot, outcomes> requests_ok{};
     counter_slot output_chars{};
     counter_slot cached_input_tokens{};
+    counter_slot cache_write_tokens{};
     std::array<std::array<counter_slot, token_sources>, 2> tokens{};  // [input, output][source]
     std::array<counter_slot, token_sources> reasoning_tokens{};       // by source
     // [reported, native, normalized][input, output]
@@ -224,7 +225,7 @@ model_labels::model_labels(std::vector<std::string> allowlist, std::uint32_t max
       fixed_(!allowlist.empty()),
       max_models_(max_models) {}
 
-std::string model_labels::label_for(std::string_view model) {
+std::string model_labels::label_for(std::string_view model, bool served) {
     if (model.empty()) {
         return "unknown";
     }
@@ -236,7 +237,7 @@ std::string model_labels::label_for(std::string_view model) {
     if (allowed_.contains(name)) {
         return name;
     }
-    if (fixed_ || allowed_.size() >= max_models_) {
+    if (fixed_ || !served || allowed_.size() >= max_models_) {
         return "other";
     }
     allowed_.insert(name);
@@ -344,6 +345,13 @@ registry::registry(const registry_options& options, const slo_options& slo)
                  "Input tokens the server served from its prompt cache, as it reported them (part "
                  "of tokenmeter_tokens_total{type=\"input\"})")
              .Register(*registry_);
+    cache_write_tokens_ =
+        &BuildCounter()
+             .Name("tokenmeter_cache_write_tokens_total")
+             .Help(
+                 "Input tokens the server wrote to its prompt cache, as it reported them (part of "
+                 "tokenmeter_tokens_total{type=\"input\"})")
+             .Register(*registry_);
     reported_tokens_ = &BuildCounter()
                             .Name("tokenmeter_reported_tokens_total")
                             .Help("Tokens as the model server's usage report counts them")
@@ -425,34 +433,37 @@ registry::registry(const registry_options& options, const slo_options& slo)
     // Models named in the SLO section take their label slots now, so that they never end up
     // as "other" behind a crowd of earlier names, and their targets are visible before traffic.
     for (const auto& [name, target] : slo.models) {
-        slo_for(slo, models_.label_for(name));
+        slo_for(slo, models_.label_for(name, true));
     }
 }
 
 void registry::set_slo(const slo_options& slo) {
     auto next = std::make_shared<const slo_options>(slo);
     for (const auto& [name, target] : next->models) {
-        slo_for(*next, models_.label_for(name));
+        slo_for(*next, models_.label_for(name, true));
     }
     slo_.store(std::move(next));
 }
 
 registry::~registry() = default;
 
-std::string registry::bounded_model(protocol::api_kind api, std::string_view model) {
-    return api == protocol::api_kind::none ? "none" : models_.label_for(model);
+std::string registry::bounded_model(protocol::api_kind api, std::string_view model,
+                                   bool served) {
+    return api == protocol::api_kind::none ? "none" : models_.label_for(model, served);
 }
 
-void registry::record(const meter::request_summary& s) {
-    const std::string model = bounded_model(s.api, s.model);
+void registry::record(const meter::request_summary& s, const meter::billed_counts& counts) {
+    const bool answered_2xx = counts.served && s.status >= 200 && s.status < 300;
+    const std::string model = bounded_model(s.api, s.model, answered_2xx);
     model_series& m = series_of(model, s.api);
-    record_details(model, m, s);
+    record_details(model, m, s, counts);
     // Counted last: a scrape that sees the request also sees every series it added to.
     count_request(s.api, model, m, s.result, s.status, s.duration_seconds);
 }
 
 void registry::record_details(const std::string& model, model_series& m,
-                              const meter::request_summary& s) {
+                              const meter::request_summary& s,
+                              const meter::billed_counts& counts) {
     std::string api(protocol::to_string(s.api));
     for (std::size_t i = 0; i < s.parse_errors_by_reason.size(); ++i) {
         if (s.parse_errors_by_reason[i] > 0) {
@@ -501,7 +512,7 @@ void registry::record_details(const std::string& model, model_series& m,
         cached(m.output_chars, output_chars_, labels)
             .Increment(static_cast<double>(s.output_chars));
     }
-    count_tokens(m, labels, s);
+    count_tokens(m, labels, s, counts);
     // A server whose usage report disagrees with its own tokenizer has a broken report (or
     // hides text, like unstreamed reasoning). One or two tokens of difference are normal: an
     // end-of-sequence token, a detokenizer's trailing bytes.
@@ -531,7 +542,7 @@ const std::vector<double>& token_usage_bounds() {
 }
 
 void registry::count_tokens(model_series& m, const label_list& labels,
-                            const meter::request_summary& s) {
+                            const meter::request_summary& s, const meter::billed_counts& counts) {
     // type and source: "" leaves the label out.
     auto add = [&](std::atomic<prometheus::Counter*>& slot,
                    prometheus::Family<prometheus::Counter>* family, std::string_view type,
@@ -552,42 +563,42 @@ void registry::count_tokens(model_series& m, const label_list& labels,
         }
         counter->Increment(static_cast<double>(*n));
     };
-    const auto source_slot = [](usage::token_source source) {
+    const auto source_slot = [](meter::token_source source) {
         return static_cast<std::size_t>(source);
     };
-    // A rejected request was never forwarded: no model consumed its tokens (as in its record).
-    if (s.result != meter::outcome::rejected) {
-        const usage::token_count input = usage::best_input(s);
-        const usage::token_count output = usage::best_output(s);
+    // The billed counts, as in the request's usage record. A request that was not served bills
+    // nothing and adds no series; nor does a count billed as 0 by rule (source unbilled).
+    if (!counts.served) {
+        return;
+    }
+    const auto billed = [](const meter::token_count& c) {
+        return c.source == meter::token_source::unbilled ? std::nullopt : c.value;
+    };
+    {
+        const meter::token_count& input = counts.input;
+        const meter::token_count& output = counts.output;
         add(m.tokens[0][source_slot(input.source)], tokens_, "input",
-            usage::to_string(input.source), input.value);
+            meter::to_string(input.source), billed(input));
         add(m.tokens[1][source_slot(output.source)], tokens_, "output",
-            usage::to_string(output.source), output.value);
-        const auto reasoning = [&](usage::token_source source,
-                                   const std::optional<std::uint64_t>& n) {
-            add(m.reasoning_tokens[source_slot(source)], reasoning_tokens_, "",
-                usage::to_string(source), n);
-        };
-        if (s.reported.reasoning_tokens) {
-            reasoning(usage::token_source::reported, s.reported.reasoning_tokens);
-        } else if (s.native_reasoning_tokens.value_or(0) > 0) {
-            reasoning(usage::token_source::native, s.native_reasoning_tokens);
-        } else if (s.normalized_reasoning_tokens.value_or(0) > 0) {
-            reasoning(usage::token_source::normalized, s.normalized_reasoning_tokens);
-        }
-        add(m.cached_input_tokens, cached_input_tokens_, "", "", s.reported.cached_input_tokens);
+            meter::to_string(output.source), billed(output));
+        add(m.reasoning_tokens[source_slot(counts.reasoning.source)], reasoning_tokens_, "",
+            meter::to_string(counts.reasoning.source), counts.reasoning.value);
+        add(m.cached_input_tokens, cached_input_tokens_, "", "", counts.cached_input.value);
+        add(m.cache_write_tokens, cache_write_tokens_, "", "", counts.cache_write.value);
         // Verbosity per request: the same counts, as distributions (a model that answers in 80
         // tokens and one that answers in 800 have the same tokens/s and very different tasks).
         // Classic buckets only: a token count is not a latency.
-        if (input.value) {
+        if (auto n = billed(input)) {
             cached(m.input_tokens, input_tokens_, labels, token_usage_bounds())
-                .Observe(static_cast<double>(*input.value));
+                .Observe(static_cast<double>(*n));
         }
-        if (output.value) {
+        if (auto n = billed(output)) {
             cached(m.output_tokens, output_tokens_, labels, token_usage_bounds())
-                .Observe(static_cast<double>(*output.value));
+                .Observe(static_cast<double>(*n));
         }
     }
+    // Each source's own count, for comparison (reported against re-tokenized): of served
+    // requests only, like the billed counts.
     add(m.counted_tokens[0][0], reported_tokens_, "input", "", s.reported.input_tokens);
     add(m.counted_tokens[0][1], reported_tokens_, "output", "", s.reported.output_tokens);
     add(m.counted_tokens[1][0], native_tokens_, "input", "", s.native_input_tokens);
@@ -682,7 +693,7 @@ void registry::count_slo(const std::string& model_label, const meter::request_su
 
 void registry::record_unforwarded(protocol::api_kind api, std::string_view model,
                                   meter::outcome result, int code, double duration_seconds) {
-    const std::string model_label = bounded_model(api, model);
+    const std::string model_label = bounded_model(api, model, false);
     count_request(api, model_label, series_of(model_label, api), result, code, duration_seconds);
 }
 

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/shared_snapshot.hpp"
+#include "meter/billing.hpp"
 #include "meter/stream_meter.hpp"
 #include "metrics/slo.hpp"
 
@@ -33,11 +34,14 @@ struct MetricFamily;
 
 namespace tokenmeter::metrics {
 
-// Keeps the `model` label bounded: an allowlist, or the first N distinct names, then "other".
+// Keeps the `model` label bounded: an allowlist, or the first N distinct names that were
+// served, then "other". A name takes one of the N slots only when `served` says the upstream
+// answered it with 2xx (or it is configured): a client can send any number of invented names
+// the upstream refuses, and they must not crowd out the real ones. Until then it is "other".
 class model_labels {
   public:
     model_labels(std::vector<std::string> allowlist, std::uint32_t max_models);
-    std::string label_for(std::string_view model);
+    std::string label_for(std::string_view model, bool served = false);
 
   private:
     std::mutex mutex_;
@@ -110,7 +114,10 @@ class registry {
     registry(const registry&) = delete;
     registry& operator=(const registry&) = delete;
 
-    void record(const meter::request_summary& summary);
+    // One finished request with the counts meter::billed chose for it (the same counts its
+    // usage record and tenant counters get). Without counts: billed under the default policy.
+    void record(const meter::request_summary& summary, const meter::billed_counts& counts);
+    void record(const meter::request_summary& summary) { record(summary, meter::billed(summary)); }
     // A request the proxy answered itself (400, 413, 502 before any upstream byte, ...).
     void record_unforwarded(protocol::api_kind api, std::string_view model, meter::outcome result,
                             int code, double duration_seconds);
@@ -144,8 +151,11 @@ class registry {
     [[nodiscard]] std::shared_ptr<prometheus::Registry> prometheus_registry() const {
         return registry_;
     }
-    // The bounded `model` label value for a model name (the same bounding as every family).
-    std::string model_label(std::string_view model) { return models_.label_for(model); }
+    // The bounded `model` label value for a model name (the same bounding as every family). A
+    // new name takes a slot only when `served` (the upstream answered it 2xx), as in record().
+    std::string model_label(std::string_view model, bool served = false) {
+        return models_.label_for(model, served);
+    }
 
     // The prompt_class label for a prompt of this many input tokens (nullopt: "unknown").
     [[nodiscard]] const std::string& prompt_class(std::optional<std::uint64_t> input_tokens) const {
@@ -172,10 +182,11 @@ class registry {
 
     const slo_target* slo_for(const slo_options& slo, const std::string& model_label);
     void count_slo(const std::string& model_label, const meter::request_summary& s);
-    std::string bounded_model(protocol::api_kind api, std::string_view model);
+    std::string bounded_model(protocol::api_kind api, std::string_view model, bool served);
     void record_details(const std::string& model, model_series& m,
-                        const meter::request_summary& s);
-    void count_tokens(model_series& m, const label_list& labels, const meter::request_summary& s);
+                        const meter::request_summary& s, const meter::billed_counts& counts);
+    void count_tokens(model_series& m, const label_list& labels, const meter::request_summary& s,
+                      const meter::billed_counts& counts);
     void count_request(protocol::api_kind api, const std::string& model_label, model_series& m,
                        meter::outcome result, int code, double duration_seconds);
 
@@ -230,6 +241,7 @@ class registry {
     prometheus::Family<prometheus::Counter>* tokens_;           // billed: best source, once
     prometheus::Family<prometheus::Counter>* reasoning_tokens_;  // part of output
     prometheus::Family<prometheus::Counter>* cached_input_tokens_;  // part of input
+    prometheus::Family<prometheus::Counter>* cache_write_tokens_;   // part of input
     prometheus::Family<prometheus::Counter>* reported_tokens_;   // per source, for comparison
     prometheus::Family<prometheus::Counter>* native_tokens_;
     prometheus::Family<prometheus::Counter>* normalized_tokens_;

@@ -6,7 +6,6 @@
 
 #include "metrics/billing.hpp"
 #include "metrics/registry.hpp"
-#include "usage/record.hpp"
 
 namespace tokenmeter::metrics {
 namespace {
@@ -108,8 +107,8 @@ std::int64_t status_board::slot_number(core::time_point t) const noexcept {
     return std::max<std::int64_t>(0, t.time_since_epoch() / options_.slot);
 }
 
-std::string status_board::tenant_label(std::string_view tenant) {
-    return billing_ != nullptr ? billing_->tenant_label(tenant) : std::string(tenant);
+std::string status_board::tenant_label(std::string_view tenant, bool served) {
+    return billing_ != nullptr ? billing_->tenant_label(tenant, served) : std::string(tenant);
 }
 
 void status_board::add_inter_token_latency(quantile_sketch& sketch,
@@ -126,17 +125,20 @@ void status_board::add_inter_token_latency(quantile_sketch& sketch,
     });
 }
 
-void status_board::record(const meter::request_summary& s, std::string_view tenant) {
+void status_board::record(const meter::request_summary& s, const meter::billed_counts& counts,
+                          std::string_view tenant) {
     if (s.api == protocol::api_kind::none) {
         return;
     }
     // Labels, the verdict and the token counts are worked out before the lock.
-    const std::string model = metrics_.model_label(s.model);
+    const bool answered_2xx = counts.served && s.status >= 200 && s.status < 300;
+    const std::string model = metrics_.model_label(s.model, answered_2xx);
     const slo_verdict verdict = metrics_.judge_slo(model, s);
-    const bool used = s.result != meter::outcome::rejected;
+    const bool used = counts.served;
     const std::uint64_t tokens =
-        used ? usage::best_input(s).value.value_or(0) + usage::best_output(s).value.value_or(0) : 0;
-    const std::string tenant_name = tenant.empty() ? std::string() : tenant_label(tenant);
+        counts.input.value.value_or(0) + counts.output.value.value_or(0);
+    const std::string tenant_name =
+        tenant.empty() ? std::string() : tenant_label(tenant, answered_2xx);
     const std::int64_t number = slot_number(s.end);
 
     std::lock_guard lock(mutex_);

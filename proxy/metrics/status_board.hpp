@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/time.hpp"
+#include "meter/billing.hpp"
 #include "meter/stream_meter.hpp"
 #include "metrics/quantile_sketch.hpp"
 
@@ -48,8 +49,13 @@ class status_board {
     status_board(registry& metrics, billing_metrics* billing, const core::clock& clock,
                  std::function<std::int64_t()> wall_clock_ms, status_options options);
 
-    // At the end of a request; tenant "" when the request is not metered per tenant.
-    void record(const meter::request_summary& summary, std::string_view tenant);
+    // At the end of a request, with the counts meter::billed chose for it; tenant "" when the
+    // request is not metered per tenant. Without counts: billed under the default policy.
+    void record(const meter::request_summary& summary, const meter::billed_counts& counts,
+                std::string_view tenant);
+    void record(const meter::request_summary& summary, std::string_view tenant) {
+        record(summary, meter::billed(summary), tenant);
+    }
     // A request refused with 429 (the tenant over its provisioned throughput).
     void rate_limited(std::string_view tenant);
     void upstream_error(std::string_view reason);
@@ -94,7 +100,7 @@ class status_board {
     };
 
     [[nodiscard]] std::int64_t slot_number(core::time_point t) const noexcept;
-    [[nodiscard]] std::string tenant_label(std::string_view tenant);
+    [[nodiscard]] std::string tenant_label(std::string_view tenant, bool served = false);
     // The seconds a window of n slots ending with the current one covers (less after start).
     [[nodiscard]] double window_seconds(std::size_t n, core::time_point now) const;
     [[nodiscard]] nlohmann::json model_json(const model_series& series, std::int64_t now_slot,

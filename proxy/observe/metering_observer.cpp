@@ -143,6 +143,9 @@ class metering_exchange final : public exchange_observer {
                              });
     }
 
+    void request_sent(core::time_point /*at*/) override { exchange_.on_request_sent(); }
+    void answered_locally(std::string_view code) override { exchange_.on_local_answer(code); }
+
     durable_wait response_head(int status, std::string_view content_type, bool has_body,
                                core::time_point at) override {
         exchange_.on_response_head(status, content_type, at);
@@ -171,10 +174,11 @@ class metering_exchange final : public exchange_observer {
         }
         state_.sealed = std::make_unique<meter::request_summary>(
             exchange_.finish(meter::end_reason::upstream_complete, at));
-        write_close(*state_.sealed);
+        const meter::billed_counts counts = meter::billed(*state_.sealed, options_.billing);
+        write_close(*state_.sealed, counts);
         // The bucket too, before the client can see the end: its next request meets the debt
         // this one left, even on another worker.
-        charge_bucket(*state_.sealed);
+        charge_bucket(*state_.sealed, counts);
         return hold(state_.close_seq);
     }
 
@@ -182,8 +186,10 @@ class metering_exchange final : public exchange_observer {
         const bool was_sealed = state_.sealed != nullptr;
         auto summary = was_sealed ? std::move(*state_.sealed) : exchange_.finish(reason, at);
         state_.sealed.reset();
+        // Every count below (record, metrics, tenant, status page, tasks) is this one reading.
+        const meter::billed_counts counts = meter::billed(summary, options_.billing);
         if (!was_sealed) {
-            write_close(summary);
+            write_close(summary, counts);
         }
         if (state_.stream_counted) {
             state_.stream_counted = false;
@@ -193,13 +199,15 @@ class metering_exchange final : public exchange_observer {
             spdlog::debug("{} parse errors in response for model {}", summary.parse_errors,
                           summary.model);
         }
-        parts_.registry->record(summary);
+        // The registry first: a model the upstream served takes its label slot there, and the
+        // tenant counters, then the status page, find it.
+        parts_.registry->record(summary, counts);
+        record_tenant(summary, counts);
         if (parts_.status != nullptr) {
-            parts_.status->record(summary, state_.tenant);
+            parts_.status->record(summary, counts, state_.tenant);
         }
-        record_tenant(summary);
         if (parts_.tasks != nullptr && state_.task) {
-            parts_.tasks->end(*state_.task, summary);
+            parts_.tasks->end(*state_.task, summary, counts);
         }
         if (options_.access_log) {
             spdlog::info(
@@ -253,6 +261,7 @@ class metering_exchange final : public exchange_observer {
         open.id = parts_.ids->next();
         open.tenant = state_.tenant;
         open.model = facts.info.model;
+        open.model_cut = facts.model_cut;
         open.api = std::string(protocol::to_string(facts.api));
         open.route = std::string(facts.target.substr(0, facts.target.find('?')));
         open.request_id = client_request_id(facts.header("x-request-id"));
@@ -314,11 +323,12 @@ class metering_exchange final : public exchange_observer {
                                false);
     }
 
-    void write_close(const meter::request_summary& summary) {
+    void write_close(const meter::request_summary& summary, const meter::billed_counts& counts) {
         if (parts_.records == nullptr || !writing_record()) {
             return;
         }
-        usage::usage_record record = usage::make_record(*state_.open, summary, wall_ms(summary.end));
+        usage::usage_record record =
+            usage::make_record(*state_.open, summary, counts, wall_ms(summary.end));
         if (parts_.prices != nullptr) {
             usage::apply_price(record, *parts_.prices);
         }
@@ -326,27 +336,15 @@ class metering_exchange final : public exchange_observer {
         state_.open->id.clear();
     }
 
-    // A rejected request was never forwarded: whatever its prompt counts, it used no tokens.
-    static std::uint64_t used_input(const meter::request_summary& summary) {
-        return summary.result != meter::outcome::rejected
-                   ? usage::best_input(summary).value.value_or(0)
-                   : 0;
-    }
-    static std::uint64_t used_output(const meter::request_summary& summary) {
-        return summary.result != meter::outcome::rejected
-                   ? usage::best_output(summary).value.value_or(0)
-                   : 0;
-    }
-
     // The tenant's tokens into its bucket, once: at seal() when the end is held, else at end().
-    void charge_bucket(const meter::request_summary& summary) {
+    void charge_bucket(const meter::request_summary& summary, const meter::billed_counts& counts) {
         if (state_.bucket_charged || state_.tenant.empty() ||
             summary.api == protocol::api_kind::none) {
             return;
         }
         state_.bucket_charged = true;
-        const auto input = used_input(summary);
-        const auto output = used_output(summary);
+        const std::uint64_t input = counts.input.value.value_or(0);
+        const std::uint64_t output = counts.output.value.value_or(0);
         if (state_.shared) {
             // Settled only once admitted (a refusal charged nothing); a request whose admission
             // never came back (the proxy shutting down) is left to the estimate.
@@ -361,15 +359,13 @@ class metering_exchange final : public exchange_observer {
         }
     }
 
-    void record_tenant(const meter::request_summary& summary) {
+    void record_tenant(const meter::request_summary& summary, const meter::billed_counts& counts) {
         if (state_.tenant.empty() || summary.api == protocol::api_kind::none) {
             return;
         }
-        const auto input = used_input(summary);
-        const auto output = used_output(summary);
         // The bucket first: once the tenant's counters show this request, the next request of
         // the tenant meets the debt it left.
-        charge_bucket(summary);
+        charge_bucket(summary, counts);
         if (parts_.billing != nullptr) {
             // tenant_usage holds views: the label must outlive it.
             const std::string model_label = parts_.registry->model_label(summary.model);
@@ -377,14 +373,16 @@ class metering_exchange final : public exchange_observer {
             u.tenant = state_.tenant;
             u.model_label = model_label;
             u.outcome = meter::to_string(summary.result);
-            u.input_tokens = input;
-            u.output_tokens = output;
-            u.reasoning_tokens = summary.reported.reasoning_tokens.value_or(0);
-            u.cached_input_tokens = summary.reported.cached_input_tokens.value_or(0);
+            u.input_tokens = counts.input.value.value_or(0);
+            u.output_tokens = counts.output.value.value_or(0);
+            u.reasoning_tokens = counts.reasoning.value.value_or(0);
+            u.cached_input_tokens = counts.cached_input.value.value_or(0);
+            u.cache_write_tokens = counts.cache_write.value.value_or(0);
+            u.served = counts.served && summary.status >= 200 && summary.status < 300;
             usage::usage_record priced;
             if (parts_.prices != nullptr) {
                 // The same counts and rules as the usage record's cost.
-                priced = usage::make_record({}, summary, 0);
+                priced = usage::make_record({}, summary, counts, 0);
                 priced.model = summary.model;
                 usage::apply_price(priced, *parts_.prices);
                 u.cost_picos = priced.cost_picos;
@@ -415,6 +413,8 @@ metering_observer::metering_observer(metering_parts parts, metering_options opti
 }
 
 std::unique_ptr<exchange_observer> metering_observer::begin(request_facts facts) {
+    // The name every record, label and CloudEvent of the request carries: bounded first.
+    facts.model_cut = usage::cut_model_name(facts.info.model);
     return std::make_unique<metering_exchange>(parts_, options_, facts);
 }
 

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "core/time.hpp"
+#include "meter/billing.hpp"
 #include "meter/exchange.hpp"
 #include "observe/observer.hpp"
 #include "usage/price.hpp"
@@ -39,6 +40,7 @@ struct metering_options {
     // Release the response head and its end only once the open and close entries are on disk.
     bool hold_until_durable = true;
     core::duration checkpoint_interval = std::chrono::seconds(1);
+    meter::billing_policy billing{};  // what failed requests bill (meter/billing)
 };
 
 // The parts the observer uses. Null members: that part is off.

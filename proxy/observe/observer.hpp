@@ -57,6 +57,7 @@ struct request_facts {
     std::string_view target;      // normalized origin-form target
     core::time_point received{};
     header_lookup header;
+    bool model_cut = false;  // info.model was cut to usage::max_model_bytes (set by the observer)
 };
 
 // Whether a request may be forwarded; when not, the local answer to give (429).
@@ -67,8 +68,8 @@ struct admission {
 };
 
 // One forwarded request, from admission to its end. Calls come from one thread, in order:
-// response_head once (or never, when answered locally), body any number of times, seal at most
-// once, end exactly once.
+// request_sent at most once (more calls change nothing), answered_locally at most once, then
+// response_head once (or never), body any number of times, seal at most once, end exactly once.
 class exchange_observer {
   public:
     virtual ~exchange_observer() = default;
@@ -83,6 +84,12 @@ class exchange_observer {
         auto now = std::move(done);
         now();
     }
+    // The model server has the whole request (its write completed): from here the request is
+    // served, and bills by meter/billing's rule. A request that never gets here bills nothing.
+    virtual void request_sent(core::time_point at) = 0;
+    // The proxy answers the request itself; `code` is the JSON error code the client gets
+    // (local_failure), the reason its usage record gives.
+    virtual void answered_locally(std::string_view code) = 0;
     // The response head as the client will get it; has_body: a body follows. The returned wait
     // is the request's open entry: no byte may reach the client before it is durable.
     virtual durable_wait response_head(int status, std::string_view content_type, bool has_body,

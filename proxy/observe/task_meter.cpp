@@ -2,7 +2,6 @@
 
 #include "core/text.hpp"
 #include "metrics/tasks.hpp"
-#include "usage/record.hpp"
 
 namespace tokenmeter::observe {
 namespace {
@@ -51,7 +50,7 @@ task_state task_meter::begin(const header_lookup& header, std::string_view model
         return state;
     }
     state.task = std::move(*task);
-    state.model = model_label_(model);
+    state.model = std::string(model);
     if (session_header_.empty()) {
         return state;
     }
@@ -69,25 +68,29 @@ task_state task_meter::begin(const header_lookup& header, std::string_view model
     return state;
 }
 
-void task_meter::end(const task_state& state, const meter::request_summary& summary) {
+void task_meter::end(const task_state& state, const meter::request_summary& summary,
+                     const meter::billed_counts& counts) {
     if (state.task.empty()) {
         return;
     }
-    metrics_.request(state.model, state.task, meter::to_string(summary.result));
+    // The label again now: a model the upstream served takes its label slot at the request's
+    // end (metrics::model_labels), after begin() looked it up.
+    const std::string model = model_label_(state.model);
+    metrics_.request(model, state.task, meter::to_string(summary.result));
     const core::time_point done = task_done_at(summary);
-    const usage::token_count input = usage::best_input(summary);
-    const usage::token_count output = usage::best_output(summary);
+    const meter::token_count& input = counts.input;
+    const meter::token_count& output = counts.output;
     if (summary.result == meter::outcome::complete) {
-        metrics_.task_done(state.model, state.task,
+        metrics_.task_done(model, state.task,
                            core::to_seconds(done - summary.request_received), input.value,
                            output.value);
     }
     if (!state.session) {
         return;
     }
-    // A refused request was never forwarded: it ends its wait in the session but adds nothing.
+    // A request the model server never got ends its wait in the session but adds nothing.
     std::optional<session_request> counted;
-    if (summary.result != meter::outcome::rejected) {
+    if (counts.served) {
         counted = session_request{summary.request_received, done, input.value.value_or(0),
                                   output.value.value_or(0)};
     }
@@ -102,7 +105,7 @@ void task_meter::sweep(core::time_point now) {
 
 void task_meter::record(const session_events& events) {
     for (const finished_session& s : events.ended) {
-        metrics_.session_done(s.model, s.task, s.duration_seconds, s.requests, s.input_tokens,
+        metrics_.session_done(model_label_(s.model), s.task, s.duration_seconds, s.requests, s.input_tokens,
                               s.output_tokens);
     }
     metrics_.sessions_dropped("evicted", events.evicted);

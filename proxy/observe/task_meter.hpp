@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/time.hpp"
+#include "meter/billing.hpp"
 #include "meter/stream_meter.hpp"
 #include "observe/observer.hpp"
 #include "observe/task_sessions.hpp"
@@ -33,6 +34,8 @@ struct task_options {
 // A request's task, decided when it begins.
 struct task_state {
     std::string task;  // "": the request has no task (no header, or an empty one)
+    // The request's model name (bounded by the observer), not yet its label: a model takes its
+    // label slot only when the upstream has served it, so the label is looked up at the end.
     std::string model;
     std::optional<session_key> session;
 };
@@ -53,11 +56,13 @@ class task_meter {
     task_meter(const task_options& options, metrics::task_metrics& metrics,
                model_label_fn model_label);
 
-    // Reads the task and session headers; the model label is looked up only for a request with
-    // a task.
+    // Reads the task and session headers. The model label is looked up at the end (end(), and
+    // when a session ends), only for a request with a task.
     task_state begin(const header_lookup& header, std::string_view model,
                      core::time_point received);
-    void end(const task_state& state, const meter::request_summary& summary);
+    // counts: what meter::billed chose for the request (the same as its usage record).
+    void end(const task_state& state, const meter::request_summary& summary,
+             const meter::billed_counts& counts);
     // Ends the sessions idle for the expiry at `now` (the admin listener calls it before each
     // scrape, so a scrape sees every session that has ended by then).
     void sweep(core::time_point now);

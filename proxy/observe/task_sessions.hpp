@@ -27,7 +27,7 @@ struct task_session_options {
     std::size_t max_sessions = 10'000;
 };
 
-// Which session a request belongs to: the hashed id, the task label and the model label.
+// Which session a request belongs to: the hashed id, the task label and the model name.
 struct session_key {
     std::array<std::uint64_t, 2> id_digest{};
     std::string task;

@@ -5,7 +5,9 @@
 // cumulative output count (and, on newer servers, input figures). Every field is a running total, so the adapter keeps the latest
 // value of each and reports the normalized totals after every usage-bearing event:
 // input = input_tokens + cache_read_input_tokens + cache_creation_input_tokens (Anthropic's
-// input_tokens excludes both), cached_input = cache_read_input_tokens, output = output_tokens.
+// input_tokens excludes both), cached_input = cache_read_input_tokens, cache_write =
+// cache_creation_input_tokens (its 1-hour part: cache_creation.ephemeral_1h_input_tokens),
+// output = output_tokens.
 // The meter keeps the latest report, so nothing is added twice.
 #include <optional>
 #include <string>
@@ -88,6 +90,8 @@ class anthropic_adapter final : public adapter, private json_visitor {
                     input_.value_or(0) + cache_read_.value_or(0) + cache_creation_.value_or(0);
             }
             usage.cached_input_tokens = cache_read_;
+            usage.cache_write_tokens = cache_creation_;
+            usage.cache_write_1h_tokens = cache_creation_1h_;
             usage.output_tokens = output_;
         }
         sink.on_chunk(out_->chunk(), at);
@@ -129,12 +133,22 @@ class anthropic_adapter final : public adapter, private json_visitor {
     void on_count(const json_path& path, std::uint64_t value) override {
         // message_start: message.usage; message_delta and whole bodies: usage.
         std::size_t depth = path.size();
-        bool in_usage = (depth == 2 && path[0] == "usage") ||
-                        (depth == 3 && path[0] == "message" && path[1] == "usage");
-        if (!in_usage) {
+        const std::size_t usage_at = depth >= 1 && path[0] == "message" ? 1 : 0;
+        if (depth < usage_at + 2 || path[usage_at] != "usage") {
             return;
         }
         std::string_view key = path.back();
+        if (depth == usage_at + 3) {
+            // usage.cache_creation: the cache writes by how long they are kept.
+            if (path[usage_at + 1] == "cache_creation" && key == "ephemeral_1h_input_tokens") {
+                cache_creation_1h_ = value;
+                usage_seen_ = true;
+            }
+            return;
+        }
+        if (depth != usage_at + 2) {
+            return;
+        }
         if (depth == 3 && key == "output_tokens") {
             // message_start's output count is a placeholder taken before generation (usually
             // 1); were the stream cut before message_delta, it would stand in for the real
@@ -164,6 +178,7 @@ class anthropic_adapter final : public adapter, private json_visitor {
     std::optional<std::uint64_t> output_;
     std::optional<std::uint64_t> cache_read_;
     std::optional<std::uint64_t> cache_creation_;
+    std::optional<std::uint64_t> cache_creation_1h_;
 };
 
 bool matches_path(std::string_view path) noexcept {

@@ -3,9 +3,11 @@
 // of the same objects, decoded element by element).
 //
 // Usage merge rule: usageMetadata comes with every streamed chunk as running totals
-// (promptTokenCount, candidatesTokenCount, thoughtsTokenCount, cachedContentTokenCount).
-// Gemini's candidatesTokenCount leaves the thinking out, so output = candidates + thoughts and
-// reasoning = thoughts. Reports are totals: the meter keeps the latest and takes the per-chunk
+// (promptTokenCount, candidatesTokenCount, thoughtsTokenCount, cachedContentTokenCount,
+// toolUsePromptTokenCount). Gemini's candidatesTokenCount leaves the thinking out, so
+// output = candidates + thoughts and reasoning = thoughts; its promptTokenCount leaves the tool
+// results' prompt out, so input = prompt + toolUsePrompt; cached = cachedContent (a part of the
+// prompt). Reports are totals: the meter keeps the latest and takes the per-chunk
 // difference of the output total as the tokens that chunk carried.
 #include <optional>
 #include <string>
@@ -51,6 +53,8 @@ class gemini_adapter final : public json_document_adapter, private json_visitor 
         known_ = false;
         candidates_.reset();
         thoughts_.reset();
+        prompt_.reset();
+        tool_use_prompt_.reset();
     }
 
     void finish_element(chunk_sink& sink) {
@@ -61,6 +65,9 @@ class gemini_adapter final : public json_document_adapter, private json_visitor 
         if (candidates_ || thoughts_) {
             out_->usage_ref().output_tokens = candidates_.value_or(0) + thoughts_.value_or(0);
             out_->usage_ref().reasoning_tokens = thoughts_;
+        }
+        if (prompt_ || tool_use_prompt_) {
+            out_->usage_ref().input_tokens = prompt_.value_or(0) + tool_use_prompt_.value_or(0);
         }
         emitted_ += 1;
         sink.on_chunk(out_->chunk(), at_);
@@ -136,7 +143,9 @@ class gemini_adapter final : public json_document_adapter, private json_visitor 
         }
         std::string_view key = path.back();
         if (key == "promptTokenCount") {
-            out_->usage_ref().input_tokens = value;
+            prompt_ = value;
+        } else if (key == "toolUsePromptTokenCount") {
+            tool_use_prompt_ = value;
         } else if (key == "candidatesTokenCount") {
             candidates_ = value;
         } else if (key == "thoughtsTokenCount") {
@@ -151,6 +160,8 @@ class gemini_adapter final : public json_document_adapter, private json_visitor 
     std::string part_text_;
     std::optional<std::uint64_t> candidates_;
     std::optional<std::uint64_t> thoughts_;
+    std::optional<std::uint64_t> prompt_;
+    std::optional<std::uint64_t> tool_use_prompt_;
     chunk_sink* sink_ = nullptr;
     core::time_point at_{};
     std::size_t emitted_ = 0;

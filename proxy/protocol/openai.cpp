@@ -948,6 +948,8 @@ class openai_adapter final : public json_document_adapter, private json_visitor 
             case frame::prompt_details:
                 if (key == "cached_tokens") {
                     out_->usage->cached_input_tokens = value;
+                } else if (key == "cache_write_tokens") {
+                    out_->usage->cache_write_tokens = value;
                 }
                 break;
             default:

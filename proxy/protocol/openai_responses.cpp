@@ -183,6 +183,8 @@ class responses_adapter final : public adapter, private json_visitor {
             out_->usage_ref().output_tokens = value;
         } else if (path.is_from(skip, {"usage", "input_tokens_details", "cached_tokens"})) {
             out_->usage_ref().cached_input_tokens = value;
+        } else if (path.is_from(skip, {"usage", "input_tokens_details", "cache_write_tokens"})) {
+            out_->usage_ref().cache_write_tokens = value;
         } else if (path.is_from(skip, {"usage", "output_tokens_details", "reasoning_tokens"})) {
             out_->usage_ref().reasoning_tokens = value;
         }

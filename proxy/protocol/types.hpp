@@ -61,7 +61,10 @@ struct token_usage {
     std::optional<std::uint64_t> input_tokens;
     std::optional<std::uint64_t> output_tokens;
     std::optional<std::uint64_t> reasoning_tokens;
-    std::optional<std::uint64_t> cached_input_tokens;
+    std::optional<std::uint64_t> cached_input_tokens;  // cache reads, a part of input
+    std::optional<std::uint64_t> cache_write_tokens;   // cache writes, a part of input
+    // The part of the cache writes kept for an hour (Anthropic's 1-hour tier).
+    std::optional<std::uint64_t> cache_write_1h_tokens;
 };
 
 // One decoded unit of a response: a streamed chunk, or the whole of a non-streamed body.

@@ -13,7 +13,7 @@ constexpr std::int64_t picos_per_unit = 1'000'000'000'000;
 }  // namespace
 
 std::optional<std::int64_t> cost_picos(const price& p, const usage_record& r) {
-    if (r.outcome == "rejected") {
+    if (!r.served || r.outcome == "rejected") {
         return 0;
     }
     if (!r.input.value || !r.output.value) {
@@ -22,6 +22,8 @@ std::optional<std::int64_t> cost_picos(const price& p, const usage_record& r) {
     const std::uint64_t input = *r.input.value;
     const std::uint64_t output = *r.output.value;
     const std::uint64_t cached = std::min(r.cached_input.value.value_or(0), input);
+    const std::uint64_t written = std::min(r.cache_write.value.value_or(0), input - cached);
+    const std::uint64_t written_1h = std::min(r.cache_write_1h.value.value_or(0), written);
     const std::uint64_t reasoning = std::min(r.reasoning.value.value_or(0), output);
     // tokens x micro-units per million tokens = pico-units; any overflow makes the cost unknown.
     std::int64_t total = 0;
@@ -31,7 +33,8 @@ std::optional<std::int64_t> cost_picos(const price& p, const usage_record& r) {
                !__builtin_mul_overflow(static_cast<std::int64_t>(tokens), micros, &part) &&
                !__builtin_add_overflow(total, part, &total);
     };
-    if (!add(input - cached, p.input) || !add(cached, p.cached_input) ||
+    if (!add(input - cached - written, p.input) || !add(cached, p.cached_input) ||
+        !add(written - written_1h, p.cache_write) || !add(written_1h, p.cache_write_1h) ||
         !add(output - reasoning, p.output) || !add(reasoning, p.reasoning)) {
         return std::nullopt;
     }

@@ -14,12 +14,14 @@
 
 namespace tokenmeter::usage {
 
-// One model's prices per million tokens, in micro-units of `currency`. The cached-input and
-// reasoning prices are filled in by whoever builds the table (the input and output price when
-// the config gives none).
+// One model's prices per million tokens, in micro-units of `currency`. The cached-input,
+// cache-write and reasoning prices are filled in by whoever builds the table (the input, input,
+// cache-write and output price when the config gives none).
 struct price {
     std::int64_t input = 0;
-    std::int64_t cached_input = 0;
+    std::int64_t cached_input = 0;    // cache reads
+    std::int64_t cache_write = 0;     // cache writes (Anthropic's 5-minute tier)
+    std::int64_t cache_write_1h = 0;  // cache writes kept for an hour
     std::int64_t output = 0;
     std::int64_t reasoning = 0;
     std::string currency;  // "USD", "EUR", ...
@@ -30,11 +32,13 @@ struct price {
 using price_table = std::map<std::string, price, std::less<>>;
 
 // The cost of a record's tokens in pico-units of the price's currency:
-//   (input - cached) x input + cached x cached_input + (output - reasoning) x output
-//   + reasoning x reasoning, each price per million tokens.
-// Cached and reasoning tokens count only when known (otherwise all input / output is priced at
-// the input / output price). nullopt when the input or output count is unknown (a cost is never
-// guessed) or the amount does not fit 64 bits. A rejected request used no tokens: 0.
+//   (input - cached - written) x input + cached x cached_input
+//   + (written - written_1h) x cache_write + written_1h x cache_write_1h
+//   + (output - reasoning) x output + reasoning x reasoning, each price per million tokens.
+// Cached, written and reasoning tokens count only when known (otherwise they are priced with the
+// whole they belong to), each at most what is left of that whole. nullopt when the input or
+// output count is unknown (a cost is never guessed) or the amount does not fit 64 bits. A
+// request that was not served used no tokens: 0.
 std::optional<std::int64_t> cost_picos(const price& p, const usage_record& r);
 
 // Sets r.cost_picos and r.currency from the table; a model without a price keeps no cost.

@@ -55,6 +55,11 @@ std::string get_string(const json& j, const char* key) {
     return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
+bool get_bool(const json& j, const char* key) {
+    auto it = j.find(key);
+    return it != j.end() && it->is_boolean() && it->get<bool>();
+}
+
 std::optional<std::int64_t> get_time(const json& j, const char* key) {
     auto it = j.find(key);
     if (it == j.end() || !it->is_string()) {
@@ -78,6 +83,9 @@ json record_json(const usage_record& r) {
     j["id"] = r.id;
     j["tenant"] = r.tenant;
     j["model"] = r.model;
+    if (r.model_cut) {
+        j["model_cut"] = true;
+    }
     j["api"] = r.api;
     j["route"] = r.route;
     j["request_id"] = r.request_id.empty() ? json(nullptr) : json(r.request_id);
@@ -90,8 +98,12 @@ json record_json(const usage_record& r) {
     put_count(j, "output_tokens", "output_source", r.output);
     put_count(j, "reasoning_tokens", "reasoning_source", r.reasoning);
     put_count(j, "cached_tokens", "cached_source", r.cached_input);
+    put_count(j, "cache_write_tokens", "cache_write_source", r.cache_write);
+    put_count(j, "cache_write_1h_tokens", "cache_write_1h_source", r.cache_write_1h);
     j["outcome"] = r.outcome;
     j["status"] = r.status;
+    j["served"] = r.served;
+    j["reason"] = r.reason.empty() ? json(nullptr) : json(r.reason);
     if (!r.currency.empty()) {
         // A double prints as the shortest decimal that reads back as itself: the exact amount,
         // for amounts of up to 15 significant digits.
@@ -127,32 +139,6 @@ bool expect(std::string_view& text, char c) {
 
 }  // namespace
 
-std::string_view to_string(token_source s) noexcept {
-    switch (s) {
-        case token_source::none:
-            return "none";
-        case token_source::reported:
-            return "reported";
-        case token_source::native:
-            return "native";
-        case token_source::normalized:
-            return "normalized";
-        case token_source::counted:
-            return "counted";
-    }
-    return "none";
-}
-
-token_source token_source_from(std::string_view text) noexcept {
-    for (auto s : {token_source::reported, token_source::native, token_source::normalized,
-                   token_source::counted}) {
-        if (text == to_string(s)) {
-            return s;
-        }
-    }
-    return token_source::none;
-}
-
 std::string encode_open(const open_info& o) {
     json j;
     j["v"] = record_version;
@@ -160,6 +146,9 @@ std::string encode_open(const open_info& o) {
     j["id"] = o.id;
     j["tenant"] = o.tenant;
     j["model"] = o.model;
+    if (o.model_cut) {
+        j["model_cut"] = true;
+    }
     j["api"] = o.api;
     j["route"] = o.route;
     j["request_id"] = o.request_id.empty() ? json(nullptr) : json(o.request_id);
@@ -225,7 +214,8 @@ std::optional<spool_entry> decode_line(std::string_view line) {
                            get_string(j, "route"),
                            get_string(j, "request_id"),
                            *start,
-                           j.value("streamed", false)};
+                           j.value("streamed", false),
+                           get_bool(j, "model_cut")};
         return e;
     }
     if (type == "checkpoint") {
@@ -254,6 +244,7 @@ std::optional<spool_entry> decode_line(std::string_view line) {
         r.id = id;
         r.tenant = get_string(j, "tenant");
         r.model = get_string(j, "model");
+        r.model_cut = get_bool(j, "model_cut");
         r.api = get_string(j, "api");
         r.route = get_string(j, "route");
         r.request_id = get_string(j, "request_id");
@@ -267,8 +258,15 @@ std::optional<spool_entry> decode_line(std::string_view line) {
         r.output = get_count(j, "output_tokens", "output_source");
         r.reasoning = get_count(j, "reasoning_tokens", "reasoning_source");
         r.cached_input = get_count(j, "cached_tokens", "cached_source");
+        r.cache_write = get_count(j, "cache_write_tokens", "cache_write_source");
+        r.cache_write_1h = get_count(j, "cache_write_1h_tokens", "cache_write_1h_source");
         r.outcome = outcome;
         r.status = get_int(j, "status");
+        // A record written before "served" existed: a rejected request was the only unserved one.
+        auto served = j.find("served");
+        r.served = served != j.end() && served->is_boolean() ? served->get<bool>()
+                                                             : outcome != "rejected";
+        r.reason = get_string(j, "reason");
         r.currency = get_string(j, "currency");
         if (auto cost = j.find("cost"); !r.currency.empty() && cost != j.end() && cost->is_number()) {
             r.cost_picos = amount_from_number(cost->get<double>());
@@ -278,38 +276,13 @@ std::optional<spool_entry> decode_line(std::string_view line) {
     return std::nullopt;
 }
 
-token_count best_output(const meter::request_summary& s) {
-    if (s.reported.output_tokens) {
-        return {s.reported.output_tokens, token_source::reported};
-    }
-    if (s.native_output_tokens) {
-        return {s.native_output_tokens, token_source::native};
-    }
-    if (s.normalized_output_tokens) {
-        return {s.normalized_output_tokens, token_source::normalized};
-    }
-    return {s.counted_output_tokens, token_source::counted};
-}
-
-token_count best_input(const meter::request_summary& s) {
-    if (s.reported.input_tokens) {
-        return {s.reported.input_tokens, token_source::reported};
-    }
-    if (s.native_input_tokens) {
-        return {s.native_input_tokens, token_source::native};
-    }
-    if (s.normalized_input_tokens) {
-        return {s.normalized_input_tokens, token_source::normalized};
-    }
-    return {};
-}
-
 usage_record make_record(const open_info& open, const meter::request_summary& s,
-                         std::int64_t end_unix_ms) {
+                         const meter::billed_counts& counts, std::int64_t end_unix_ms) {
     usage_record r;
     r.id = open.id;
     r.tenant = open.tenant;
     r.model = open.model;
+    r.model_cut = open.model_cut;
     r.api = open.api;
     r.route = open.route;
     r.request_id = open.request_id;
@@ -318,21 +291,16 @@ usage_record make_record(const open_info& open, const meter::request_summary& s,
     r.ttft_seconds = s.time_to_first_token;
     r.duration_seconds = s.duration_seconds;
     r.streamed = s.streamed;
-    r.input = best_input(s);
-    r.output = best_output(s);
-    if (s.reported.reasoning_tokens) {
-        r.reasoning = {s.reported.reasoning_tokens, token_source::reported};
-    }
-    if (s.reported.cached_input_tokens) {
-        r.cached_input = {s.reported.cached_input_tokens, token_source::reported};
-    }
+    r.input = counts.input;
+    r.output = counts.output;
+    r.reasoning = counts.reasoning;
+    r.cached_input = counts.cached_input;
+    r.cache_write = counts.cache_write;
+    r.cache_write_1h = counts.cache_write_1h;
     r.outcome = std::string(meter::to_string(s.result));
     r.status = s.status;
-    if (s.result == meter::outcome::rejected) {
-        // Never forwarded: the prompt may have been counted, but no model consumed it.
-        r.input = {};
-        r.output = {0, token_source::counted};
-    }
+    r.served = counts.served;
+    r.reason = s.local_answer;
     return r;
 }
 
@@ -345,8 +313,9 @@ checkpoint_info make_checkpoint(const std::string& id, const meter::request_summ
     if (running.first_token) {
         c.ttft_seconds = core::to_seconds(*running.first_token - running.request_received);
     }
-    c.input = best_input(running);
-    c.output = best_output(running);
+    const meter::billed_counts counts = meter::running_counts(running);
+    c.input = counts.input;
+    c.output = counts.output;
     return c;
 }
 
@@ -355,6 +324,7 @@ usage_record recover_record(const open_info& open, const std::optional<checkpoin
     r.id = open.id;
     r.tenant = open.tenant;
     r.model = open.model;
+    r.model_cut = open.model_cut;
     r.api = open.api;
     r.route = open.route;
     r.request_id = open.request_id;
@@ -373,6 +343,20 @@ usage_record recover_record(const open_info& open, const std::optional<checkpoin
     }
     r.outcome = "crash_recovered";
     return r;
+}
+
+bool cut_model_name(std::string& model) {
+    if (model.size() <= max_model_bytes) {
+        return false;
+    }
+    std::size_t end = max_model_bytes;
+    // Back to the first byte of a character: never half of one (continuation bytes are 10xxxxxx).
+    while (end > 0 && (static_cast<unsigned char>(model[end]) & 0xC0U) == 0x80U) {
+        --end;
+    }
+    model.resize(end);
+    model.shrink_to_fit();
+    return true;
 }
 
 std::string format_time(std::int64_t unix_ms) {

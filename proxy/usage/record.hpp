@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "meter/billing.hpp"
 #include "meter/stream_meter.hpp"
 
 namespace tokenmeter::usage {
@@ -16,22 +17,23 @@ namespace tokenmeter::usage {
 // Bump when a field changes meaning or is removed; adding an optional field keeps the version.
 inline constexpr int record_version = 1;
 
-// Where a token count came from, best first: the server's usage report, the model's own
-// tokenizer, the shared reference tokenizer, one per streamed text chunk, or nothing.
-enum class token_source : std::uint8_t { none, reported, native, normalized, counted };
-std::string_view to_string(token_source s) noexcept;
-token_source token_source_from(std::string_view text) noexcept;
+// The longest model name a record, a label or a CloudEvent carries, in bytes: a request's model
+// is client input, and one 16 MiB name would otherwise be copied into every entry of its record.
+inline constexpr std::size_t max_model_bytes = 256;
+// Cuts `model` to max_model_bytes at a UTF-8 character boundary; true when it was cut.
+bool cut_model_name(std::string& model);
 
-struct token_count {
-    std::optional<std::uint64_t> value;  // nullopt: unknown (never guessed)
-    token_source source = token_source::none;
-    bool operator==(const token_count&) const = default;
-};
+// The counts and their sources are meter/billing's: one rule for records and metrics alike.
+using meter::token_count;
+using meter::token_source;
+using meter::token_source_from;
+using meter::to_string;
 
 struct usage_record {
     std::string id;          // idempotency id: unique across restarts, kept by crash recovery
     std::string tenant;      // "anonymous" when the config names no source
-    std::string model;       // as the client asked for it
+    std::string model;       // as the client asked for it, cut to max_model_bytes
+    bool model_cut = false;  // the client's name was longer and is cut
     std::string api;         // protocol::to_string(api_kind)
     std::string route;       // request path without the query
     std::string request_id;  // the client's x-request-id, "" when absent
@@ -43,10 +45,14 @@ struct usage_record {
     token_count input;
     token_count output;
     token_count reasoning;
-    token_count cached_input;
+    token_count cached_input;    // cache reads, a part of input
+    token_count cache_write;     // cache writes, a part of input
+    token_count cache_write_1h;  // the part of the cache writes kept for an hour
     std::string outcome;  // complete, client_cancel, upstream_error, upstream_truncated, rejected,
                           // crash_recovered
     int status = 0;       // status code the client got (0: none)
+    bool served = true;   // the model server received the whole request (false: billed nothing)
+    std::string reason;   // why the proxy answered itself (its JSON error code), "" otherwise
     // The price of the tokens (usage/price), set when the model has a price: currency non-empty,
     // cost in pico-units of it, nullopt when a count it needs is unknown.
     std::optional<std::int64_t> cost_picos;
@@ -63,6 +69,7 @@ struct open_info {
     std::string request_id;
     std::int64_t start_unix_ms = 0;
     bool streamed = false;
+    bool model_cut = false;
 };
 
 // Running counts while a response streams (a "checkpoint" entry).
@@ -95,13 +102,9 @@ std::string encode_record_fields(const usage_record& r);
 // required field missing; readers count and skip such lines.
 std::optional<spool_entry> decode_line(std::string_view line);
 
-// The best counts of a finished or running request, reported usage first.
-token_count best_output(const meter::request_summary& s);
-token_count best_input(const meter::request_summary& s);
-
-// The close record of a finished request.
+// The close record of a finished request, with the counts meter::billed chose for it.
 usage_record make_record(const open_info& open, const meter::request_summary& s,
-                         std::int64_t end_unix_ms);
+                         const meter::billed_counts& counts, std::int64_t end_unix_ms);
 // The counts of a running request, for a checkpoint.
 checkpoint_info make_checkpoint(const std::string& id, const meter::request_summary& running,
                                 std::int64_t at_unix_ms);

@@ -180,8 +180,13 @@ test('provisioned throughput: 429 + Retry-After + JSON once the bucket is in deb
   const record = await waitRecord(spool, 'pt-3');
   assert.equal(record.outcome, 'rejected');
   assert.equal(record.status, 429);
-  assert.equal(record.input_tokens, null);
+  // Never forwarded: nothing billed, with the reason.
+  assert.equal(record.served, false);
+  assert.equal(record.reason, 'provisioned_throughput_exceeded');
+  assert.equal(record.input_tokens, 0);
+  assert.equal(record.input_source, 'unbilled');
   assert.equal(record.output_tokens, 0);
+  assert.equal(record.output_source, 'unbilled');
   assert.equal(record.tenant, 'slow');
   const m = await waitMetrics(proxy, (x) => x.value('tokenmeter_tenant_rate_limited_total', { tenant: 'slow' }) >= 1);
   assert.equal(m.value('tokenmeter_tenant_rate_limited_total', { tenant: 'slow' }), 1);

@@ -271,7 +271,7 @@ TEST_P(Retokenize, WithoutNativeTheReportedCountBeatsTheReferenceForTiming) {
     meter.on_chunk(text("abc"), at(10ms));
     meter.on_chunk(text(" de"), at(20ms));
     response_chunk usage;
-    usage.usage = protocol::token_usage{5, 2, std::nullopt, std::nullopt};
+    usage.usage = protocol::token_usage{5, 2, std::nullopt, std::nullopt, std::nullopt, std::nullopt};
     meter.on_chunk(usage, at(21ms));
     auto s = meter.finish(end_reason::upstream_complete, at(22ms));
     EXPECT_EQ(*s.normalized_output_tokens, 6u);
@@ -519,9 +519,24 @@ request_summary run_exchange(input_counting policy, std::string_view body, encod
     auto request = prompt_request("system words\nuser asks a question");
     exchange ex(api_kind::openai_chat_completions, request, at(0ms), &itl_bounds, {});
     ex.use_encoders(which, policy, request.prompt_text);
+    ex.on_request_sent();
     ex.on_response_head(200, "text/event-stream", at(1ms));
     ex.on_body(body, at(10ms));
     return ex.finish(end_reason::upstream_complete, at(20ms));
+}
+
+// A prompt the server never got is not counted: it bills nothing, so no CPU goes to it.
+TEST_P(Retokenize, ThePromptOfAnUnservedRequestIsNotCounted) {
+    word_encoder native;
+    word_encoder reference(2);
+    auto request = prompt_request("system words\nuser asks a question");
+    exchange ex(api_kind::openai_chat_completions, request, at(0ms), &itl_bounds, {});
+    ex.use_encoders({&native, &reference}, input_counting::always, request.prompt_text);
+    ex.on_response_head(502, "application/json", at(1ms));
+    const request_summary s = ex.finish(end_reason::upstream_failed, at(2ms));
+    EXPECT_FALSE(s.upstream_received);
+    EXPECT_FALSE(s.native_input_tokens);
+    EXPECT_FALSE(s.normalized_input_tokens);
 }
 
 TEST_P(Retokenize, ThePromptIsCountedOnlyWhenTheServerDoesNotReportIt) {

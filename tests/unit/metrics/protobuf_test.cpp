@@ -102,6 +102,7 @@ bool contains(const std::string& text, const std::string& needle) {
 meter::request_summary with_ttft(const registry& r, std::chrono::milliseconds ttft) {
     meter::stream_meter m(protocol::api_kind::openai_chat_completions, "llama", true,
                           core::time_point{}, &r.inter_token_latency_bounds());
+    m.on_request_sent();  // served: the server got it
     m.on_response_head(200, core::time_point{} + 1ms);
     protocol::response_chunk chunk;
     chunk.content = "a";

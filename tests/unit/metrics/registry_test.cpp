@@ -28,6 +28,7 @@ registry_options settings_with(std::vector<std::string> allowlist, std::uint32_t
 meter::request_summary streamed_summary(const std::vector<double>* itl, std::string model) {
     meter::stream_meter m(protocol::api_kind::openai_chat_completions, std::move(model), true,
                           core::time_point{}, itl);
+    m.on_request_sent();  // served: the server got it
     m.on_response_head(200, core::time_point{} + 1ms);
     protocol::response_chunk chunk;
     chunk.content = "a";
@@ -35,7 +36,7 @@ meter::request_summary streamed_summary(const std::vector<double>* itl, std::str
     m.on_chunk(chunk, core::time_point{} + 120ms);
     m.on_chunk(chunk, core::time_point{} + 140ms);
     protocol::response_chunk usage;
-    usage.usage = protocol::token_usage{7, 3, std::nullopt, std::nullopt};
+    usage.usage = protocol::token_usage{7, 3, std::nullopt, std::nullopt, std::nullopt, std::nullopt};
     m.on_chunk(usage, core::time_point{} + 141ms);
     return m.finish(meter::end_reason::upstream_complete, core::time_point{} + 150ms);
 }
@@ -44,11 +45,12 @@ bool contains(const std::string& text, const std::string& needle) {
     return text.find(needle) != std::string::npos;
 }
 
-TEST(ModelLabels, FirstNThenOther) {
+TEST(ModelLabels, FirstNServedThenOther) {
     model_labels labels({}, 2);
-    EXPECT_EQ(labels.label_for("a"), "a");
-    EXPECT_EQ(labels.label_for("b"), "b");
-    EXPECT_EQ(labels.label_for("c"), "other");
+    EXPECT_EQ(labels.label_for("a"), "other") << "not served yet: no slot";
+    EXPECT_EQ(labels.label_for("a", true), "a");
+    EXPECT_EQ(labels.label_for("b", true), "b");
+    EXPECT_EQ(labels.label_for("c", true), "other");
     EXPECT_EQ(labels.label_for("a"), "a");
     EXPECT_EQ(labels.label_for(""), "unknown");
     EXPECT_EQ(labels.label_for(std::string(500, 'x')), "other");
@@ -182,6 +184,34 @@ TEST(Registry, SeriesKeysTellApartNamesOfEveryLengthThatDifferInOneByte) {
     }
 }
 
+// A model takes a label slot only once the upstream served it: 32 invented names the upstream
+// refused (404), and names the proxy answered itself, leave every slot to the real model.
+TEST(Registry, RefusedModelNamesTakeNoLabelSlot) {
+    registry r(settings_with({}, 32));
+    for (int i = 0; i < 40; ++i) {
+        meter::request_summary refused =
+            streamed_summary(&r.inter_token_latency_bounds(), "invented-" + std::to_string(i));
+        refused.status = 404;
+        refused.result = meter::outcome::upstream_error;
+        r.record(refused);
+        r.record_unforwarded(protocol::api_kind::openai_chat_completions,
+                             "unforwarded-" + std::to_string(i), meter::outcome::rejected, 400, 0);
+    }
+    EXPECT_EQ(r.model_label("invented-0"), "other");
+    r.record(streamed_summary(&r.inter_token_latency_bounds(), "llama"));
+    EXPECT_EQ(r.model_label("llama"), "llama");
+    const auto text = r.expose();
+    EXPECT_TRUE(contains(
+        text,
+        R"(tokenmeter_requests_total{api="openai_chat",code="404",model="other",outcome="upstream_error"} 40)"))
+        << text;
+    EXPECT_TRUE(contains(
+        text,
+        R"(tokenmeter_requests_total{api="openai_chat",code="200",model="llama",outcome="complete"} 1)"));
+    EXPECT_FALSE(contains(text, "invented-"));
+    EXPECT_FALSE(contains(text, "unforwarded-"));
+}
+
 // One model behind two APIs: each pair keeps its own series, and neither shows in the other's.
 TEST(Registry, OneModelBehindTwoApisKeepsTwoSetsOfSeries) {
     registry r(settings_with({}, 32));
@@ -288,6 +318,7 @@ TEST(Registry, ModelLabelIsBounded) {
 TEST(Registry, PassThroughRequestsHaveModelNone) {
     registry r(settings_with({}, 4));
     meter::stream_meter m(protocol::api_kind::none, "", false, core::time_point{}, nullptr);
+    m.on_request_sent();  // served: the server got it
     m.on_response_head(404, core::time_point{} + 1ms);
     r.record(m.finish(meter::end_reason::upstream_complete, core::time_point{} + 2ms));
     auto text = r.expose();
@@ -310,6 +341,7 @@ TEST(Registry, ReasoningCachedInputContentTtftAndParseErrorReasons) {
     registry r(settings_with({}, 4));
     meter::stream_meter m(protocol::api_kind::anthropic_messages, "claude", true,
                           core::time_point{}, &r.inter_token_latency_bounds());
+    m.on_request_sent();  // served: the server got it
     m.on_response_head(200, core::time_point{} + 1ms);
     protocol::response_chunk thinking;
     thinking.reasoning = "hmm";
@@ -318,7 +350,7 @@ TEST(Registry, ReasoningCachedInputContentTtftAndParseErrorReasons) {
     answer.content = "yes";
     m.on_chunk(answer, core::time_point{} + 2500ms);
     protocol::response_chunk usage;
-    usage.usage = protocol::token_usage{120, 40, 30, 100};
+    usage.usage = protocol::token_usage{120, 40, 30, 100, std::nullopt, std::nullopt};
     m.on_chunk(usage, core::time_point{} + 2501ms);
     m.on_parse_error(protocol::parse_error::unknown_event);
     m.on_parse_error(protocol::parse_error::invalid_json);
@@ -353,6 +385,7 @@ TEST(Registry, ReasoningOnlyStreamHasNoContentTtft) {
     registry r(settings_with({}, 4));
     meter::stream_meter m(protocol::api_kind::openai_responses, "o", true, core::time_point{},
                           &r.inter_token_latency_bounds());
+    m.on_request_sent();  // served: the server got it
     protocol::response_chunk thinking;
     thinking.reasoning = "hmm";
     m.on_chunk(thinking, core::time_point{} + 100ms);

@@ -24,6 +24,7 @@ meter::request_summary streamed(const registry& r, const std::string& model,
                                 int tokens, std::optional<std::uint64_t> input_tokens) {
     meter::stream_meter m(protocol::api_kind::openai_chat_completions, model, true,
                           core::time_point{}, &r.inter_token_latency_bounds());
+    m.on_request_sent();  // served: the server got it
     m.on_response_head(200, core::time_point{} + 1ms);
     protocol::response_chunk chunk;
     chunk.content = "a";
@@ -35,7 +36,7 @@ meter::request_summary streamed(const registry& r, const std::string& model,
     if (input_tokens) {
         protocol::response_chunk usage;
         usage.usage = protocol::token_usage{*input_tokens, static_cast<std::uint64_t>(tokens),
-                                            std::nullopt, std::nullopt};
+                                            std::nullopt, std::nullopt, std::nullopt, std::nullopt};
         m.on_chunk(usage, at);
     }
     return m.finish(meter::end_reason::upstream_complete, at);
@@ -122,10 +123,12 @@ TEST(Slo, ClientWhoGaveUpAfterTheTargetIsBad) {
     registry r(registry_options{}, two_models());
     meter::stream_meter m(protocol::api_kind::openai_chat_completions, "fast", true,
                           core::time_point{}, &r.inter_token_latency_bounds());
+    m.on_request_sent();  // served: the server got it
     m.on_response_head(200, core::time_point{} + 1ms);
     r.record(m.finish(meter::end_reason::client_cancel, core::time_point{} + 900ms));
     meter::stream_meter quick(protocol::api_kind::openai_chat_completions, "fast", true,
                               core::time_point{}, &r.inter_token_latency_bounds());
+    quick.on_request_sent();  // served: the server got it
     r.record(quick.finish(meter::end_reason::client_cancel, core::time_point{} + 100ms));
     const std::string text = r.expose();
     EXPECT_TRUE(

@@ -40,6 +40,7 @@ struct board_fixture {
         meter::request_summary s;
         s.api = protocol::api_kind::openai_chat_completions;
         s.model = std::move(model);
+        s.upstream_received = true;
         s.status = 200;
         s.streamed = true;
         s.end = clock.now();
@@ -216,7 +217,8 @@ TEST(StatusBoard, TopTenantsByTokensAndBy429s) {
     ASSERT_EQ(t["by_rate_limited"].size(), 2u);
     EXPECT_EQ(t["by_rate_limited"][0]["tenant"], "small");
     EXPECT_EQ(t["by_rate_limited"][0]["rate_limited"], 2);
-    EXPECT_EQ(t["by_rate_limited"][1]["tenant"], "noisy");
+    // A tenant never served takes no label slot: its 429s count under "other".
+    EXPECT_EQ(t["by_rate_limited"][1]["tenant"], "other");
     f.clock.advance(16min);
     EXPECT_TRUE(f.board.snapshot()["tenants"]["by_tokens"].empty());
 }
@@ -260,8 +262,11 @@ TEST(StatusBoard, UnmeteredAndRejectedRequests) {
     rejected.result = meter::outcome::rejected;
     f.board.record(rejected, "t");
     const json doc = f.board.snapshot();
-    EXPECT_EQ(model_named(doc, "m")["throughput"]["1m"]["output_tokens"]["reported"], 0);
+    // Never served: no tokens, and no label slot for its model (it counts under "other").
+    EXPECT_EQ(model_named(doc, "other")["throughput"]["1m"]["output_tokens"]["reported"], 0);
     EXPECT_TRUE(doc["tenants"]["by_tokens"].empty());
+    f.board.record(f.request("m", 0.1), "t");
+    EXPECT_EQ(model_named(f.board.snapshot(), "m")["latency"]["1m"]["requests"], 1);
 }
 
 TEST(StatusBoard, ConfigSummaryAndHostileNames) {
@@ -274,6 +279,8 @@ TEST(StatusBoard, ConfigSummaryAndHostileNames) {
     meter::request_summary s;
     s.api = protocol::api_kind::openai_chat_completions;
     s.model = std::string("bad\xff\xfe<script>", 13);
+    s.upstream_received = true;
+    s.status = 200;
     s.end = clock.now();
     board.record(s, "");
     const json doc = json::parse(board.snapshot_text());

@@ -30,6 +30,7 @@ meter::request_summary streamed(const registry& r, protocol::api_kind api,
                                 std::chrono::milliseconds gap, int tokens,
                                 std::optional<protocol::token_usage> usage) {
     meter::stream_meter m(api, model, true, core::time_point{}, &r.inter_token_latency_bounds());
+    m.on_request_sent();  // served: the server got it
     m.on_response_head(200, core::time_point{} + 1ms);
     protocol::response_chunk chunk;
     chunk.content = "ab";
@@ -109,14 +110,14 @@ TEST(Sums, EveryFamilySumsToAKnownTotal) {
     std::vector<meter::request_summary> forwarded;
     // Reported usage, and both tokenizers too (they disagree with the report: a mismatch).
     auto a = streamed(r, api_kind::openai_chat_completions, "llama", 100ms, 20ms, 5,
-                      protocol::token_usage{7, 5, std::nullopt, std::nullopt});
+                      protocol::token_usage{7, 5, std::nullopt, std::nullopt, std::nullopt, std::nullopt});
     a.native_output_tokens = 9;
     a.normalized_output_tokens = 6;
     a.normalized_input_tokens = 8;
     forwarded.push_back(a);
-    // Reasoning and cached input, reported; slow first token (a bad TTFT verdict).
+    // Reasoning, cache reads and cache writes, reported; slow first token (a bad TTFT verdict).
     auto b = streamed(r, api_kind::anthropic_messages, "claude", 900ms, 40ms, 4,
-                      protocol::token_usage{120, 40, 30, 100});
+                      protocol::token_usage{120, 40, 30, 100, 15, 5});
     b.parse_errors_by_reason[static_cast<std::size_t>(protocol::parse_error::invalid_json)] = 2;
     forwarded.push_back(b);
     // No usage report: the model's tokenizer counts.
@@ -149,7 +150,7 @@ TEST(Sums, EveryFamilySumsToAKnownTotal) {
     // Tenants, with the counts the usage records bill.
     double tenant_billed = 0;
     for (const auto& [tenant, s] : {std::pair{"team-a", &a}, std::pair{"team-b", &b}}) {
-        const usage::usage_record rec = usage::make_record({}, *s, 0);
+        const usage::usage_record rec = usage::make_record({}, *s, meter::billed(*s), 0);
         tenant_usage u;
         u.tenant = tenant;
         const std::string model = r.model_label(s->model);
@@ -159,6 +160,7 @@ TEST(Sums, EveryFamilySumsToAKnownTotal) {
         u.output_tokens = rec.output.value.value_or(0);
         u.reasoning_tokens = rec.reasoning.value.value_or(0);
         u.cached_input_tokens = rec.cached_input.value.value_or(0);
+        u.cache_write_tokens = rec.cache_write.value.value_or(0);
         billing.record(u);
         tenant_billed += static_cast<double>(u.input_tokens + u.output_tokens);
     }
@@ -198,7 +200,7 @@ TEST(Sums, EveryFamilySumsToAKnownTotal) {
         if (s.api == api_kind::none) {
             continue;
         }
-        const usage::usage_record rec = usage::make_record({}, s, 0);
+        const usage::usage_record rec = usage::make_record({}, s, meter::billed(s), 0);
         billed += static_cast<double>(rec.input.value.value_or(0) + rec.output.value.value_or(0));
         if (s.result != meter::outcome::rejected) {
             input_count += rec.input.value ? 1 : 0;
@@ -225,6 +227,7 @@ TEST(Sums, EveryFamilySumsToAKnownTotal) {
         {"tokenmeter_tokens_total", billed},               // billed tokens, input + output
         {"tokenmeter_reasoning_tokens_total", 30 + 8},     // reported, else re-tokenized
         {"tokenmeter_cached_input_tokens_total", 100},     // reported
+        {"tokenmeter_cache_write_tokens_total", 15},       // reported
         {"tokenmeter_reported_tokens_total", 12 + 160},    // the servers' reports
         {"tokenmeter_native_tokens_total", 9 + 16},        // the models' tokenizers
         {"tokenmeter_normalized_tokens_total", 6 + 8},     // the reference tokenizer
@@ -239,6 +242,7 @@ TEST(Sums, EveryFamilySumsToAKnownTotal) {
         {"tokenmeter_tenant_requests_total", 2},
         {"tokenmeter_tenant_reasoning_tokens_total", 30},
         {"tokenmeter_tenant_cached_input_tokens_total", 100},
+        {"tokenmeter_tenant_cache_write_tokens_total", 15},
         {"tokenmeter_tenant_rate_limited_total", 1},
         {"tokenmeter_usage_spool_records", 3},
         {"tokenmeter_usage_spool_oldest_age_seconds", 1.5},  // one series: the oldest record
@@ -311,7 +315,7 @@ TEST(Sums, EveryServedFamilyAndLabelIsDocumented) {
     tenant_settings.provisioned_rates["t"] = 5;
     billing_metrics billing(r, tenant_settings);
     auto s = streamed(r, protocol::api_kind::openai_chat_completions, "llama", 100ms, 20ms, 3,
-                      protocol::token_usage{7, 3, 1, 2});
+                      protocol::token_usage{7, 3, 1, 2, std::nullopt, std::nullopt});
     s.native_output_tokens = 30;
     s.native_input_tokens = 3;
     s.normalized_output_tokens = 3;

@@ -254,6 +254,7 @@ TEST(SharedLimit, MeteringObserverAdmitsAsynchronouslyAndSettles) {
     EXPECT_TRUE(resumed);
     EXPECT_FALSE(first->admission_pending());
     EXPECT_TRUE(first->admitted().admitted);
+    first->request_sent(f.clock.now());  // the server has it
     (void)first->response_head(200, "application/json", true, f.clock.now());
     first->body(
         R"({"choices":[{"message":{"content":"x"}}],"usage":{"prompt_tokens":90,"completion_tokens":40}})",

@@ -74,6 +74,7 @@ struct fixture {
         };
         auto exchange = observer->begin(std::move(facts));
         clock.advance(100ms);
+        exchange->request_sent(clock.now());  // the server has it
         exchange->response_head(200, "text/event-stream", true, clock.now());
         for (int i = 0; i < tokens; ++i) {
             if (i > 0) {

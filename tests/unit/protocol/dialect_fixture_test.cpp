@@ -110,6 +110,8 @@ void check_chunks(const json& expected, const recording_sink& sink, const std::s
             expect_count(u, "output", got.usage->output_tokens, at);
             expect_count(u, "reasoning", got.usage->reasoning_tokens, at);
             expect_count(u, "cached_input", got.usage->cached_input_tokens, at);
+            expect_count(u, "cache_write", got.usage->cache_write_tokens, at);
+            expect_count(u, "cache_write_1h", got.usage->cache_write_1h_tokens, at);
         } else {
             EXPECT_FALSE(got.usage.has_value()) << at;
         }
@@ -142,6 +144,8 @@ void check_exchange(api_kind api, framing how, std::string_view input, const jso
     expect_count(want, "output", s.reported.output_tokens, where);
     expect_count(want, "reasoning", s.reported.reasoning_tokens, where);
     expect_count(want, "cached_input", s.reported.cached_input_tokens, where);
+    expect_count(want, "cache_write", s.reported.cache_write_tokens, where);
+    expect_count(want, "cache_write_1h", s.reported.cache_write_1h_tokens, where);
     EXPECT_EQ(s.counted_output_tokens, want["counted_output"].get<std::uint64_t>()) << where;
     EXPECT_EQ(s.stream_error, want.value("stream_error", false)) << where;
     std::uint64_t errors = 0;

@@ -10,9 +10,32 @@
 namespace tokenmeter::usage {
 namespace {
 
-// $2.50 in, $1.25 cached in, $10 out, $12 reasoning per million tokens.
+// $2.50 in, $1.25 cached in, $10 out, $12 reasoning per million tokens; cache writes at the
+// input price.
 price gpt_like() {
-    return {2'500'000, 1'250'000, 10'000'000, 12'000'000, "USD"};
+    price p;
+    p.input = 2'500'000;
+    p.cached_input = 1'250'000;
+    p.cache_write = 2'500'000;
+    p.cache_write_1h = 2'500'000;
+    p.output = 10'000'000;
+    p.reasoning = 12'000'000;
+    p.currency = "USD";
+    return p;
+}
+
+// Anthropic's list for a Sonnet-class model: $3 in, $0.30 cache reads, $3.75 5-minute cache
+// writes (1.25x input), $6 1-hour cache writes (2x), $15 out.
+price claude_like() {
+    price p;
+    p.input = 3'000'000;
+    p.cached_input = 300'000;
+    p.cache_write = 3'750'000;
+    p.cache_write_1h = 6'000'000;
+    p.output = 15'000'000;
+    p.reasoning = 15'000'000;
+    p.currency = "USD";
+    return p;
 }
 
 usage_record counts(std::optional<std::uint64_t> in, std::optional<std::uint64_t> out) {
@@ -43,6 +66,32 @@ TEST(Price, CachedAndReasoningTokensHaveTheirOwnPrice) {
               1000 * 1'250'000LL + 50 * 10'000'000LL + 150 * 12'000'000LL);
 }
 
+TEST(Price, CacheWritesHaveTheirOwnPriceByTier) {
+    // 23 uncached, 1,000 read from the cache and 500 written to it; 4 output tokens:
+    // 23 x 3 + 1000 x 0.30 + 500 x 3.75 + 4 x 15 = 69 + 300 + 1875 + 60 = 2304 per million.
+    auto r = counts(1523, 4);
+    r.cached_input = {1000, token_source::reported};
+    r.cache_write = {500, token_source::reported};
+    EXPECT_EQ(cost_picos(claude_like(), r), 2'304'000'000);
+    EXPECT_EQ(format_amount(2'304'000'000), "0.002304");
+    // 200 of the writes kept for an hour: 300 x 3.75 + 200 x 6 = 1125 + 1200 (was 1875).
+    r.cache_write_1h = {200, token_source::reported};
+    EXPECT_EQ(cost_picos(claude_like(), r), 2'754'000'000);
+    // Parts larger than their whole are held to it: the cost never goes negative.
+    r.cache_write = {5000, token_source::reported};
+    r.cache_write_1h = {9000, token_source::reported};
+    EXPECT_EQ(cost_picos(claude_like(), r), 1000 * 300'000LL + 523 * 6'000'000LL + 4 * 15'000'000LL);
+}
+
+TEST(Price, AnUnservedRequestCostsNothing) {
+    auto r = counts(0, 0);
+    r.outcome = "upstream_error";
+    r.served = false;
+    r.input = {0, token_source::unbilled};
+    r.output = {0, token_source::unbilled};
+    EXPECT_EQ(cost_picos(gpt_like(), r), 0);
+}
+
 TEST(Price, UnknownCountsGiveNoCostNeverZero) {
     EXPECT_EQ(cost_picos(gpt_like(), counts(std::nullopt, 200)), std::nullopt);
     EXPECT_EQ(cost_picos(gpt_like(), counts(1000, std::nullopt)), std::nullopt);
@@ -56,7 +105,10 @@ TEST(Price, ARejectedRequestUsedNothing) {
 }
 
 TEST(Price, OverflowIsUnknownNotWrapped) {
-    price dear{1'000'000'000'000, 0, 1'000'000'000'000, 0, "USD"};
+    price dear;
+    dear.input = 1'000'000'000'000;
+    dear.output = 1'000'000'000'000;
+    dear.currency = "USD";
     EXPECT_EQ(cost_picos(dear, counts(20'000'000, 0)), std::nullopt);
     EXPECT_EQ(cost_picos(dear, counts(std::numeric_limits<std::uint64_t>::max(), 0)), std::nullopt);
 }

@@ -134,38 +134,20 @@ TEST(UsageRecord, InvalidUtf8FromClientsStillGivesValidJson) {
     EXPECT_EQ(e->record.id, r.id);
 }
 
-TEST(UsageRecord, BestCountsReportedFirstThenNativeNormalizedCounted) {
-    meter::request_summary s;
-    s.counted_output_tokens = 9;
-    EXPECT_EQ(best_output(s), (token_count{9, token_source::counted}));
-    EXPECT_EQ(best_input(s), token_count{});
-    s.normalized_output_tokens = 11;
-    s.normalized_input_tokens = 5;
-    EXPECT_EQ(best_output(s), (token_count{11, token_source::normalized}));
-    EXPECT_EQ(best_input(s), (token_count{5, token_source::normalized}));
-    s.native_output_tokens = 10;
-    s.native_input_tokens = 6;
-    EXPECT_EQ(best_output(s), (token_count{10, token_source::native}));
-    EXPECT_EQ(best_input(s), (token_count{6, token_source::native}));
-    s.reported.output_tokens = 0;
-    s.reported.input_tokens = 7;
-    EXPECT_EQ(best_output(s), (token_count{0, token_source::reported}));
-    EXPECT_EQ(best_input(s), (token_count{7, token_source::reported}));
-}
-
 TEST(UsageRecord, MakeRecordCarriesTheSummary) {
     meter::request_summary s;
     s.api = protocol::api_kind::openai_chat_completions;
     s.model = "m";
     s.status = 200;
     s.result = meter::outcome::client_cancel;
+    s.upstream_received = true;
     s.streamed = true;
     s.counted_output_tokens = 3;
     s.reported.reasoning_tokens = 2;
     s.time_to_first_token = 0.5;
     s.duration_seconds = 2.0;
     open_info o{"id1", "t", "m", "openai_chat", "/v1/chat/completions", "r", 1000, true};
-    auto r = make_record(o, s, 3000);
+    auto r = make_record(o, s, meter::billed(s), 3000);
     EXPECT_EQ(r.id, "id1");
     EXPECT_EQ(r.outcome, "client_cancel");
     EXPECT_EQ(r.output, (token_count{3, token_source::counted}));
