@@ -370,6 +370,13 @@ registry::registry(const registry_options& options, const slo_options& slo)
                             .Name("tokenmeter_upstream_errors_total")
                             .Help("Failures talking to the upstream, by reason")
                             .Register(*registry_);
+    metering_failures_ =
+        &BuildCounter()
+             .Name("tokenmeter_metering_failures_total")
+             .Help(
+                 "Failures inside metering, by the phase of the request that failed; the "
+                 "response went on unchanged and its usage record is marked degraded")
+             .Register(*registry_);
     streams_active_ = &BuildGauge()
                            .Name("tokenmeter_streams_active")
                            .Help("Responses currently being relayed")
@@ -768,6 +775,10 @@ double registry::streams_active() const {
 
 void registry::upstream_error(std::string_view reason) {
     series(upstream_errors_, {{"reason", reason}}).Increment();
+}
+
+void registry::metering_failure(std::string_view phase) {
+    series(metering_failures_, {{"phase", phase}}).Increment();
 }
 
 void registry::parse_errors(protocol::api_kind api, protocol::parse_error reason,

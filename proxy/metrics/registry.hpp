@@ -126,6 +126,8 @@ class registry {
     [[nodiscard]] slo_verdict judge_slo(const std::string& model_label,
                                         const meter::request_summary& s);
     void upstream_error(std::string_view reason);
+    // A failure inside metering (observe/guarded_observer), by the phase that threw.
+    void metering_failure(std::string_view phase);
     void parse_errors(protocol::api_kind api, protocol::parse_error reason, std::uint64_t count);
 
     // The bounds a request batches its inter-token latencies into (meter::histogram_batch): the
@@ -235,6 +237,7 @@ class registry {
     prometheus::Family<prometheus::Counter>* normalized_tokens_;
     prometheus::Family<prometheus::Counter>* parse_errors_;
     prometheus::Family<prometheus::Counter>* upstream_errors_;
+    prometheus::Family<prometheus::Counter>* metering_failures_;
     prometheus::Gauge* streams_active_;
 
     core::shared_snapshot<const slo_options> slo_;
