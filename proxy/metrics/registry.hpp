@@ -88,13 +88,15 @@ struct registry_options {
     bool fine_inter_token_latency = false;
 };
 
-// One request judged against its model's latency SLO: set for each target it was counted for.
+// One request judged against its model's SLOs: set for each one it was counted for.
 struct slo_verdict {
     std::optional<bool> ttft_good;
     std::optional<bool> tpot_good;
-    double objective = 0;  // the entry's objective (when either is set)
+    double objective = 0;  // the entry's latency objective (when either is set)
     std::optional<double> ttft_target_seconds;
     std::optional<double> tpot_target_seconds;
+    std::optional<bool> availability_good;         // unset: excluded, or no availability SLO
+    std::optional<double> availability_objective;  // set when the entry has one
 };
 
 // The bucket boundaries of the per-request token histograms (OpenTelemetry's
@@ -111,7 +113,8 @@ class registry {
     registry& operator=(const registry&) = delete;
 
     void record(const meter::request_summary& summary);
-    // A request the proxy answered itself (400, 413, 502 before any upstream byte, ...).
+    // A request the proxy answered itself before it was metered (400, 413, 500 ...); counted for
+    // availability like a metered one.
     void record_unforwarded(protocol::api_kind api, std::string_view model, meter::outcome result,
                             int code, double duration_seconds);
 
@@ -174,6 +177,7 @@ class registry {
 
     const slo_target* slo_for(const slo_options& slo, const std::string& model_label);
     void count_slo(const std::string& model_label, const meter::request_summary& s);
+    void count_slo_result(const std::string& model_label, std::string_view slo, bool good);
     std::string bounded_model(protocol::api_kind api, std::string_view model);
     void record_details(const std::string& model, model_series& m,
                         const meter::request_summary& s);

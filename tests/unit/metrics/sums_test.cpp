@@ -235,7 +235,7 @@ TEST(Sums, EveryFamilySumsToAKnownTotal) {
         {"tokenmeter_upstream_errors_total", 2},           // failures
         {"tokenmeter_streams_active", 1},                  // open streams
         {"tokenmeter_build_info", 1},                      // processes
-        {"tokenmeter_slo_requests_total", 2 + 2},          // verdicts: a and c, TTFT and TPOT
+        {"tokenmeter_slo_requests_total", 2 + 2 + 2},      // verdicts: a and c, TTFT, TPOT, availability
         {"tokenmeter_metering_failures_total", 1},         // failures inside metering
         {"tokenmeter_tenant_tokens_total", tenant_billed}, // billed tokens of tenants
         {"tokenmeter_tenant_requests_total", 2},
