@@ -437,8 +437,7 @@ const table<E>& slo_entry_table() {
               "good when the time per output token is at most this"),
         value("objective", &E::objective, read_optional_objective, check_optional_objective,
               "this entry's share of good requests"),
-        value("availability", &E::availability, read_optional_objective,
-              check_optional_objective,
+        value("availability", &E::availability, read_optional_objective, check_optional_objective,
               "share of requests served without a 5xx or a cut stream; presets: 99.9%"),
     };
     return t;

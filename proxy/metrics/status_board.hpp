@@ -1,9 +1,10 @@
 // metrics/status_board: what the admin status page shows (/status.json), kept in process: per
 // model TTFT, ITL and TPOT quantiles over the last 1, 5 and 15 minutes (metrics/quantile_sketch,
 // not the Prometheus buckets), output tokens per second by source, SLO (latency and availability)
-// good ratio and burn rate over 5 minutes and 1 hour, top tenants by tokens and by 429s, recent upstream errors, and a
-// build and config summary. Fed once per request at its end; windows are rings of time slots
-// merged when the page asks. Asio-free; time comes from the summaries and an injected clock.
+// good ratio and burn rate over 5 minutes and 1 hour, top tenants by tokens and by 429s, recent
+// upstream errors, and a build and config summary. Fed once per request at its end; windows are
+// rings of time slots merged when the page asks. Asio-free; time comes from the summaries and an
+// injected clock.
 #pragma once
 
 #include <atomic>

@@ -53,8 +53,8 @@ std::function<void()> run_once(std::function<void()> done) {
 class unmetered_exchange final : public exchange_observer {
   public:
     [[nodiscard]] const admission& admitted() const noexcept override { return admitted_; }
-    durable_wait response_head(int /*status*/, std::string_view /*content_type*/,
-                               bool /*has_body*/, core::time_point /*at*/) override {
+    durable_wait response_head(int /*status*/, std::string_view /*content_type*/, bool /*has_body*/,
+                               core::time_point /*at*/) override {
         return {};
     }
     void body(std::string_view /*bytes*/, core::time_point /*at*/) override {}
@@ -98,9 +98,7 @@ class guarded_exchange final : public exchange_observer {
     guarded_exchange(guarded_observer& guard, std::unique_ptr<exchange_observer> inner)
         : guard_(guard), inner_(std::move(inner)) {}
 
-    [[nodiscard]] const admission& admitted() const noexcept override {
-        return inner_->admitted();
-    }
+    [[nodiscard]] const admission& admitted() const noexcept override { return inner_->admitted(); }
     [[nodiscard]] bool admission_pending() const noexcept override {
         return !admission_failed_ && inner_->admission_pending();
     }
@@ -116,8 +114,9 @@ class guarded_exchange final : public exchange_observer {
     durable_wait response_head(int status, std::string_view content_type, bool has_body,
                                core::time_point at) override {
         durable_wait wait;
-        if (!guard_.run(metering_phase::response_head,
-                        [&] { wait = inner_->response_head(status, content_type, has_body, at); })) {
+        if (!guard_.run(metering_phase::response_head, [&] {
+                wait = inner_->response_head(status, content_type, has_body, at);
+            })) {
             broken();
             return {};
         }
@@ -186,8 +185,8 @@ std::unique_ptr<exchange_observer> guarded_observer::begin(request_facts facts) 
     return std::make_unique<guarded_exchange>(*this, std::move(inner));
 }
 
-void guarded_observer::unforwarded(protocol::api_kind api, std::string_view model,
-                                   outcome result, int status, double seconds) {
+void guarded_observer::unforwarded(protocol::api_kind api, std::string_view model, outcome result,
+                                   int status, double seconds) {
     run(metering_phase::unforwarded,
         [&] { inner_.unforwarded(api, model, result, status, seconds); });
 }

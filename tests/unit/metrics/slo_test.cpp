@@ -191,19 +191,19 @@ TEST(Availability, FailedRequestsAreBadAndTheClientsAreLeftOut) {
     slo_options slo;
     slo.default_target = *slo_preset("server");
     registry r(registry_options{}, slo);
-    r.record(streamed(r, "m", 100ms, 10ms, 3, 10));                          // good
-    r.record(ended(r, "m", 502, meter::end_reason::upstream_failed));        // unreachable
-    r.record(ended(r, "m", 503, meter::end_reason::upstream_complete));      // the server's 503
-    r.record(ended(r, "m", 200, meter::end_reason::upstream_truncated));     // cut
-    r.record(ended(r, "m", 200, meter::end_reason::upstream_failed));        // idle timeout
-    r.record(ended(r, "m", 404, meter::end_reason::upstream_complete));      // left out
-    r.record(ended(r, "m", 429, meter::end_reason::rejected));               // tenant 429
-    r.record(ended(r, "m", 200, meter::end_reason::client_cancel));          // left out
+    r.record(streamed(r, "m", 100ms, 10ms, 3, 10));                       // good
+    r.record(ended(r, "m", 502, meter::end_reason::upstream_failed));     // unreachable
+    r.record(ended(r, "m", 503, meter::end_reason::upstream_complete));   // the server's 503
+    r.record(ended(r, "m", 200, meter::end_reason::upstream_truncated));  // cut
+    r.record(ended(r, "m", 200, meter::end_reason::upstream_failed));     // idle timeout
+    r.record(ended(r, "m", 404, meter::end_reason::upstream_complete));   // left out
+    r.record(ended(r, "m", 429, meter::end_reason::rejected));            // tenant 429
+    r.record(ended(r, "m", 200, meter::end_reason::client_cancel));       // left out
     // Answered by the proxy before it was metered.
     r.record_unforwarded(protocol::api_kind::openai_chat_completions, "m",
                          meter::outcome::upstream_error, 500, 0.01);
-    r.record_unforwarded(protocol::api_kind::openai_chat_completions, "m",
-                         meter::outcome::rejected, 400, 0.01);
+    r.record_unforwarded(protocol::api_kind::openai_chat_completions, "m", meter::outcome::rejected,
+                         400, 0.01);
     const std::string text = r.expose();
     EXPECT_TRUE(contains(
         text, R"(tokenmeter_slo_requests_total{model="m",result="good",slo="availability"} 1)"))
@@ -211,7 +211,8 @@ TEST(Availability, FailedRequestsAreBadAndTheClientsAreLeftOut) {
     EXPECT_TRUE(contains(
         text, R"(tokenmeter_slo_requests_total{model="m",result="bad",slo="availability"} 5)"))
         << text;
-    EXPECT_TRUE(contains(text, R"(tokenmeter_slo_objective_ratio{model="m",slo="availability"} 0.999)"))
+    EXPECT_TRUE(
+        contains(text, R"(tokenmeter_slo_objective_ratio{model="m",slo="availability"} 0.999)"))
         << text;
     EXPECT_FALSE(contains(text, R"(tokenmeter_slo_target_seconds{model="m",slo="availability"})"))
         << text;
@@ -236,7 +237,8 @@ TEST(Availability, OnlyEntriesWithAnObjectiveCountIt) {
         R"(tokenmeter_slo_requests_total{model="availability-only",result="bad",slo="availability"} 1)"))
         << text;
     EXPECT_TRUE(contains(
-        text, R"(tokenmeter_slo_objective_ratio{model="availability-only",slo="availability"} 0.995)"))
+        text,
+        R"(tokenmeter_slo_objective_ratio{model="availability-only",slo="availability"} 0.995)"))
         << text;
 }
 

@@ -59,9 +59,8 @@ struct fixture {
             faulty = std::make_unique<throwing_observer>(*metering, *fault);
             inner = faulty.get();
         }
-        guard = std::make_unique<guarded_observer>(*inner, [this](metering_phase phase) {
-            registry.metering_failure(to_string(phase));
-        });
+        guard = std::make_unique<guarded_observer>(
+            *inner, [this](metering_phase phase) { registry.metering_failure(to_string(phase)); });
     }
 
     std::unique_ptr<exchange_observer> begin() {
