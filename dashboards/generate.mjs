@@ -232,14 +232,14 @@ const sloSel = `tokenmeter_slo_requests_total{${M}}`;
 const SLO_BY = `${BY}, model, slo`;
 const badOrZero = (range) =>
   `(sum by (${SLO_BY}) (increase(tokenmeter_slo_requests_total{${M}, result="bad"}[${range}])) or 0 * sum by (${SLO_BY}) (increase(${sloSel}[${range}])))`;
-const verdicts = (sloName, title) => panel(`${title}: good and bad requests per second`,
-  `Requests judged against the ${sloName.toUpperCase()} target, good stacked on bad: together they are the requests with that measurement.`, [
+const verdicts = (sloName, title, description) => panel(`${title}: good and bad requests per second`,
+  description || `Requests judged against the ${sloName.toUpperCase()} target, good stacked on bad: together they are the requests with that measurement.`, [
     [`sum by (model, result) (rate(tokenmeter_slo_requests_total{${M}, slo="${sloName}"}[${RI}]))`, '{{model}} {{result}}'],
   ], { unit: 'reqps', w: 12, stack: true });
 const slo = dashboard({
   uid: 'tokenmeter-slo',
   title: 'tokenmeter / SLOs and error budget',
-  description: 'Latency SLOs per model: each request is good or bad against the TTFT and TPOT targets in the slo: config.',
+  description: 'SLOs per model: each request is good or bad against the TTFT and TPOT targets and for availability (no 5xx, no error in the stream, no cut stream) as the slo: config sets them.',
   variables: [datasourceVariable(), ...whereVariables(), modelVariable(), sloWindowVariable()],
   panels: [
     panel('Good requests over the SLO window', 'Share of requests that met the target, over the SLO window (variable slo_window, 30 days by default).', [
@@ -261,6 +261,7 @@ const slo = dashboard({
       [`tokenmeter:slo_errors:ratio_rate6h{${M}} / on (${SLO_BY}) (1 - tokenmeter:slo_objective:ratio)`, '{{model}} {{slo}} 6h'],
       [`tokenmeter:slo_errors:ratio_rate3d{${M}} / on (${SLO_BY}) (1 - tokenmeter:slo_objective:ratio)`, '{{model}} {{slo}} 3d'],
     ], { w: 12 }),
+    verdicts('availability', 'Availability', 'Requests judged for availability, good stacked on bad: bad is a 5xx (the proxy\'s own when the model server is unreachable, slow or saturated, or the server\'s), an error in the stream or a cut stream; client cancels, 4xx and 429 are left out.'),
     verdicts('ttft', 'TTFT'),
     verdicts('tpot', 'TPOT'),
     panel('Bad share', 'Bad / all requests per SLO.', [

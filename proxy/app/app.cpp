@@ -34,6 +34,7 @@
 #include "metrics/tasks.hpp"
 #include "metrics/tls.hpp"
 #include "metrics/tokenizer_info.hpp"
+#include "observe/guarded_observer.hpp"
 #include "observe/metering_observer.hpp"
 #include "observe/task_meter.hpp"
 #include "protocol/json_limits.hpp"
@@ -45,7 +46,7 @@ namespace tokenmeter::app {
 
 // Construction in order; each part outlives the ones declared after it (the sessions a worker
 // still owns at shutdown use the observer, the metrics and the spool as they are destroyed).
-int run(const config::settings& settings, const reloader& reload) try {
+int run(const config::settings& settings, const reloader& reload, const metering_wrap& wrap) try {
     configure_logging(settings.log);
     // A client that hangs up mid-write costs an EPIPE on its own socket, never the process.
     std::signal(SIGPIPE, SIG_IGN);
@@ -111,7 +112,14 @@ int run(const config::settings& settings, const reloader& reload) try {
                                   prices.empty() ? nullptr : &prices};
     parts.tasks = tasks ? &*tasks : nullptr;
     parts.status = status ? &*status : nullptr;
-    observe::metering_observer observer(std::move(parts), metering_options_from(settings));
+    observe::metering_observer metering(std::move(parts), metering_options_from(settings));
+    const std::unique_ptr<observe::observer> wrapped = wrap ? wrap(metering) : nullptr;
+    // Sessions see metering only through the guard: nothing it throws reaches a stream.
+    observe::guarded_observer observer(
+        wrapped ? *wrapped : static_cast<observe::observer&>(metering),
+        [&registry](observe::metering_phase phase) {
+            registry.metering_failure(observe::to_string(phase));
+        });
     const http::session_settings session_settings = session_settings_from(settings);
     http::proxy_context context{session_settings, observer, clock};
     context.edge.attach(&edge_metrics);

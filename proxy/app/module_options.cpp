@@ -19,6 +19,9 @@ metrics::slo_target slo_target_of(const config::slo_target& t) {
         out.tpot = t.tpot;
     }
     out.objective = t.objective;
+    if (t.availability) {
+        out.availability = t.availability;
+    }
     return out;
 }
 

@@ -237,13 +237,15 @@ struct price_settings {
     bool operator==(const price_settings&) const = default;
 };
 
-// One model's latency service-level objective, as written: a preset and explicit targets (which
-// win over the preset's). metrics/slo resolves the preset. A target left unset is not counted.
+// One model's service-level objectives, as written: a preset and explicit targets (which win
+// over the preset's). metrics/slo resolves the preset. A target left unset is not counted.
 struct slo_target {
     slo_preset preset = slo_preset::none;
     std::optional<milliseconds> ttft;  // a request is good when its TTFT is at most this
     std::optional<milliseconds> tpot;  // ... and when its TPOT is at most this
     std::optional<double> objective;   // fraction of good requests (0.99); unset: slo.objective
+    // Fraction of requests served without a failure (0.999); unset: the preset's, else none.
+    std::optional<double> availability;
     bool operator==(const slo_target&) const = default;
 };
 

@@ -141,8 +141,8 @@ void check_route_path(checker& c, key_ref key, const std::string& path) {
 }
 
 void check_slo_entry(checker& c, key_ref key, const slo_target& t) {
-    if (t.preset == slo_preset::none && !t.ttft && !t.tpot) {
-        c.error(key, "set a preset (server, interactive) or a target (ttft, tpot)");
+    if (t.preset == slo_preset::none && !t.ttft && !t.tpot && !t.availability) {
+        c.error(key, "set a preset (server, interactive) or a target (ttft, tpot, availability)");
     }
 }
 
@@ -452,6 +452,8 @@ const table<E>& slo_entry_table() {
               "good when the time per output token is at most this"),
         value("objective", &E::objective, read_optional_objective, check_optional_objective,
               "this entry's share of good requests"),
+        value("availability", &E::availability, read_optional_objective, check_optional_objective,
+              "share of requests served without a 5xx or a cut stream; presets: 99.9%"),
     };
     return t;
 }
@@ -675,7 +677,7 @@ const table<S>& root() {
               {"<name>", "expected a mapping of model names to prices, got ",
                "model names must be non-empty strings, got ", "duplicate model", false, false},
               "token prices per model, for the cost in usage records and metrics"),
-        section("slo", &S::slo, slo_table, "latency service-level objectives"),
+        section("slo", &S::slo, slo_table, "latency and availability service-level objectives"),
         section("tasks", &S::tasks, tasks_table, "task time: a task label and sessions by header",
                 check_tasks),
         value<S, bool>("usage_injection", &S::usage_injection, read_bool, nullptr,

@@ -378,6 +378,13 @@ registry::registry(const registry_options& options, const slo_options& slo)
                             .Name("tokenmeter_upstream_errors_total")
                             .Help("Failures talking to the upstream, by reason")
                             .Register(*registry_);
+    metering_failures_ =
+        &BuildCounter()
+             .Name("tokenmeter_metering_failures_total")
+             .Help(
+                 "Failures inside metering, by the phase of the request that failed; the "
+                 "response went on unchanged and its usage record is marked degraded")
+             .Register(*registry_);
     streams_active_ = &BuildGauge()
                            .Name("tokenmeter_streams_active")
                            .Help("Responses currently being relayed")
@@ -392,8 +399,9 @@ registry::registry(const registry_options& options, const slo_options& slo)
     slo_requests_ = &BuildCounter()
                          .Name("tokenmeter_slo_requests_total")
                          .Help(
-                             "Requests counted against a model's latency SLO: good when the "
-                             "measured TTFT or TPOT is at most the target")
+                             "Requests counted against a model's SLOs: for ttft and tpot good "
+                             "when the measurement is at most the target, for availability good "
+                             "when served without a 5xx, an error in the stream or a cut")
                          .Register(*registry_);
     slo_objective_ = &BuildGauge()
                           .Name("tokenmeter_slo_objective_ratio")
@@ -639,13 +647,19 @@ const slo_target* registry::slo_for(const slo_options& slo, const std::string& m
         series(slo_target_, {{"model", model_label}, {"slo", "tpot"}})
             .Set(seconds_of(*target->tpot));
     }
+    if (target->availability) {
+        series(slo_objective_, {{"model", model_label}, {"slo", "availability"}})
+            .Set(*target->availability);
+    }
     return target;
 }
 
-// Good or bad against each target. A request is counted for an SLO only when it has the
+// Good or bad against each target. A request is counted for a latency SLO only when it has the
 // measurement (a streamed request with a first token; with two or more tokens for TPOT), except
 // that a client who hung up after waiting longer than the TTFT target without a token counts as
-// bad: that wait is exactly what the SLO is about.
+// bad: that wait is exactly what the SLO is about. A failed request is left out of the latency
+// SLOs and counted bad for availability (availability_of), so an outage spends the availability
+// budget and leaves the latency ratios to the requests that were served.
 slo_verdict registry::judge_slo(const std::string& model_label, const meter::request_summary& s) {
     slo_verdict verdict;
     // One snapshot for the whole request: a reload in between cannot tear it.
@@ -674,26 +688,48 @@ slo_verdict registry::judge_slo(const std::string& model_label, const meter::req
             verdict.tpot_good = *s.time_per_output_token <= *verdict.tpot_target_seconds;
         }
     }
+    if (target->availability) {
+        verdict.availability_objective = *target->availability;
+        const availability a = availability_of(s.result, s.status);
+        if (a != availability::excluded) {
+            verdict.availability_good = a == availability::good;
+        }
+    }
     return verdict;
+}
+
+void registry::count_slo_result(const std::string& model_label, std::string_view slo, bool good) {
+    series(slo_requests_, {{"model", model_label}, {"slo", slo}, {"result", good ? "good" : "bad"}})
+        .Increment();
 }
 
 void registry::count_slo(const std::string& model_label, const meter::request_summary& s) {
     const slo_verdict verdict = judge_slo(model_label, s);
-    const auto count = [&](const char* slo, bool good) {
-        series(slo_requests_, {{"model", model_label}, {"slo", slo}, {"result", good ? "good" : "bad"}})
-            .Increment();
-    };
     if (verdict.ttft_good) {
-        count("ttft", *verdict.ttft_good);
+        count_slo_result(model_label, "ttft", *verdict.ttft_good);
     }
     if (verdict.tpot_good) {
-        count("tpot", *verdict.tpot_good);
+        count_slo_result(model_label, "tpot", *verdict.tpot_good);
+    }
+    if (verdict.availability_good) {
+        count_slo_result(model_label, "availability", *verdict.availability_good);
     }
 }
 
 void registry::record_unforwarded(protocol::api_kind api, std::string_view model,
                                   meter::outcome result, int code, double duration_seconds) {
     const std::string model_label = bounded_model(api, model, false);
+    if (api != protocol::api_kind::none) {
+        // No summary, so only availability can be judged (what judge_slo does for it).
+        meter::request_summary failed;
+        failed.api = api;
+        failed.result = result;
+        failed.status = code;
+        const slo_verdict verdict = judge_slo(model_label, failed);
+        if (verdict.availability_good) {
+            count_slo_result(model_label, "availability", *verdict.availability_good);
+        }
+    }
     count_request(api, model_label, series_of(model_label, api), result, code, duration_seconds);
 }
 
@@ -779,6 +815,10 @@ double registry::streams_active() const {
 
 void registry::upstream_error(std::string_view reason) {
     series(upstream_errors_, {{"reason", reason}}).Increment();
+}
+
+void registry::metering_failure(std::string_view phase) {
+    series(metering_failures_, {{"phase", phase}}).Increment();
 }
 
 void registry::parse_errors(protocol::api_kind api, protocol::parse_error reason,

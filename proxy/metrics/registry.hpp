@@ -92,13 +92,15 @@ struct registry_options {
     bool fine_inter_token_latency = false;
 };
 
-// One request judged against its model's latency SLO: set for each target it was counted for.
+// One request judged against its model's SLOs: set for each one it was counted for.
 struct slo_verdict {
     std::optional<bool> ttft_good;
     std::optional<bool> tpot_good;
-    double objective = 0;  // the entry's objective (when either is set)
+    double objective = 0;  // the entry's latency objective (when either is set)
     std::optional<double> ttft_target_seconds;
     std::optional<double> tpot_target_seconds;
+    std::optional<bool> availability_good;         // unset: excluded, or no availability SLO
+    std::optional<double> availability_objective;  // set when the entry has one
 };
 
 // The bucket boundaries of the per-request token histograms (OpenTelemetry's
@@ -118,7 +120,8 @@ class registry {
     // usage record and tenant counters get). Without counts: billed under the default policy.
     void record(const meter::request_summary& summary, const meter::billed_counts& counts);
     void record(const meter::request_summary& summary) { record(summary, meter::billed(summary)); }
-    // A request the proxy answered itself (400, 413, 502 before any upstream byte, ...).
+    // A request the proxy answered itself before it was metered (400, 413, 500 ...); counted for
+    // availability like a metered one.
     void record_unforwarded(protocol::api_kind api, std::string_view model, meter::outcome result,
                             int code, double duration_seconds);
 
@@ -133,6 +136,8 @@ class registry {
     [[nodiscard]] slo_verdict judge_slo(const std::string& model_label,
                                         const meter::request_summary& s);
     void upstream_error(std::string_view reason);
+    // A failure inside metering (observe/guarded_observer), by the phase that threw.
+    void metering_failure(std::string_view phase);
     void parse_errors(protocol::api_kind api, protocol::parse_error reason, std::uint64_t count);
 
     // The bounds a request batches its inter-token latencies into (meter::histogram_batch): the
@@ -182,6 +187,7 @@ class registry {
 
     const slo_target* slo_for(const slo_options& slo, const std::string& model_label);
     void count_slo(const std::string& model_label, const meter::request_summary& s);
+    void count_slo_result(const std::string& model_label, std::string_view slo, bool good);
     std::string bounded_model(protocol::api_kind api, std::string_view model, bool served);
     void record_details(const std::string& model, model_series& m,
                         const meter::request_summary& s, const meter::billed_counts& counts);
@@ -247,6 +253,7 @@ class registry {
     prometheus::Family<prometheus::Counter>* normalized_tokens_;
     prometheus::Family<prometheus::Counter>* parse_errors_;
     prometheus::Family<prometheus::Counter>* upstream_errors_;
+    prometheus::Family<prometheus::Counter>* metering_failures_;
     prometheus::Gauge* streams_active_;
 
     core::shared_snapshot<const slo_options> slo_;

@@ -72,12 +72,37 @@ std::optional<slo_target> slo_preset(std::string_view name) {
     // MLPerf Inference v5 LLM scenarios (Llama 2 70B): "server" is the classic online scenario,
     // "interactive" the tighter one for chat-like use.
     if (name == "server") {
-        return slo_target{milliseconds{2'000}, milliseconds{100}, std::nullopt};
+        return slo_target{milliseconds{2'000}, milliseconds{100}, std::nullopt,
+                          preset_availability};
     }
     if (name == "interactive") {
-        return slo_target{milliseconds{500}, milliseconds{30}, std::nullopt};
+        return slo_target{milliseconds{500}, milliseconds{30}, std::nullopt, preset_availability};
     }
     return std::nullopt;
+}
+
+availability availability_of(meter::outcome result, int status) noexcept {
+    switch (result) {
+        case meter::outcome::complete:
+            return availability::good;
+        case meter::outcome::client_cancel:
+        case meter::outcome::rejected:
+            // The client went away, or sent what the proxy must refuse: nothing the server or
+            // the proxy could have served better.
+            return availability::excluded;
+        case meter::outcome::upstream_truncated:
+            // Cut by the upstream or by the idle timeout: the client got half an answer.
+            return availability::bad;
+        case meter::outcome::upstream_error:
+            // A 4xx is the request's fault (a bad body, an unknown model, the server's own rate
+            // limit); everything else here is a 5xx, an error object inside a 2xx stream, or a
+            // stream the proxy had to cut.
+            if (status >= 400 && status < 500) {
+                return availability::excluded;
+            }
+            return availability::bad;
+    }
+    return availability::excluded;
 }
 
 double slo_objective(const slo_options& slo, const slo_target& target) {

@@ -1,6 +1,6 @@
-// metrics/slo: histogram bucket boundaries and latency objectives as the registry uses them: the
-// default boundaries, the MLPerf presets, and SLO targets added to default bucket lists so that
-// good/bad counts and histogram quantiles agree at each target.
+// metrics/slo: histogram bucket boundaries and service-level objectives as the registry uses
+// them: the default boundaries, the MLPerf presets, SLO targets added to default bucket lists so
+// that good/bad counts and histogram quantiles agree at each target, and the availability rule.
 #pragma once
 
 #include <chrono>
@@ -9,6 +9,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "meter/stream_meter.hpp"
 
 namespace tokenmeter::metrics {
 
@@ -26,16 +28,33 @@ struct histogram_buckets {
 // OpenTelemetry GenAI semantic-convention boundaries, extended as config/README.md documents.
 histogram_buckets default_buckets();
 
-// One model's latency objective. A target left unset is not counted.
+// One model's objectives. A target left unset is not counted.
 struct slo_target {
     std::optional<std::chrono::milliseconds> ttft;  // good when TTFT is at most this
     std::optional<std::chrono::milliseconds> tpot;  // ... and when TPOT is at most this
     std::optional<double> objective;  // fraction of good requests (0.99); unset: the default
+    // The availability objective (0.999): the share of requests that must be served without a
+    // failure of the server or the proxy (availability_of). Unset: availability is not counted.
+    std::optional<double> availability;
     bool operator==(const slo_target&) const = default;
 };
 
-// MLPerf Inference LLM scenarios ("server", "interactive"): their targets; nullopt otherwise.
+// The availability objective every preset carries, so that a config naming only a preset is
+// alerted on an outage.
+inline constexpr double preset_availability = 0.999;
+
+// MLPerf Inference LLM scenarios ("server", "interactive"): their targets, with the preset
+// availability objective; nullopt otherwise.
 std::optional<slo_target> slo_preset(std::string_view name);
+
+// How one request counts for availability.
+enum class availability : std::uint8_t {
+    good,      // answered: a 1xx-3xx response the upstream finished
+    bad,       // a 5xx (the proxy's own or the upstream's), an error in the stream, a cut stream
+    excluded,  // the client's doing: a cancel, a 4xx answer (429 included), a local refusal
+};
+// The rule, from how a request ended and the status code the client got.
+availability availability_of(meter::outcome result, int status) noexcept;
 
 struct slo_options {
     double objective = 0.99;                   // for entries that do not name their own

@@ -152,6 +152,9 @@ void status_board::record(const meter::request_summary& s, const meter::billed_c
         series.ttft_target = verdict.ttft_target_seconds;
         series.tpot_target = verdict.tpot_target_seconds;
     }
+    if (verdict.availability_objective) {
+        series.availability_objective = verdict.availability_objective;
+    }
     if (latency_slot* slot = series.latency.at(number)) {
         if (s.time_to_first_token) {
             slot->ttft.add(*s.time_to_first_token);
@@ -173,6 +176,9 @@ void status_board::record(const meter::request_summary& s, const meter::billed_c
         }
         if (verdict.tpot_good) {
             ++(*verdict.tpot_good ? slot->tpot_good : slot->tpot_bad);
+        }
+        if (verdict.availability_good) {
+            ++(*verdict.availability_good ? slot->availability_good : slot->availability_bad);
         }
     }
     if (!tenant_name.empty() && tokens > 0) {
@@ -248,10 +254,16 @@ json status_board::model_json(const model_series& series, std::int64_t now_slot,
                                 {"normalized", rate(sum.output_normalized)}}}};
     }
     json slo = json::object();
-    if (series.ttft_target || series.tpot_target) {
+    const bool latency_slo = series.ttft_target || series.tpot_target;
+    if (latency_slo) {
         slo["objective"] = series.objective;
         slo["ttft_target_seconds"] = optional_number(series.ttft_target);
         slo["tpot_target_seconds"] = optional_number(series.tpot_target);
+    }
+    if (series.availability_objective) {
+        slo["availability_objective"] = *series.availability_objective;
+    }
+    if (latency_slo || series.availability_objective) {
         for (const window& w : slo_windows) {
             const std::size_t n = slots_in(w.length, options_.slot);
             count_slot sum;
@@ -261,9 +273,17 @@ json status_board::model_json(const model_series& series, std::int64_t now_slot,
                                          sum.ttft_bad += slot.ttft_bad;
                                          sum.tpot_good += slot.tpot_good;
                                          sum.tpot_bad += slot.tpot_bad;
+                                         sum.availability_good += slot.availability_good;
+                                         sum.availability_bad += slot.availability_bad;
                                      });
-            slo["ttft"][w.name] = slo_window(sum.ttft_good, sum.ttft_bad, series.objective);
-            slo["tpot"][w.name] = slo_window(sum.tpot_good, sum.tpot_bad, series.objective);
+            if (latency_slo) {
+                slo["ttft"][w.name] = slo_window(sum.ttft_good, sum.ttft_bad, series.objective);
+                slo["tpot"][w.name] = slo_window(sum.tpot_good, sum.tpot_bad, series.objective);
+            }
+            if (series.availability_objective) {
+                slo["availability"][w.name] = slo_window(
+                    sum.availability_good, sum.availability_bad, *series.availability_objective);
+            }
         }
     }
     return {{"latency", std::move(latency)},

@@ -1,9 +1,10 @@
 // metrics/status_board: what the admin status page shows (/status.json), kept in process: per
 // model TTFT, ITL and TPOT quantiles over the last 1, 5 and 15 minutes (metrics/quantile_sketch,
-// not the Prometheus buckets), output tokens per second by source, SLO good ratio and burn rate
-// over 5 minutes and 1 hour, top tenants by tokens and by 429s, recent upstream errors, and a
-// build and config summary. Fed once per request at its end; windows are rings of time slots
-// merged when the page asks. Asio-free; time comes from the summaries and an injected clock.
+// not the Prometheus buckets), output tokens per second by source, SLO (latency and availability)
+// good ratio and burn rate over 5 minutes and 1 hour, top tenants by tokens and by 429s, recent
+// upstream errors, and a build and config summary. Fed once per request at its end; windows are
+// rings of time slots merged when the page asks. Asio-free; time comes from the summaries and an
+// injected clock.
 #pragma once
 
 #include <atomic>
@@ -73,6 +74,7 @@ class status_board {
         std::uint64_t requests = 0;
         std::uint64_t output_reported = 0, output_native = 0, output_normalized = 0;
         std::uint64_t ttft_good = 0, ttft_bad = 0, tpot_good = 0, tpot_bad = 0;
+        std::uint64_t availability_good = 0, availability_bad = 0;
     };
     struct tenant_counts {
         std::uint64_t tokens = 0;
@@ -91,6 +93,7 @@ class status_board {
         ring<count_slot> counts;
         double objective = 0;
         std::optional<double> ttft_target, tpot_target;
+        std::optional<double> availability_objective;
         model_series(std::size_t latency_slots, std::size_t count_slots)
             : latency(latency_slots), counts(count_slots) {}
     };

@@ -62,6 +62,7 @@ struct request_state {
     bool shared = false;
     std::uint64_t estimate = 0;
     std::unique_ptr<task_state> task;  // null when the request has none
+    bool degraded = false;             // a metering call failed: marked in the record
 };
 
 // A shared-limit admission, written by the store's thread before the session is called back.
@@ -163,6 +164,8 @@ class metering_exchange final : public exchange_observer {
         exchange_.on_body(bytes, at);
         maybe_checkpoint(at);
     }
+
+    void degrade() noexcept override { state_.degraded = true; }
 
     [[nodiscard]] bool holds_end() const noexcept override {
         return holding() && !state_.sealed && writing_record();
@@ -329,6 +332,7 @@ class metering_exchange final : public exchange_observer {
         }
         usage::usage_record record =
             usage::make_record(*state_.open, summary, counts, wall_ms(summary.end));
+        record.degraded = state_.degraded;
         if (parts_.prices != nullptr) {
             usage::apply_price(record, *parts_.prices);
         }

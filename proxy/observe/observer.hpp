@@ -41,6 +41,8 @@ class durable_wait {
     [[nodiscard]] bool pending() const { return sink_ != nullptr && !sink_->is_durable(seq_); }
     // Runs `done` on the writer's thread once durable; the caller hops back to its own thread.
     void then(std::function<void()> done) const { sink_->when_durable(seq_, std::move(done)); }
+    [[nodiscard]] record_sink* sink() const noexcept { return sink_; }
+    [[nodiscard]] std::uint64_t sequence() const noexcept { return seq_; }
 
   private:
     record_sink* sink_ = nullptr;
@@ -104,9 +106,14 @@ class exchange_observer {
     virtual durable_wait seal(core::time_point at) = 0;
     // The request is over, for `reason`. After seal, the sealed record stands.
     virtual void end(end_reason reason, core::time_point at) = 0;
+    // A call into this request's metering failed (observe/guarded_observer): its usage record,
+    // when not yet closed, is marked degraded.
+    virtual void degrade() noexcept {}
 };
 
-// The process-wide side: one per proxy, shared by every worker thread.
+// The process-wide side: one per proxy, shared by every worker thread. Sessions are handed a
+// guarded_observer (observe/guarded_observer) around the metering one, so no call from the relay
+// can throw.
 class observer {
   public:
     virtual ~observer() = default;

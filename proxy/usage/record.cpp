@@ -110,6 +110,9 @@ json record_json(const usage_record& r) {
         j["cost"] = r.cost_picos ? json(static_cast<double>(*r.cost_picos) / 1e12) : json(nullptr);
         j["currency"] = r.currency;
     }
+    if (r.degraded) {
+        j["degraded"] = true;
+    }
     return j;
 }
 
@@ -271,6 +274,8 @@ std::optional<spool_entry> decode_line(std::string_view line) {
         if (auto cost = j.find("cost"); !r.currency.empty() && cost != j.end() && cost->is_number()) {
             r.cost_picos = amount_from_number(cost->get<double>());
         }
+        const auto degraded = j.find("degraded");
+        r.degraded = degraded != j.end() && degraded->is_boolean() && degraded->get<bool>();
         return e;
     }
     return std::nullopt;

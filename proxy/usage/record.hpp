@@ -57,6 +57,9 @@ struct usage_record {
     // cost in pico-units of it, nullopt when a count it needs is unknown.
     std::optional<std::int64_t> cost_picos;
     std::string currency;
+    // Metering failed somewhere in this request (tokenmeter_metering_failures_total): the
+    // response went on unchanged, but the counts may be short. Written only when true.
+    bool degraded = false;
 };
 
 // The request's identity, known when it starts (the "open" entry).

@@ -64,6 +64,28 @@ test('requests are counted good or bad against each target of their model', asyn
   assert.equal(m.value('tokenmeter_slo_target_seconds', { model: 'chat-slow', slo: 'tpot' }), 0.1);
 });
 
+test('failed requests count bad for availability and are left out of latency', async () => {
+  const fail = async (how, status) => {
+    const res = await request({
+      port: proxy.port,
+      body: chatBody('chat-fast', { includeUsage: true }),
+      headers: { 'x-sim-ttft-ms': '5', 'x-sim-output-tokens': '4', 'x-sim-fail': how },
+    });
+    assert.equal(res.status, status, describeResult(res));
+  };
+  await fail('status:503', 503);       // the server's 5xx: bad
+  await fail('close-after:2', 200);    // cut mid-stream: bad
+  await fail('status:404', 404);       // the request's fault: left out
+  const m = await waitMetrics(proxy, (x) => x.value('tokenmeter_requests_total', {}) >= 8, 5000);
+  assert.equal(slo(m, 'chat-fast', 'availability', 'good'), 3);
+  assert.equal(slo(m, 'chat-fast', 'availability', 'bad'), 2);
+  assert.equal(slo(m, 'chat-slow', 'availability', 'good'), 1);
+  assert.equal(m.value('tokenmeter_slo_objective_ratio', { model: 'chat-fast', slo: 'availability' }), 0.999);
+  // The 503 and the 404 had no token: no TTFT verdict. The cut stream had its tokens on time.
+  assert.equal(slo(m, 'chat-fast', 'ttft', 'good'), 3);
+  assert.equal(slo(m, 'chat-fast', 'ttft', 'bad'), 1);
+});
+
 test('SLO targets are histogram bucket boundaries', async () => {
   const text = await proxy.metricsText();
   // 2 s (server TTFT) and 30 ms (interactive TPOT) are not default boundaries; they are added.

@@ -88,6 +88,18 @@ test('/status.json agrees with the traffic sent and with /metrics', { timeout: 6
     assert.equal(model.slo.ttft[w].good_ratio, 1, w);
     assert.equal(model.slo.ttft[w].burn_rate, 0, w);
   }
+  // Availability: the reset is the one bad request; the 429s are left out, the rest are good.
+  assert.equal(model.slo.availability_objective, 0.999);
+  const availability = (result) =>
+    m.value('tokenmeter_slo_requests_total', { model: MODEL, slo: 'availability', result });
+  assert.equal(availability('bad'), 1);
+  assert.equal(availability('good'), ALPHA_REQUESTS + BETA_REQUESTS - refused);
+  for (const w of ['5m', '1h']) {
+    assert.equal(model.slo.availability[w].good, availability('good'), w);
+    assert.equal(model.slo.availability[w].bad, 1, w);
+    const burn = (1 - model.slo.availability[w].good_ratio) / (1 - 0.999);
+    assert.ok(Math.abs(model.slo.availability[w].burn_rate - burn) < 1e-9, w);
+  }
 
   // Tenants: by name, never by key; the same counts as the tenant series.
   const tokensOf = (tenant) =>

@@ -135,7 +135,9 @@ test('the status page renders /status.json exactly, under its CSP', { timeout: 1
   for (const w of ['5m', '1h']) {
     assert.ok(paths.has(JSON.stringify(['models', 0, 'slo', 'ttft', w, 'burn_rate'])));
     assert.ok(paths.has(JSON.stringify(['models', 0, 'slo', 'tpot', w, 'good_ratio'])));
+    assert.ok(paths.has(JSON.stringify(['models', 0, 'slo', 'availability', w, 'burn_rate'])));
   }
+  assert.ok(paths.has(JSON.stringify(['models', 0, 'slo', 'availability_objective'])));
   assert.ok(paths.has(JSON.stringify(['tenants', 'by_tokens', 0, 'tenant'])));
   assert.ok(paths.has(JSON.stringify(['tenants', 'by_rate_limited', 0, 'rate_limited'])));
   assert.ok(paths.has(JSON.stringify(['upstream_errors', 'recent', 0, 'reason'])));

@@ -144,18 +144,20 @@
       'good ratio 1h', 'burn rate 1h']);
     let rows = 0;
     doc.models.forEach((model, i) => {
-      if (model.slo.objective === undefined) {
-        return;
-      }
-      for (const kind of ['ttft', 'tpot']) {
-        if (model.slo[kind + '_target_seconds'] === null) {
+      for (const kind of ['ttft', 'tpot', 'availability']) {
+        const latency = kind !== 'availability';
+        const objective = latency ? 'objective' : 'availability_objective';
+        if (model.slo[objective] === undefined ||
+            (latency && model.slo[kind + '_target_seconds'] === null)) {
           continue;
         }
         const tr = element('tr');
         tr.appendChild(element('td', model.model));
-        tr.appendChild(element('td', kind.toUpperCase(), 'text'));
-        tr.appendChild(valueCell(doc, ['models', i, 'slo', kind + '_target_seconds'], 'ms'));
-        tr.appendChild(valueCell(doc, ['models', i, 'slo', 'objective'], 'percent'));
+        tr.appendChild(element('td', latency ? kind.toUpperCase() : kind, 'text'));
+        tr.appendChild(latency
+          ? valueCell(doc, ['models', i, 'slo', kind + '_target_seconds'], 'ms')
+          : element('td', '—', 'text'));
+        tr.appendChild(valueCell(doc, ['models', i, 'slo', objective], 'percent'));
         for (const w of ['5m', '1h']) {
           tr.appendChild(valueCell(doc, ['models', i, 'slo', kind, w, 'good_ratio'], 'ratio'));
           const burn = model.slo[kind][w].burn_rate;

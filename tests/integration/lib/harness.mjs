@@ -214,8 +214,9 @@ export async function startSimPair(extraArgs = []) {
 // Starts tokenmeter on 127.0.0.1:0 (proxy and admin). upstream: a port number or a URL.
 // config: YAML text written to a temporary file and passed with --config.
 // wrap: a command the proxy is started under, e.g. ['prlimit', '--nofile=256:256', '--'].
-export async function startProxy({ upstream, config, args = [], name = 'proxy', wrap = [] } = {}) {
-  const { bin } = binaries();
+// bin: another build of the proxy that takes its flags (tokenmeter-faults); default tokenmeter.
+export async function startProxy({ upstream, config, args = [], name = 'proxy', wrap = [], bin: exe } = {}) {
+  const bin = exe || binaries().bin;
   const upstreamUrl = typeof upstream === 'number' ? `http://127.0.0.1:${upstream}` : upstream;
   const argv = ['--listen', '127.0.0.1:0', '--admin', '127.0.0.1:0'];
   if (upstreamUrl) argv.push('--upstream', upstreamUrl);

@@ -34,7 +34,7 @@ export function statusConfig(extra = '') {
     '    team-beta: { provisioned_tokens_per_second: 1 }',
     'slo:',
     '  models:',
-    `    ${MODEL}: { ttft: 500ms, tpot: 100ms }`,
+    `    ${MODEL}: { ttft: 500ms, tpot: 100ms, availability: 99.9% }`,
     extra,
   ].join('\n');
 }

@@ -60,6 +60,20 @@ TEST(ModuleOptions, PresetsResolveAndExplicitTargetsWin) {
     EXPECT_EQ(metrics::slo_objective(slo, qwen), 0.999);  // exact: it is exported as a gauge
 }
 
+TEST(ModuleOptions, PresetsCarryAvailabilityAndAnExplicitObjectiveWins) {
+    const auto r = config::load_yaml(
+        "slo: {default: {preset: interactive}, models: {"
+        "llama: {preset: server, availability: 99.5%}, qwen: {ttft: 1s}, "
+        "phi: {availability: 99%}}}\n");
+    ASSERT_TRUE(r.ok()) << all_errors(r.errors);
+    const metrics::slo_options slo = slo_options(r.value);
+    EXPECT_EQ(slo.default_target->availability, 0.999);
+    EXPECT_EQ(slo.models.at("llama").availability, 0.995);
+    EXPECT_FALSE(slo.models.at("qwen").availability) << "no preset, no availability key";
+    EXPECT_EQ(slo.models.at("phi").availability, 0.99);
+    EXPECT_FALSE(slo.models.at("phi").ttft);
+}
+
 TEST(ModuleOptions, DefaultBucketsGainTheTargets) {
     const auto r = config::load_yaml(R"(
 slo:

@@ -19,7 +19,7 @@ TEST(Reload, LogLevelTenantNamesAndSloApplyInPlace) {
     next.log.level = log_level::debug;
     next.tenants.api_key_names["key:00"] = "acme";
     next.slo.default_target =
-        slo_target{slo_preset::none, milliseconds{500}, std::nullopt, std::nullopt};
+        slo_target{slo_preset::none, milliseconds{500}, std::nullopt, std::nullopt, std::nullopt};
     const auto diff = diff_for_reload(running, next);
     EXPECT_EQ(diff.applied,
               (std::vector<std::string>{"log.level", "tenants.api_key_names", "slo"}));

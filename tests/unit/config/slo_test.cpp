@@ -68,6 +68,24 @@ slo:
     EXPECT_EQ(qwen.objective, 0.999);  // exact: it is exported as a gauge
 }
 
+TEST(Slo, AvailabilityObjectiveAloneIsAnEntry) {
+    const auto r = load_yaml(R"(
+slo:
+  default: {availability: 99.95%}
+  models:
+    llama: {preset: server, availability: 99.5%}
+    qwen: {availability: 100%}
+)");
+    EXPECT_TRUE(has_error(r, "slo.models.qwen.availability", "below 100%")) << all_errors(r);
+    EXPECT_FALSE(has_error(r, "slo.default", "set a preset")) << all_errors(r);
+    const auto ok = load_yaml(
+        "slo: {default: {availability: 99.95%}, models: {llama: {preset: server, availability: "
+        "99.5%}}}\n");
+    ASSERT_TRUE(ok.ok()) << all_errors(ok);
+    EXPECT_EQ(ok.value.slo.default_target->availability, 0.9995);
+    EXPECT_EQ(ok.value.slo.models.at("llama").availability, 0.995);
+}
+
 TEST(Slo, ErrorsNameTheirKeys) {
     const auto r = load_yaml(R"(
 slo:

@@ -62,7 +62,7 @@ TEST(Slo, ObjectiveIsTheEntrysElseTheDefault) {
     slo_options slo;
     slo.objective = 0.995;
     EXPECT_DOUBLE_EQ(slo_objective(slo, slo_target{}), 0.995);
-    EXPECT_DOUBLE_EQ(slo_objective(slo, slo_target{std::nullopt, std::nullopt, 0.9}), 0.9);
+    EXPECT_DOUBLE_EQ(slo_objective(slo, slo_target{std::nullopt, std::nullopt, 0.9, std::nullopt}), 0.9);
 }
 
 // A list equal to its default counts as the default, however it was given.

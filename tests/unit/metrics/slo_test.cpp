@@ -154,6 +154,97 @@ TEST(Slo, ModelsInTheSloTakeLabelSlotsFirst) {
     EXPECT_TRUE(contains(text, R"(model="other")")) << text;
 }
 
+TEST(Availability, RuleByOutcomeAndStatus) {
+    using meter::outcome;
+    EXPECT_EQ(availability_of(outcome::complete, 200), availability::good);
+    EXPECT_EQ(availability_of(outcome::complete, 304), availability::good);
+    // Local answers to an unreachable, slow or saturated upstream, and the upstream's own 5xx.
+    EXPECT_EQ(availability_of(outcome::upstream_error, 502), availability::bad);
+    EXPECT_EQ(availability_of(outcome::upstream_error, 503), availability::bad);
+    EXPECT_EQ(availability_of(outcome::upstream_error, 504), availability::bad);
+    EXPECT_EQ(availability_of(outcome::upstream_error, 500), availability::bad);
+    // An error object inside a 200 stream, or a stream cut by an idle timeout.
+    EXPECT_EQ(availability_of(outcome::upstream_error, 200), availability::bad);
+    EXPECT_EQ(availability_of(outcome::upstream_truncated, 200), availability::bad);
+    // The client's doing.
+    EXPECT_EQ(availability_of(outcome::upstream_error, 400), availability::excluded);
+    EXPECT_EQ(availability_of(outcome::upstream_error, 429), availability::excluded);
+    EXPECT_EQ(availability_of(outcome::rejected, 429), availability::excluded);
+    EXPECT_EQ(availability_of(outcome::rejected, 413), availability::excluded);
+    EXPECT_EQ(availability_of(outcome::client_cancel, 200), availability::excluded);
+}
+
+TEST(Availability, PresetsCarryAnObjective) {
+    EXPECT_EQ(slo_preset("server")->availability, 0.999);
+    EXPECT_EQ(slo_preset("interactive")->availability, 0.999);
+}
+
+// A request that ended for `reason` after a response head with `status` (0: none).
+meter::request_summary ended(const registry& r, const std::string& model, int status,
+                             meter::end_reason reason) {
+    meter::stream_meter m(protocol::api_kind::openai_chat_completions, model, true,
+                          core::time_point{}, &r.inter_token_latency_bounds());
+    if (status != 0) {
+        m.on_response_head(status, core::time_point{} + 1ms);
+    }
+    return m.finish(reason, core::time_point{} + 50ms);
+}
+
+TEST(Availability, FailedRequestsAreBadAndTheClientsAreLeftOut) {
+    slo_options slo;
+    slo.default_target = *slo_preset("server");
+    registry r(registry_options{}, slo);
+    r.record(streamed(r, "m", 100ms, 10ms, 3, 10));                       // good
+    r.record(ended(r, "m", 502, meter::end_reason::upstream_failed));     // unreachable
+    r.record(ended(r, "m", 503, meter::end_reason::upstream_complete));   // the server's 503
+    r.record(ended(r, "m", 200, meter::end_reason::upstream_truncated));  // cut
+    r.record(ended(r, "m", 200, meter::end_reason::upstream_failed));     // idle timeout
+    r.record(ended(r, "m", 404, meter::end_reason::upstream_complete));   // left out
+    r.record(ended(r, "m", 429, meter::end_reason::rejected));            // tenant 429
+    r.record(ended(r, "m", 200, meter::end_reason::client_cancel));       // left out
+    // Answered by the proxy before it was metered.
+    r.record_unforwarded(protocol::api_kind::openai_chat_completions, "m",
+                         meter::outcome::upstream_error, 500, 0.01);
+    r.record_unforwarded(protocol::api_kind::openai_chat_completions, "m", meter::outcome::rejected,
+                         400, 0.01);
+    const std::string text = r.expose();
+    EXPECT_TRUE(contains(
+        text, R"(tokenmeter_slo_requests_total{model="m",result="good",slo="availability"} 1)"))
+        << text;
+    EXPECT_TRUE(contains(
+        text, R"(tokenmeter_slo_requests_total{model="m",result="bad",slo="availability"} 5)"))
+        << text;
+    EXPECT_TRUE(
+        contains(text, R"(tokenmeter_slo_objective_ratio{model="m",slo="availability"} 0.999)"))
+        << text;
+    EXPECT_FALSE(contains(text, R"(tokenmeter_slo_target_seconds{model="m",slo="availability"})"))
+        << text;
+    // Failed requests are left out of the latency SLOs: only the one served request counts.
+    EXPECT_TRUE(
+        contains(text, R"(tokenmeter_slo_requests_total{model="m",result="good",slo="ttft"} 1)"))
+        << text;
+    EXPECT_FALSE(contains(text, R"(result="bad",slo="ttft")")) << text;
+}
+
+TEST(Availability, OnlyEntriesWithAnObjectiveCountIt) {
+    slo_options slo;
+    slo.models["latency-only"].ttft = 500ms;
+    slo.models["availability-only"].availability = 0.995;
+    registry r(registry_options{}, slo);
+    r.record(ended(r, "latency-only", 502, meter::end_reason::upstream_failed));
+    r.record(ended(r, "availability-only", 502, meter::end_reason::upstream_failed));
+    const std::string text = r.expose();
+    EXPECT_FALSE(contains(text, R"(model="latency-only",result="bad",slo="availability")")) << text;
+    EXPECT_TRUE(contains(
+        text,
+        R"(tokenmeter_slo_requests_total{model="availability-only",result="bad",slo="availability"} 1)"))
+        << text;
+    EXPECT_TRUE(contains(
+        text,
+        R"(tokenmeter_slo_objective_ratio{model="availability-only",slo="availability"} 0.995)"))
+        << text;
+}
+
 TEST(PromptClass, BoundsAreInclusiveAndUnknownWithoutACount) {
     registry r(registry_options{}, {});
     EXPECT_EQ(r.prompt_class(0), "0-512");

@@ -169,7 +169,7 @@ TEST(StatusBoard, TokensPerSecondBySource) {
 
 TEST(StatusBoard, SloGoodRatioAndBurnRate) {
     slo_options slo;
-    slo.models["m"] = slo_target{100ms, 20ms, 0.9};
+    slo.models["m"] = slo_target{100ms, 20ms, 0.9, std::nullopt};
     board_fixture f(fine_options(), slo);
     // 8 good TTFTs, 2 bad; every TPOT good.
     for (int i = 0; i < 10; ++i) {
@@ -196,6 +196,31 @@ TEST(StatusBoard, SloGoodRatioAndBurnRate) {
     // A model without an SLO has an empty object.
     f.board.record(f.request("n", 0.1), "");
     EXPECT_TRUE(model_named(f.board.snapshot(), "n")["slo"].empty());
+}
+
+TEST(StatusBoard, AvailabilityGoodRatioAndBurnRate) {
+    slo_options slo;
+    slo.models["m"].availability = 0.99;
+    board_fixture f(fine_options(), slo);
+    for (int i = 0; i < 9; ++i) {
+        f.board.record(f.request("m", 0.05), "");
+    }
+    meter::request_summary down = f.request("m", 0.05);
+    down.time_to_first_token.reset();
+    down.result = meter::outcome::upstream_error;
+    down.status = 502;
+    f.board.record(down, "");
+    meter::request_summary cancelled = f.request("m", 0.05);
+    cancelled.result = meter::outcome::client_cancel;
+    f.board.record(cancelled, "");  // left out
+    const json s = model_named(f.board.snapshot(), "m")["slo"];
+    EXPECT_DOUBLE_EQ(s["availability_objective"].get<double>(), 0.99);
+    EXPECT_EQ(s["availability"]["5m"]["good"], 9);
+    EXPECT_EQ(s["availability"]["5m"]["bad"], 1);
+    EXPECT_NEAR(s["availability"]["1h"]["burn_rate"].get<double>(), 10.0, 1e-9);  // 10 % / 1 %
+    // No latency target: no latency fields.
+    EXPECT_FALSE(s.contains("objective")) << s.dump();
+    EXPECT_FALSE(s.contains("ttft")) << s.dump();
 }
 
 TEST(StatusBoard, TopTenantsByTokensAndBy429s) {

@@ -143,6 +143,7 @@ TEST(Sums, EveryFamilySumsToAKnownTotal) {
                          0.001);
     r.upstream_error("connect_refused");
     r.upstream_error("timeout");
+    r.metering_failure("body");
     r.stream_opened();
     r.stream_opened();
     r.stream_closed();
@@ -237,7 +238,8 @@ TEST(Sums, EveryFamilySumsToAKnownTotal) {
         {"tokenmeter_upstream_errors_total", 2},           // failures
         {"tokenmeter_streams_active", 1},                  // open streams
         {"tokenmeter_build_info", 1},                      // processes
-        {"tokenmeter_slo_requests_total", 2 + 2},          // verdicts: a and c, TTFT and TPOT
+        {"tokenmeter_slo_requests_total", 2 + 2 + 2},      // verdicts: a and c, TTFT, TPOT, availability
+        {"tokenmeter_metering_failures_total", 1},         // failures inside metering
         {"tokenmeter_tenant_tokens_total", tenant_billed}, // billed tokens of tenants
         {"tokenmeter_tenant_requests_total", 2},
         {"tokenmeter_tenant_reasoning_tokens_total", 30},
@@ -323,6 +325,7 @@ TEST(Sums, EveryServedFamilyAndLabelIsDocumented) {
     s.parse_errors_by_reason[0] = 1;
     r.record(s);
     r.upstream_error("timeout");
+    r.metering_failure("body");
     billing.record(tenant_request("t", 1));
     billing.rate_limited("t");
     billing.set_spool(0, 0);

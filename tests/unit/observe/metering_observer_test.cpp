@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "fake_sink.hpp"
 #include "metrics/billing.hpp"
 #include "metrics/registry.hpp"
 #include "metrics/status_board.hpp"
@@ -24,32 +25,6 @@ namespace tokenmeter::observe {
 namespace {
 
 using namespace std::chrono_literals;
-
-// Lines are kept; nothing is durable until make_durable() says so.
-class fake_sink final : public record_sink {
-  public:
-    std::uint64_t append(std::string line, bool is_close) override {
-        lines.push_back(std::move(line));
-        closes += is_close ? 1 : 0;
-        return lines.size();
-    }
-    [[nodiscard]] bool is_durable(std::uint64_t seq) const override { return seq <= durable; }
-    void when_durable(std::uint64_t seq, std::function<void()> done) override {
-        waiting.emplace(seq, std::move(done));
-    }
-    void make_durable() {
-        durable = lines.size();
-        auto ready = std::move(waiting);
-        waiting.clear();
-        for (auto& [seq, done] : ready) {
-            done();
-        }
-    }
-    std::vector<std::string> lines;
-    std::uint64_t closes = 0;
-    std::uint64_t durable = 0;
-    std::multimap<std::uint64_t, std::function<void()>> waiting;
-};
 
 std::string sse_chunk(const std::string& text) {
     return "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"" + text + "\"}}]}\n\n";

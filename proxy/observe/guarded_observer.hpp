@@ -1,0 +1,70 @@
+// observe/guarded_observer: the observer sessions are handed. It wraps the metering observer and
+// catches whatever a call into it throws, so that a failure inside metering never reaches the
+// relay: the failure is counted by phase (tokenmeter_metering_failures_total), logged once per
+// phase, the request's usage record is marked degraded, and the session gets the answer that
+// lets the bytes go on (admitted, nothing to wait for).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string_view>
+
+#include "observe/observer.hpp"
+
+namespace tokenmeter::observe {
+
+// Where in a request metering failed: the observer call that threw.
+enum class metering_phase : std::uint8_t {
+    begin,           // observer::begin (the request is then not metered at all)
+    admission,       // exchange_observer::await_admission
+    request_sent,    // exchange_observer::request_sent (the request then bills as unserved)
+    answered_locally,  // exchange_observer::answered_locally
+    response_head,   // exchange_observer::response_head
+    body,            // exchange_observer::body (later bodies of the request are not shown to it)
+    seal,            // exchange_observer::seal
+    end,             // exchange_observer::end
+    durable_wait,    // record_sink::is_durable / when_durable (the response is not held then)
+    unforwarded,     // observer::unforwarded
+    upstream_error,  // observer::upstream_error
+};
+inline constexpr std::size_t metering_phase_count = 11;
+[[nodiscard]] std::string_view to_string(metering_phase phase) noexcept;
+
+class guarded_observer final : public observer {
+  public:
+    // count: called for every failure (metrics::registry::metering_failure in the proxy); it
+    // may throw too, which is swallowed.
+    guarded_observer(observer& inner, std::function<void(metering_phase)> count);
+
+    std::unique_ptr<exchange_observer> begin(request_facts facts) override;
+    void unforwarded(protocol::api_kind api, std::string_view model, outcome result, int status,
+                     double seconds) override;
+    void upstream_error(std::string_view reason) override;
+
+    // Runs `call`; true when it returned, false when it threw (the failure reported).
+    template <typename Call>
+    bool run(metering_phase phase, Call&& call) noexcept {
+        try {
+            call();
+            return true;
+        } catch (const std::exception& e) {
+            failed(phase, e.what());
+        } catch (...) {
+            failed(phase, "unknown exception");
+        }
+        return false;
+    }
+
+  private:
+    void failed(metering_phase phase, const char* what) noexcept;
+
+    observer& inner_;
+    std::function<void(metering_phase)> count_;
+    std::array<std::atomic<bool>, metering_phase_count> logged_{};
+};
+
+}  // namespace tokenmeter::observe
