@@ -92,6 +92,13 @@ billed_counts billed(const request_summary& s, const billing_policy& policy) {
         b.cache_write_1h = {};
         return b;
     }
+    if (s.response_unread && b.output.source != token_source::reported) {
+        // Most of the body was never read: what was counted of it is no count at all.
+        b.output = {};
+        if (b.reasoning.source != token_source::reported) {
+            b.reasoning = {};
+        }
+    }
     const bool failed =
         s.result == outcome::upstream_error || s.result == outcome::upstream_truncated;
     if (failed && b.input.source != token_source::reported) {

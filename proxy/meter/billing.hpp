@@ -52,6 +52,8 @@ struct billed_counts {
 //   output from the server's report, else the model's own tokenizer, else the reference one
 //   (output: else one per streamed chunk); reasoning likewise, from the report or a re-count of
 //   the reasoning text; cache reads and writes from the report only;
+// - a response too large to read whole (response_unread): its output only as reported (the
+//   usage at the end of the body), else unknown;
 // - served and failed (outcome upstream_error): what the server reported, else what it
 //   streamed; with nothing reported the prompt bills only under bill_failed_input, or when the
 //   server streamed output for it.

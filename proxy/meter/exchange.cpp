@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <optional>
 
 #include "protocol/dialects.hpp"
 
@@ -73,15 +74,18 @@ void exchange::on_body(std::string_view bytes, core::time_point at) {
     } else if (auto* lines = std::get_if<ndjson::parser>(&body_)) {
         lines->feed(
             bytes, [this, at](std::string_view line) { adapter_->on_event({}, line, at, meter_); });
-    } else if (auto* json = std::get_if<std::string>(&body_); json != nullptr && !json_overflow_) {
-        if (json->size() + bytes.size() > limits_.max_buffered_response_bytes) {
+    } else if (auto* json = std::get_if<std::string>(&body_); json != nullptr) {
+        if (!json_overflow_ && json->size() + bytes.size() > limits_.max_buffered_response_bytes) {
+            // Too large to read whole: only its tail is kept from here, where a JSON body's
+            // usage report sits (read at the end).
             json_overflow_ = true;
-            json->clear();
-            json->shrink_to_fit();
             meter_.on_parse_error(protocol::parse_error::oversized_event);
-            return;
         }
         json->append(bytes);
+        if (json_overflow_ && json->size() > 2 * response_tail_bytes) {
+            json->erase(0, json->size() - response_tail_bytes);
+            json->shrink_to_fit();
+        }
     }
 }
 
@@ -116,11 +120,15 @@ request_summary exchange::finish(end_reason reason, core::time_point at) {
             meter_.on_parse_error(protocol::parse_error::oversized_event);
         }
     } else if (const auto* json = std::get_if<std::string>(&body_);
-               json != nullptr && !json_overflow_ && !json->empty() &&
-               reason == end_reason::upstream_complete) {
-        adapter_->on_body(*json, last_read_, meter_);
+               json != nullptr && !json->empty() && reason == end_reason::upstream_complete) {
+        if (json_overflow_) {
+            read_usage_in_tail(*json);
+        } else {
+            adapter_->on_body(*json, last_read_, meter_);
+        }
     }
     request_summary summary = meter_.finish(reason, at);
+    summary.response_unread = json_overflow_;
     // A prompt the model server never got is not counted: it bills nothing (meter/billing).
     const bool count_input =
         prompt_parsed_ && summary.upstream_received &&
@@ -139,6 +147,73 @@ request_summary exchange::finish(end_reason reason, core::time_point at) {
         }
     }
     return summary;
+}
+
+namespace {
+
+// Passes on only the usage of what the adapter reads: text, markers and parse errors of a
+// document made up from a body's tail say nothing about the response.
+class usage_only_sink final : public protocol::chunk_sink {
+  public:
+    explicit usage_only_sink(protocol::chunk_sink& meter) : meter_(meter) {}
+    void on_chunk(const protocol::response_chunk& chunk, core::time_point at) override {
+        if (chunk.usage) {
+            protocol::response_chunk usage;
+            usage.usage = chunk.usage;
+            meter_.on_chunk(usage, at);
+            found = true;
+        }
+    }
+    void on_done_marker(core::time_point /*at*/) override {}
+    void on_parse_error(protocol::parse_error /*reason*/) override {}
+    bool found = false;
+
+  private:
+    protocol::chunk_sink& meter_;
+};
+
+// Where `key` last appears as a member name in `text` (the name, its quotes, then a colon).
+std::optional<std::size_t> last_member(std::string_view text, std::string_view key) {
+    for (std::size_t at = text.rfind(key); at != std::string_view::npos && at > 0;
+         at = text.rfind(key, at - 1)) {
+        std::size_t next = at + key.size();
+        while (next < text.size() && (text[next] == ' ' || text[next] == '\t' ||
+                                      text[next] == '\n' || text[next] == '\r')) {
+            ++next;
+        }
+        if (next < text.size() && text[next] == ':') {
+            return at;
+        }
+        if (at == 0) {
+            break;
+        }
+    }
+    return std::nullopt;
+}
+
+}  // namespace
+
+void exchange::read_usage_in_tail(std::string_view tail) {
+    // Every dialect with a JSON body puts its usage report last among the root's members:
+    // "usage" (OpenAI, Responses, Anthropic) or "usageMetadata" (Gemini). From there to the end
+    // the tail is the rest of the root object, so an opening brace before it makes a document
+    // the adapter reads as it would the whole body (the Responses reader also wants the root's
+    // "object"). Other dialects' counts are spread through the body: not found, unknown.
+    std::optional<std::size_t> from;
+    for (std::string_view key : {std::string_view("\"usage\""), std::string_view("\"usageMetadata\"")}) {
+        if (auto at = last_member(tail, key); at && (!from || *at < *from)) {
+            from = at;
+        }
+    }
+    if (!from) {
+        return;
+    }
+    std::string document = meter_.current().api == protocol::api_kind::openai_responses
+                               ? R"({"object":"response",)"
+                               : "{";
+    document.append(tail.substr(*from));
+    usage_only_sink usage(meter_);
+    adapter_->on_body(document, last_read_, usage);
 }
 
 std::size_t exchange::buffered_bytes() const noexcept {

@@ -18,6 +18,9 @@
 
 namespace tokenmeter::meter {
 
+// The tail of a JSON body too large to read whole that is kept for its usage report.
+inline constexpr std::size_t response_tail_bytes = 64 * 1024;
+
 struct exchange_limits {
     std::size_t max_sse_event_bytes = std::size_t{4} * 1024 * 1024;
     std::size_t max_buffered_response_bytes = std::size_t{16} * 1024 * 1024;
@@ -47,11 +50,15 @@ class exchange {
     [[nodiscard]] const request_summary& current() const noexcept { return meter_.current(); }
 
   private:
+    // The usage report at the end of a JSON body larger than max_buffered_response_bytes, from
+    // the tail kept of it.
+    void read_usage_in_tail(std::string_view tail);
+
     std::unique_ptr<protocol::adapter> adapter_;  // null for api_kind::none: nothing decoded
     stream_meter meter_;
     // The body's reader, made when the response head says which: an SSE or NDJSON parser, or
-    // the whole JSON body so far (monostate: the body is not decoded). One of them, not all
-    // three in every open request.
+    // the whole JSON body so far, or its last response_tail_bytes once it is too large
+    // (monostate: the body is not decoded). One of them, not all three in every open request.
     std::variant<std::monostate, sse::parser, ndjson::parser, std::string> body_;
     exchange_limits limits_;
     bool expect_stream_ = false;

@@ -104,6 +104,9 @@ json record_json(const usage_record& r) {
     j["status"] = r.status;
     j["served"] = r.served;
     j["reason"] = r.reason.empty() ? json(nullptr) : json(r.reason);
+    if (r.response_unread) {
+        j["response_unread"] = true;
+    }
     if (!r.currency.empty()) {
         // A double prints as the shortest decimal that reads back as itself: the exact amount,
         // for amounts of up to 15 significant digits.
@@ -270,12 +273,12 @@ std::optional<spool_entry> decode_line(std::string_view line) {
         r.served = served != j.end() && served->is_boolean() ? served->get<bool>()
                                                              : outcome != "rejected";
         r.reason = get_string(j, "reason");
+        r.response_unread = get_bool(j, "response_unread");
         r.currency = get_string(j, "currency");
         if (auto cost = j.find("cost"); !r.currency.empty() && cost != j.end() && cost->is_number()) {
             r.cost_picos = amount_from_number(cost->get<double>());
         }
-        const auto degraded = j.find("degraded");
-        r.degraded = degraded != j.end() && degraded->is_boolean() && degraded->get<bool>();
+        r.degraded = get_bool(j, "degraded");
         return e;
     }
     return std::nullopt;
@@ -306,6 +309,7 @@ usage_record make_record(const open_info& open, const meter::request_summary& s,
     r.status = s.status;
     r.served = counts.served;
     r.reason = s.local_answer;
+    r.response_unread = s.response_unread;
     return r;
 }
 

@@ -53,6 +53,7 @@ struct usage_record {
     int status = 0;       // status code the client got (0: none)
     bool served = true;   // the model server received the whole request (false: billed nothing)
     std::string reason;   // why the proxy answered itself (its JSON error code), "" otherwise
+    bool response_unread = false;  // the body was too large to read whole (meter/exchange)
     // The price of the tokens (usage/price), set when the model has a price: currency non-empty,
     // cost in pico-units of it, nullopt when a count it needs is unknown.
     std::optional<std::int64_t> cost_picos;

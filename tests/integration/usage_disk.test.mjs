@@ -17,7 +17,7 @@ after(stopAll);
 
 test('failing disk: /readyz 503, errors counted, streams flow, nothing lost once it recovers', { timeout: 30_000 }, async () => {
   const { bin } = binaries();
-  const wrapper = writeTempFile('limited.sh', `#!/bin/sh\nexec prlimit --fsize=4096:unlimited -- "${bin}" "$@"\n`);
+  const wrapper = writeTempFile('limited.sh', `#!/bin/sh\nexec prlimit --fsize=256:unlimited -- "${bin}" "$@"\n`);
   chmodSync(wrapper, 0o755);
   const sim = await startSim();
   const spool = makeTempDir('tokenmeter-spool-');
@@ -30,8 +30,9 @@ test('failing disk: /readyz 503, errors counted, streams flow, nothing lost once
   } finally {
     process.env.TOKENMETER_BIN = saved;
   }
-  // A model name of 5000 bytes makes every entry larger than the 4096-byte file-size limit.
-  const model = `big-${'m'.repeat(5000)}`;
+  // A model name of 250 bytes (records cut names at 256) makes every entry larger than the
+  // 256-byte file-size limit.
+  const model = `big-${'m'.repeat(246)}`;
   for (let i = 0; i < 5; i++) {
     const res = await request({ port: proxy.port, body: chatBody(model, { includeUsage: true }),
       headers: { 'x-request-id': `disk-${i}`, 'x-sim-output-tokens': '4' }, timeoutMs: 5000 });

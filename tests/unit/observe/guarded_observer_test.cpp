@@ -95,6 +95,7 @@ struct fixture {
             released = released && admitted;
         }
         released = released && ex.admitted().admitted;
+        ex.request_sent(now += 1ms);
         pass(ex.response_head(200, "text/event-stream", true, now += 10ms));
         for (const char* word : {"one", " two", " three"}) {
             ex.body(sse_chunk(word), now += 10ms);
@@ -153,6 +154,7 @@ TEST(GuardedObserver, AFailureInEachPhaseIsCaughtCountedAndMarked) {
     };
     for (const auto& [phase, record_marked] :
          {expectation{metering_phase::admission, true},
+          expectation{metering_phase::request_sent, true},
           expectation{metering_phase::response_head, true}, expectation{metering_phase::body, true},
           // Closed by then: the end is held, so the record was sealed before end() was called.
           expectation{metering_phase::seal, false}, expectation{metering_phase::end, false}}) {
@@ -189,6 +191,19 @@ TEST(GuardedObserver, ABeginFailureForwardsTheRequestUnmetered) {
     EXPECT_TRUE(f.relay(*ex));
     EXPECT_EQ(f.failures("begin"), 1);
     EXPECT_TRUE(f.sink.lines.empty()) << "no record: metering never began";
+}
+
+TEST(GuardedObserver, ALocalAnswerFailureIsCountedAndTheAnswerGoesOut) {
+    fixture f(metering_phase::answered_locally);
+    auto ex = f.begin();
+    EXPECT_NO_THROW(ex->answered_locally("upstream_unreachable"));
+    EXPECT_NO_THROW((void)ex->response_head(502, "application/json", false, f.now));
+    EXPECT_NO_THROW(ex->end(end_reason::upstream_failed, f.now));
+    EXPECT_EQ(f.failures("answered_locally"), 1);
+    auto record = usage::decode_line(f.close_line());
+    ASSERT_TRUE(record);
+    EXPECT_TRUE(record->record.degraded);
+    EXPECT_FALSE(record->record.served) << "the upstream never had it: nothing billed";
 }
 
 TEST(GuardedObserver, ProcessWideCallsAreGuarded) {
