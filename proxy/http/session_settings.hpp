@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "protocol/routes.hpp"
+#include "usage/tenant.hpp"
 
 namespace tokenmeter::http {
 
@@ -37,6 +38,10 @@ struct session_settings {
     std::chrono::milliseconds upstream_idle{300'000};
     std::uint64_t max_request_header_bytes = 64 * 1024;
     std::uint64_t max_request_body_bytes = 32ull * 1024 * 1024;
+    // Which request fields name a metered request's tenant: the edge refuses a request whose
+    // billed credential is not exactly the one the upstream receives (headers.hpp).
+    usage::tenant_source tenant_from = usage::tenant_source::none;
+    std::string tenant_header = "x-tenant-id";  // with tenant_source::header
 };
 
 }  // namespace tokenmeter::http
