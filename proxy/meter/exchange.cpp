@@ -64,6 +64,13 @@ void exchange::on_response_head(int status, std::string_view content_type, core:
     }
 }
 
+void exchange::on_unreadable_body() {
+    if (adapter_) {
+        body_.emplace<std::monostate>();
+        meter_.on_parse_error(protocol::parse_error::unexpected_shape);
+    }
+}
+
 void exchange::on_body(std::string_view bytes, core::time_point at) {
     last_read_ = at;
     if (auto* events = std::get_if<sse::parser>(&body_)) {

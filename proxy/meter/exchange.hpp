@@ -33,6 +33,9 @@ class exchange {
              exchange_limits limits);
 
     void on_response_head(int status, std::string_view content_type, core::time_point at);
+    // The body that follows is in a form no adapter reads (a content coding): it is not parsed,
+    // and counted as a parse error, so the response does not pass for an empty one.
+    void on_unreadable_body();
     // A span of response body bytes exactly as forwarded to the client, stamped with its read.
     void on_body(std::string_view bytes, core::time_point at);
     request_summary finish(end_reason reason, core::time_point at);

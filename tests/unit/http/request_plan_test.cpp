@@ -226,10 +226,27 @@ TEST(RequestPlan, UpstreamHeadIsTheEndToEndFieldsInOrderThenTheProxysOwn) {
                                   "x-empty: \r\n"
                                   "X-Forwarded-For: 203.0.113.7, 10.0.0.1\r\n"
                                   "Host: model:8000\r\n"
+                                  "Accept-Encoding: identity\r\n"
                                   "Content-Length: " +
                                       std::to_string(plan.upstream.body.size()) +
                                       "\r\n\r\n");
     EXPECT_EQ(plan.upstream.body, R"({"model":"m","prompt":"x"})");
+}
+
+TEST(RequestPlan, MeteredRequestsAskForIdentityWhateverTheClientAccepts) {
+    auto request = post("/v1/chat/completions", R"({"model":"m","messages":[]})");
+    request.insert(bhttp::field::accept_encoding, "gzip, br");
+    request.insert(bhttp::field::accept_encoding, "zstd");
+    auto plan = plan_request(request, "/v1/chat/completions", field_count(request), settings_for());
+    const auto up = sent(plan);
+    EXPECT_EQ(up.count(bhttp::field::accept_encoding), 1U);
+    EXPECT_EQ(up[bhttp::field::accept_encoding], "identity");
+
+    bhttp::request<bhttp::string_body> get{bhttp::verb::get, "/v1/models", 11};
+    get.set(bhttp::field::host, "proxy.local");
+    get.set(bhttp::field::accept_encoding, "gzip");
+    auto passed = plan_request(get, "/v1/models", field_count(get), settings_for());
+    EXPECT_EQ(sent(passed)[bhttp::field::accept_encoding], "gzip") << "not metered: as it came";
 }
 
 TEST(RequestPlan, ContentLengthOnlyWhereBeastWouldSetIt) {
