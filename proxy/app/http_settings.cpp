@@ -37,6 +37,9 @@ http::session_settings session_settings_from(const config::settings& settings) {
     const usage::tenant_options tenants = tenant_options(settings);
     out.tenant_from = tenants.source;
     out.tenant_header = tenants.header;
+    out.unparsable_body = settings.limits.unparsable_body == config::unparsable_body_mode::forward
+                              ? http::unparsable_body_policy::forward
+                              : http::unparsable_body_policy::refuse;
     return out;
 }
 

@@ -261,6 +261,13 @@ void client_connection<Stream>::handle_request() {
     request_.model = plan.info.model;
     request_.keep_alive = plan.keep_alive;
     request_.version = plan.version;
+    if (plan.unparsable_body) {
+        respond_local(local_failure::unparsable_body,
+                      "the request body is not a JSON object the proxy can read (as Python's "
+                      "json reads it), so it cannot be metered; refused by "
+                      "limits.unparsable_body");
+        return;
+    }
 
     observe::request_facts facts;
     facts.api = plan.api;

@@ -26,6 +26,12 @@ enum class forwarded_for_policy : std::uint8_t {
     drop,    // removed: the upstream sees no client-supplied address
 };
 
+// What a metered request whose JSON body the proxy cannot read gets.
+enum class unparsable_body_policy : std::uint8_t {
+    refuse,   // 400 before it is forwarded: nothing is served that the meter did not read
+    forward,  // forwarded as it is, metered without its body (no model, no prompt)
+};
+
 struct session_settings {
     upstream_address upstream;
     bool preserve_host = false;  // false: Host sent upstream is the upstream's host:port
@@ -42,6 +48,7 @@ struct session_settings {
     // billed credential is not exactly the one the upstream receives (headers.hpp).
     usage::tenant_source tenant_from = usage::tenant_source::none;
     std::string tenant_header = "x-tenant-id";  // with tenant_source::header
+    unparsable_body_policy unparsable_body = unparsable_body_policy::refuse;
 };
 
 }  // namespace tokenmeter::http
