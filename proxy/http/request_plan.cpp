@@ -60,8 +60,7 @@ request_plan plan_request(bhttp::request<bhttp::string_body>& request,
     const bool metered = plan.api != protocol::api_kind::none;
     if (metered) {
         plan.info = protocol::parse_request(plan.api, request.target(), request.body());
-        if (!plan.info.body_parsed &&
-            settings.unparsable_body == unparsable_body_policy::refuse) {
+        if (!plan.info.body_parsed && settings.unparsable_body == unparsable_body_policy::refuse) {
             plan.unparsable_body = true;
             return plan;
         }

@@ -47,8 +47,8 @@ int dot_count(std::string_view segment) noexcept {
 
 // RFC 3986 §2.3: ALPHA / DIGIT / "-" / "." / "_" / "~".
 bool is_unreserved(unsigned char c) noexcept {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '-' || c == '.' || c == '_' || c == '~';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '.' || c == '_' || c == '~';
 }
 
 // The byte a valid escape at path[i] ('%' and two hex digits) stands for, or -1.

@@ -8,9 +8,11 @@
 namespace tokenmeter::protocol {
 namespace {
 
-constexpr bool is_digit(char c) noexcept { return c >= '0' && c <= '9'; }
+constexpr bool is_digit(char c) noexcept {
+    return c >= '0' && c <= '9';
+}
 
-// The four hex digits after "\u" at `p`, or -1.
+// The four hex digits after "\u" at `at`, or -1.
 int hex4(std::string_view text, std::size_t at) noexcept {
     if (at + 4 > text.size()) {
         return -1;
@@ -26,8 +28,12 @@ int hex4(std::string_view text, std::size_t at) noexcept {
     return value;
 }
 
-bool is_high_surrogate(int unit) noexcept { return unit >= 0xD800 && unit <= 0xDBFF; }
-bool is_low_surrogate(int unit) noexcept { return unit >= 0xDC00 && unit <= 0xDFFF; }
+bool is_high_surrogate(int unit) noexcept {
+    return unit >= 0xD800 && unit <= 0xDBFF;
+}
+bool is_low_surrogate(int unit) noexcept {
+    return unit >= 0xDC00 && unit <= 0xDFFF;
+}
 
 // Length of the JSON number at `at` (RFC 8259 grammar, as Python's NUMBER_RE), or 0.
 std::size_t number_length(std::string_view text, std::size_t at) noexcept {

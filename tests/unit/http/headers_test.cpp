@@ -104,7 +104,8 @@ TEST(Credentials, NothingIsCheckedWithoutATenantSource) {
 
 TEST(Credentials, ApiKeyTenantsGetExactlyTheCredentialTheUpstreamReceives) {
     auto code = [](std::initializer_list<std::pair<const char*, const char*>> fields) {
-        auto problem = credential_problem(head_with(fields), usage::tenant_source::api_key, "x-tenant-id");
+        auto problem =
+            credential_problem(head_with(fields), usage::tenant_source::api_key, "x-tenant-id");
         return problem ? std::string(problem->code) : std::string("ok");
     };
     EXPECT_EQ(code({{"Authorization", "Bearer sk-1"}}), "ok");
@@ -132,7 +133,8 @@ TEST(Credentials, ApiKeyTenantsGetExactlyTheCredentialTheUpstreamReceives) {
 
 TEST(Credentials, HeaderTenantsCheckTheTenantHeaderOnly) {
     auto code = [](std::initializer_list<std::pair<const char*, const char*>> fields) {
-        auto problem = credential_problem(head_with(fields), usage::tenant_source::header, "x-team");
+        auto problem =
+            credential_problem(head_with(fields), usage::tenant_source::header, "x-team");
         return problem ? std::string(problem->code) : std::string("ok");
     };
     EXPECT_EQ(code({{"x-team", "a"}}), "ok");

@@ -260,14 +260,13 @@ TEST(RequestPlan, AnUnreadableBodyOnAMeteredRouteIsRefusedUnlessForwardingIsConf
         auto again = post("/v1/chat/completions", body);
         auto settings = settings_for();
         settings.unparsable_body = unparsable_body_policy::forward;
-        auto forwarded =
-            plan_request(again, "/v1/chat/completions", field_count(again), settings);
+        auto forwarded = plan_request(again, "/v1/chat/completions", field_count(again), settings);
         EXPECT_FALSE(forwarded.unparsable_body) << body;
         EXPECT_EQ(forwarded.upstream.body, body);
     }
     auto upload = post("/v1/files", "not json");
-    EXPECT_FALSE(plan_request(upload, "/v1/files", field_count(upload), settings_for())
-                     .unparsable_body)
+    EXPECT_FALSE(
+        plan_request(upload, "/v1/files", field_count(upload), settings_for()).unparsable_body)
         << "not metered";
 }
 
@@ -282,7 +281,7 @@ TEST(RequestPlan, BodiesPythonsJsonReadsAreReadAsItReadsThem) {
     EXPECT_FALSE(plan.unparsable_body);
     EXPECT_EQ(plan.info.model, "llama");
     EXPECT_TRUE(plan.info.stream);
-    EXPECT_EQ(plan.info.prompt_text, "a\xEF\xBF\xBD" "b");
+    EXPECT_EQ(plan.info.prompt_text, std::string("a\xEF\xBF\xBD") + "b");
     ASSERT_TRUE(plan.usage_injected);
     EXPECT_EQ(plan.upstream.body,
               "{\"stream_options\":{\"include_usage\":true}," + original.substr(1))

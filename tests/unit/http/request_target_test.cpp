@@ -74,8 +74,8 @@ TEST(RequestTarget, PercentEncodedUnreservedCharactersAreDecodedInThePath) {
 }
 
 TEST(RequestTarget, NormalizingTwiceChangesNothing) {
-    for (const char* target : {"/v1/chat/%63ompletions", "/a%2541", "/a/%2e%2e/b%2F%41",
-                               "/x%2F..%2Fy", "/%C3%A9/%7e"}) {
+    for (const char* target :
+         {"/v1/chat/%63ompletions", "/a%2541", "/a/%2e%2e/b%2F%41", "/x%2F..%2Fy", "/%C3%A9/%7e"}) {
         const std::string once = forwarded(target);
         EXPECT_EQ(forwarded(once), once) << target;
     }

@@ -38,8 +38,8 @@ TEST(PythonJson, StringsAndStrictBodiesAreLeftAlone) {
 TEST(PythonJson, TheDialectsReadTheModelPythonReads) {
     const std::string body =
         R"({"model":"m\ud800","temperature":NaN,"max_tokens":1e400,"messages":[{"role":"user","content":"hi"}],"stream":true})";
-    for (const api_kind api : {api_kind::openai_chat_completions, api_kind::anthropic_messages,
-                               api_kind::ollama_chat}) {
+    for (const api_kind api :
+         {api_kind::openai_chat_completions, api_kind::anthropic_messages, api_kind::ollama_chat}) {
         const request_info info = parse_request(api, "/x", body);
         EXPECT_TRUE(info.body_parsed) << to_string(api);
         EXPECT_EQ(info.model, "m\xEF\xBF\xBD") << to_string(api);
