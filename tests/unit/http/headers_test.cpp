@@ -102,11 +102,16 @@ TEST(Credentials, NothingIsCheckedWithoutATenantSource) {
         usage::tenant_source::none, "x-tenant-id"));
 }
 
+// The code of the head's credential problem, or "ok".
+std::string credential_code(usage::tenant_source source, std::string_view tenant_header,
+                            std::initializer_list<std::pair<const char*, const char*>> fields) {
+    auto problem = credential_problem(head_with(fields), source, tenant_header);
+    return problem ? std::string(problem->code) : std::string("ok");
+}
+
 TEST(Credentials, ApiKeyTenantsGetExactlyTheCredentialTheUpstreamReceives) {
     auto code = [](std::initializer_list<std::pair<const char*, const char*>> fields) {
-        auto problem =
-            credential_problem(head_with(fields), usage::tenant_source::api_key, "x-tenant-id");
-        return problem ? std::string(problem->code) : std::string("ok");
+        return credential_code(usage::tenant_source::api_key, "x-tenant-id", fields);
     };
     EXPECT_EQ(code({{"Authorization", "Bearer sk-1"}}), "ok");
     EXPECT_EQ(code({{"x-api-key", "sk-1"}}), "ok");
@@ -133,9 +138,7 @@ TEST(Credentials, ApiKeyTenantsGetExactlyTheCredentialTheUpstreamReceives) {
 
 TEST(Credentials, HeaderTenantsCheckTheTenantHeaderOnly) {
     auto code = [](std::initializer_list<std::pair<const char*, const char*>> fields) {
-        auto problem =
-            credential_problem(head_with(fields), usage::tenant_source::header, "x-team");
-        return problem ? std::string(problem->code) : std::string("ok");
+        return credential_code(usage::tenant_source::header, "x-team", fields);
     };
     EXPECT_EQ(code({{"x-team", "a"}}), "ok");
     EXPECT_EQ(code({{"x-team", "a"}, {"X-Team", "b"}}), "duplicate_credentials");
