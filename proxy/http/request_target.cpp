@@ -61,14 +61,15 @@ int escaped_byte(std::string_view path, std::size_t i) noexcept {
     return high < 0 || low < 0 ? -1 : high * 16 + low;
 }
 
-// `path` with its percent-encoded unreserved characters decoded (RFC 3986 §6.2.2.2); every other
-// byte, other escapes included, as it came.
-std::string decode_unreserved(std::string_view path) {
+// `path` with its valid escapes decoded: every one, or only those of unreserved characters (RFC
+// 3986 §6.2.2.2); every other byte as it came.
+std::string decode_escapes(std::string_view path, bool only_unreserved) {
     std::string out;
     out.reserve(path.size());
     for (std::size_t i = 0; i < path.size(); ++i) {
         const int decoded = escaped_byte(path, i);
-        if (decoded >= 0 && is_unreserved(static_cast<unsigned char>(decoded))) {
+        if (decoded >= 0 &&
+            (!only_unreserved || is_unreserved(static_cast<unsigned char>(decoded)))) {
             out.push_back(static_cast<char>(decoded));
             i += 2;
         } else {
@@ -171,7 +172,7 @@ std::variant<std::string, target_refusal> normalize_target(std::string_view targ
         question == std::string_view::npos ? std::string_view{} : origin.substr(question);
     std::string decoded;
     if (path.find('%') != std::string_view::npos) {
-        decoded = decode_unreserved(path);
+        decoded = decode_escapes(path, true);
         path = decoded;
     }
     std::string out;
@@ -188,18 +189,7 @@ std::variant<std::string, target_refusal> normalize_target(std::string_view targ
 }
 
 std::string percent_decode_path(std::string_view path) {
-    std::string out;
-    out.reserve(path.size());
-    for (std::size_t i = 0; i < path.size(); ++i) {
-        const int decoded = escaped_byte(path, i);
-        if (decoded >= 0) {
-            out.push_back(static_cast<char>(decoded));
-            i += 2;
-        } else {
-            out.push_back(path[i]);
-        }
-    }
-    return out;
+    return decode_escapes(path, false);
 }
 
 std::optional<target_refusal> refuse_escaped_api_path(std::string_view target,
