@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "app/config_checks.hpp"
+#include "app/module_options.hpp"
 #include "app/start_up.hpp"
 #include "http/tls_client.hpp"
 
@@ -33,6 +34,12 @@ http::session_settings session_settings_from(const config::settings& settings) {
     out.upstream_idle = settings.timeouts.upstream_idle;
     out.max_request_header_bytes = settings.limits.max_request_header_bytes;
     out.max_request_body_bytes = settings.limits.max_request_body_bytes;
+    const usage::tenant_options tenants = tenant_options(settings);
+    out.tenant_from = tenants.source;
+    out.tenant_header = tenants.header;
+    out.unparsable_body = settings.limits.unparsable_body == config::unparsable_body_mode::forward
+                              ? http::unparsable_body_policy::forward
+                              : http::unparsable_body_policy::refuse;
     return out;
 }
 

@@ -38,6 +38,8 @@ struct limits_settings {
     std::uint64_t max_buffered_response_bytes = 16ull * 1024 * 1024;
     std::uint32_t max_json_depth = 256;        // deeper request/response JSON is not parsed
     std::uint32_t max_client_connections = 0;  // 0: no limit beyond open-file descriptors
+    // a metered request whose JSON body cannot be read: 400, or forwarded unmetered by its body
+    unparsable_body_mode unparsable_body = unparsable_body_mode::refuse;
     bool operator==(const limits_settings&) const = default;
 };
 

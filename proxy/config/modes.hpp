@@ -27,6 +27,8 @@ enum class tls_client_auth { none, optional, require };
 enum class tls_min_version { v1_2, v1_3 };
 // The client's X-Forwarded-For on the way upstream.
 enum class forwarded_for_mode { keep, append, drop };
+// A metered request whose JSON body the proxy cannot read: refused (400) or forwarded.
+enum class unparsable_body_mode { refuse, forward };
 
 template <typename Mode>
 struct spelling {
@@ -106,6 +108,12 @@ struct mode_words<forwarded_for_mode> {
         {{forwarded_for_mode::keep, "keep"},
          {forwarded_for_mode::append, "append"},
          {forwarded_for_mode::drop, "drop"}}};
+};
+
+template <>
+struct mode_words<unparsable_body_mode> {
+    static constexpr std::array<spelling<unparsable_body_mode>, 2> all{
+        {{unparsable_body_mode::refuse, "refuse"}, {unparsable_body_mode::forward, "forward"}}};
 };
 
 template <typename T>

@@ -180,6 +180,8 @@ const table<L>& limits_table() {
               "deepest JSON nesting the proxy looks into"),
         value<L, std::uint32_t>("max_client_connections", &L::max_client_connections, read_count,
                                 nullptr, "open client connections at most; 0: no fixed limit"),
+        choice("unparsable_body", &L::unparsable_body,
+               "a metered request whose JSON body cannot be read: refuse (400) or forward"),
     };
     return t;
 }

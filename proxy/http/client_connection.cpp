@@ -158,6 +158,9 @@ void client_connection<Stream>::on_read_header(error_code ec) {
                       "'*' is a target only for OPTIONS, and only without an upstream base path");
         return;
     }
+    if (head.method() == bhttp::verb::post && metered_head_problem(head)) {
+        return;
+    }
     // Beast leaves 100-continue to the application; the body is needed before forwarding.
     // An HTTP/1.0 client's expectation is ignored (RFC 9110 §10.1.1): it cannot take a 1xx.
     auto expect = head[bhttp::field::expect];
@@ -175,6 +178,27 @@ void client_connection<Stream>::on_read_header(error_code ec) {
         return;
     }
     do_read_body();
+}
+
+// Refusals that only a POST to a metered API gets, decided from its head: the meter must read
+// the target and the credential the upstream receives. Answers and returns true when refused.
+template <class Stream>
+bool client_connection<Stream>::metered_head_problem(const bhttp::request_header<>& head) {
+    const auto& settings = context_.settings;
+    if (auto refusal = refuse_escaped_api_path(request_.forward_target, settings.routes)) {
+        respond_local({bhttp::status::bad_request, refusal->code, true, observe::outcome::rejected},
+                      refusal->message);
+        return true;
+    }
+    if (settings.routes.choose(request_.forward_target).api == protocol::api_kind::none) {
+        return false;
+    }
+    if (auto problem = credential_problem(head, settings.tenant_from, settings.tenant_header)) {
+        respond_local({problem->status, problem->code, true, observe::outcome::rejected},
+                      problem->message);
+        return true;
+    }
+    return false;
 }
 
 template <class Stream>
@@ -237,6 +261,13 @@ void client_connection<Stream>::handle_request() {
     request_.model = plan.info.model;
     request_.keep_alive = plan.keep_alive;
     request_.version = plan.version;
+    if (plan.unparsable_body) {
+        respond_local(local_failure::unparsable_body,
+                      "the request body is not a JSON object the proxy can read (as Python's "
+                      "json reads it), so it cannot be metered; refused by "
+                      "limits.unparsable_body");
+        return;
+    }
 
     observe::request_facts facts;
     facts.api = plan.api;

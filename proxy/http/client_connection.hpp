@@ -85,6 +85,7 @@ class client_connection : public idle_closable,
     void on_handshake(error_code ec);
     void do_read_header();
     void on_read_header(error_code ec);
+    bool metered_head_problem(const bhttp::request_header<>& head);
     void do_read_body();
     void on_read_body(error_code ec);
     void handle_request();

@@ -9,6 +9,7 @@
 
 #include "core/text.hpp"
 #include "protocol/dialects.hpp"
+#include "usage/tenant.hpp"
 
 namespace tokenmeter::http {
 namespace {
@@ -200,6 +201,68 @@ std::optional<head_problem> host_or_version_problem(const bhttp::request_header<
     if (hosts == 1 && !is_authority(head[bhttp::field::host])) {
         return head_problem{bhttp::status::bad_request, "bad_host",
                             "the Host field is not a host[:port] (RFC 9112 §3.2, RFC 3986 §3.2)"};
+    }
+    return std::nullopt;
+}
+
+std::optional<head_problem> credential_problem(const bhttp::request_header<>& head,
+                                               usage::tenant_source tenant_from,
+                                               std::string_view tenant_header) {
+    if (tenant_from == usage::tenant_source::none) {
+        return std::nullopt;
+    }
+    auto refuse = [](std::string_view code, std::string message) {
+        return head_problem{bhttp::status::bad_request, code, std::move(message)};
+    };
+    const beast::string_view header_name(tenant_header.data(), tenant_header.size());
+    // The fields that decide the tenant.
+    std::array<beast::string_view, 2> deciding{};
+    std::size_t count = 0;
+    if (tenant_from == usage::tenant_source::header) {
+        deciding[count++] = header_name;
+    } else {
+        deciding[count++] = "authorization";
+        deciding[count++] = "x-api-key";
+    }
+    std::optional<head_problem> problem;
+    each_token(head, bhttp::field::connection, [&](std::string_view option) {
+        for (std::size_t i = 0; i < count; ++i) {
+            if (beast::iequals(beast::string_view(option.data(), option.size()), deciding[i])) {
+                problem = refuse("credential_in_connection",
+                                 "the Connection field names " + std::string(option) +
+                                     ", which decides the tenant; it would be billed but "
+                                     "not forwarded");
+                return false;
+            }
+        }
+        return true;
+    });
+    if (problem) {
+        return problem;
+    }
+    for (std::size_t i = 0; i < count; ++i) {
+        if (head.count(deciding[i]) > 1) {
+            return refuse("duplicate_credentials",
+                          "more than one " + std::string(deciding[i]) + " field");
+        }
+    }
+    if (tenant_from != usage::tenant_source::api_key) {
+        return std::nullopt;
+    }
+    const auto authorization = head[bhttp::field::authorization];
+    const auto api_key = core::trim(head["x-api-key"], core::http_whitespace);
+    if (head.find(bhttp::field::authorization) == head.end()) {
+        return std::nullopt;
+    }
+    const std::string_view value(authorization.data(), authorization.size());
+    if (!usage::parse_authorization(value).valid) {
+        return refuse("bad_authorization",
+                      "the Authorization field is not an auth-scheme followed by one or more "
+                      "spaces and a token68 or auth-params (RFC 9110 §11.4)");
+    }
+    if (!api_key.empty() && usage::bearer_token(value) != api_key) {
+        return refuse("conflicting_credentials",
+                      "Authorization and x-api-key carry different credentials");
     }
     return std::nullopt;
 }

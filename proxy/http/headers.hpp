@@ -58,6 +58,15 @@ std::optional<head_problem> framing_problem(const bhttp::request_header<>& head)
 // Also refuses a Host value that is not a URI authority (a space, a path, user info...).
 std::optional<head_problem> host_or_version_problem(const bhttp::request_header<>& head);
 
+// A metered request whose tenant could be billed for a credential other than the one the
+// upstream receives (400): a Connection field naming a field that decides the tenant (the proxy
+// would drop it on the way), that field twice, an Authorization that is not RFC 9110 credentials,
+// or an Authorization and an x-api-key that carry different keys. Nothing is checked with
+// tenant_source::none.
+std::optional<head_problem> credential_problem(const bhttp::request_header<>& head,
+                                               usage::tenant_source tenant_from,
+                                               std::string_view tenant_header);
+
 // Erases the fields after the first `header_fields` (a chunked body's trailer section, which
 // Beast appends to the header).
 void drop_trailer_fields(bhttp::fields& fields, std::size_t header_fields);

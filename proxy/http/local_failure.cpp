@@ -26,6 +26,9 @@ failure_answer answer_for(local_failure failure) noexcept {
             return {s::bad_request, "trace_with_content", true, o::rejected};
         case local_failure::bad_target:
             return {s::bad_request, "bad_target", true, o::rejected};
+        case local_failure::unparsable_body:
+            // The body was read whole: the connection can carry the next request.
+            return {s::bad_request, "unparsable_body", false, o::rejected};
         case local_failure::rate_limited:
             return {s::too_many_requests, "provisioned_throughput_exceeded", false, o::rejected};
         case local_failure::pool_exhausted:

@@ -22,6 +22,7 @@ enum class local_failure : std::uint8_t {
     request_timeout,
     trace_with_content,
     bad_target,
+    unparsable_body,
     rate_limited,
     pool_exhausted,
     upstream_timeout,

@@ -57,8 +57,13 @@ request_plan plan_request(bhttp::request<bhttp::string_body>& request,
             std::string_view(request.target().data(), request.target().size()));
     }
     plan.api = route.api;
-    if (plan.api != protocol::api_kind::none) {
+    const bool metered = plan.api != protocol::api_kind::none;
+    if (metered) {
         plan.info = protocol::parse_request(plan.api, request.target(), request.body());
+        if (!plan.info.body_parsed && settings.unparsable_body == unparsable_body_policy::refuse) {
+            plan.unparsable_body = true;
+            return plan;
+        }
         if (route.usage_injection && protocol::can_inject_usage(plan.api, plan.info)) {
             // The one place the proxy changes bytes: usage on every stream (see usage_filter).
             if (auto body =
@@ -96,7 +101,8 @@ request_plan plan_request(bhttp::request<bhttp::string_body>& request,
             continue;
         }
         const bhttp::field known = field.name();
-        if (known == bhttp::field::expect || (known == bhttp::field::host && !client_host_kept)) {
+        if (known == bhttp::field::expect || (known == bhttp::field::host && !client_host_kept) ||
+            (metered && known == bhttp::field::accept_encoding)) {
             continue;
         }
         if ((policy == forwarded_for_policy::drop || append_for) && named(field, forwarded_for)) {
@@ -135,6 +141,13 @@ request_plan plan_request(bhttp::request<bhttp::string_body>& request,
     }
     if (!client_host_kept) {
         append_field(head, "Host", upstream_host_header(settings.upstream));
+    }
+    if (metered) {
+        // The meter reads the body as the upstream sends it, and decodes no content coding:
+        // whatever the client accepts, a metered response is asked for without one. Leaving
+        // the field out would not do: no Accept-Encoding means any coding is acceptable (RFC
+        // 9110 §12.5.3).
+        append_field(head, "Accept-Encoding", "identity");
     }
     // The body has a known length: Content-Length, as Beast's prepare_payload set it (for an
     // empty body only on the methods that are defined to have one).

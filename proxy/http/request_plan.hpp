@@ -31,6 +31,9 @@ struct request_plan {
     bool keep_alive = true;  // the client's
     unsigned version = 11;   // the client's
     bool head = false;       // a HEAD request: the response has no body
+    // A metered request whose body the proxy cannot read, under unparsable_body_policy::refuse:
+    // it is answered 400 and not forwarded (`upstream` is left empty).
+    bool unparsable_body = false;
     upstream_request upstream;
 };
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "protocol/routes.hpp"
+#include "usage/tenant.hpp"
 
 namespace tokenmeter::http {
 
@@ -25,6 +26,12 @@ enum class forwarded_for_policy : std::uint8_t {
     drop,    // removed: the upstream sees no client-supplied address
 };
 
+// What a metered request whose JSON body the proxy cannot read gets.
+enum class unparsable_body_policy : std::uint8_t {
+    refuse,   // 400 before it is forwarded: nothing is served that the meter did not read
+    forward,  // forwarded as it is, metered without its body (no model, no prompt)
+};
+
 struct session_settings {
     upstream_address upstream;
     bool preserve_host = false;  // false: Host sent upstream is the upstream's host:port
@@ -37,6 +44,11 @@ struct session_settings {
     std::chrono::milliseconds upstream_idle{300'000};
     std::uint64_t max_request_header_bytes = 64 * 1024;
     std::uint64_t max_request_body_bytes = 32ull * 1024 * 1024;
+    // Which request fields name a metered request's tenant: the edge refuses a request whose
+    // billed credential is not exactly the one the upstream receives (headers.hpp).
+    usage::tenant_source tenant_from = usage::tenant_source::none;
+    std::string tenant_header = "x-tenant-id";  // with tenant_source::header
+    unparsable_body_policy unparsable_body = unparsable_body_policy::refuse;
 };
 
 }  // namespace tokenmeter::http

@@ -298,6 +298,10 @@ void upstream_exchange<Stream>::on_head(error_code ec) {
     auto wait = request.observed->response_head(
         static_cast<int>(head.result_int()),
         std::string_view(content_type.data(), content_type.size()), has_body, now);
+    if (const auto coding = head[bhttp::field::content_encoding];
+        has_body && !coding.empty() && !beast::iequals(coding, "identity")) {
+        request.observed->unreadable_body();  // metered requests ask for identity (request_plan)
+    }
     // Everything the head said has been written or decided on: its fields are not needed while
     // the body streams (trailers, if any, are parsed into the emptied set).
     parser_->get().clear();

@@ -65,6 +65,14 @@ void exchange::on_response_head(int status, std::string_view content_type, core:
     }
 }
 
+void exchange::on_unreadable_body() {
+    if (adapter_) {
+        body_.emplace<std::monostate>();
+        body_unread_ = true;
+        meter_.on_parse_error(protocol::parse_error::unexpected_shape);
+    }
+}
+
 void exchange::on_body(std::string_view bytes, core::time_point at) {
     last_read_ = at;
     if (auto* events = std::get_if<sse::parser>(&body_)) {
@@ -128,7 +136,7 @@ request_summary exchange::finish(end_reason reason, core::time_point at) {
         }
     }
     request_summary summary = meter_.finish(reason, at);
-    summary.response_unread = json_overflow_;
+    summary.response_unread = json_overflow_ || body_unread_;
     // A prompt the model server never got is not counted: it bills nothing (meter/billing).
     const bool count_input =
         prompt_parsed_ && summary.upstream_received &&

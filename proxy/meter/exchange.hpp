@@ -38,6 +38,9 @@ class exchange {
     void on_request_sent() noexcept { meter_.on_request_sent(); }
     void on_local_answer(std::string_view code) { meter_.on_local_answer(code); }
     void on_response_head(int status, std::string_view content_type, core::time_point at);
+    // The body that follows is in a form no adapter reads (a content coding): it is not parsed,
+    // and counted as a parse error, so the response does not pass for an empty one.
+    void on_unreadable_body();
     // A span of response body bytes exactly as forwarded to the client, stamped with its read.
     void on_body(std::string_view bytes, core::time_point at);
     request_summary finish(end_reason reason, core::time_point at);
@@ -63,6 +66,7 @@ class exchange {
     exchange_limits limits_;
     bool expect_stream_ = false;
     bool json_overflow_ = false;
+    bool body_unread_ = false;  // a content coding the meter does not decode: not read at all
     core::time_point last_read_{};
     encoders encoders_{};
     input_counting input_policy_ = input_counting::never;

@@ -107,8 +107,9 @@ struct request_summary {
     // The model server received the whole request (its write completed, or it answered). A
     // request without it was never served: meter/billing bills it nothing.
     bool upstream_received = false;
-    // The response body was larger than the meter reads (limits.max_buffered_response_bytes):
-    // only a usage report at its end was looked for; what was not read is not counted.
+    // The response body was not read whole: larger than the meter reads
+    // (limits.max_buffered_response_bytes; only a usage report at its end was looked for), or in
+    // a content coding the meter does not decode. What was not read is not counted.
     bool response_unread = false;
     // The JSON error code of the proxy's own answer ("upstream_unreachable", "rate_limited"
     // ...), "" when the upstream answered: the reason a usage record gives for an unserved

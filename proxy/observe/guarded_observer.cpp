@@ -138,6 +138,11 @@ class guarded_exchange final : public exchange_observer {
         }
         return guarded(wait);
     }
+    void unreadable_body() override {
+        if (!guard_.run(metering_phase::body, [&] { inner_->unreadable_body(); })) {
+            broken();
+        }
+    }
     void body(std::string_view bytes, core::time_point at) override {
         if (body_stopped_) {
             return;

@@ -156,6 +156,7 @@ class metering_exchange final : public exchange_observer {
         }
         return hold(state_.open_seq);
     }
+    void unreadable_body() override { exchange_.on_unreadable_body(); }
 
     void body(std::string_view bytes, core::time_point at) override {
         if (state_.api == protocol::api_kind::none || bytes.empty()) {

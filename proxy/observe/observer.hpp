@@ -96,6 +96,9 @@ class exchange_observer {
     // is the request's open entry: no byte may reach the client before it is durable.
     virtual durable_wait response_head(int status, std::string_view content_type, bool has_body,
                                        core::time_point at) = 0;
+    // After response_head: the body carries a content coding the meter does not decode (the
+    // upstream applied one although identity was asked for).
+    virtual void unreadable_body() {}
     // A span of response bytes as read from the upstream, after it was handed to the client.
     virtual void body(std::string_view bytes, core::time_point at) = 0;
     // Whether the end of the response waits for the close entry (call seal before the last

@@ -7,6 +7,7 @@
 
 #include "protocol/dialect.hpp"
 #include "protocol/json_limits.hpp"
+#include "protocol/python_json.hpp"
 
 namespace tokenmeter::protocol {
 
@@ -175,7 +176,17 @@ request_info parse_json_request(std::string_view body, bool stream_default) {
 
 request_info parse_request(api_kind api, std::string_view target, std::string_view body) {
     const dialect* d = find_dialect(api);
-    return d != nullptr ? d->parse_request(path_of(target), body) : request_info{};
+    if (d == nullptr) {
+        return request_info{};
+    }
+    request_info info = d->parse_request(path_of(target), body);
+    if (!info.body_parsed) {
+        // Read as the model server's Python json reads it (NaN, 1e400, lone surrogates...).
+        if (auto strict = python_json_as_strict(body)) {
+            info = d->parse_request(path_of(target), *strict);
+        }
+    }
+    return info;
 }
 
 bool can_inject_usage(api_kind api, const request_info& info) noexcept {

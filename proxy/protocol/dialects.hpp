@@ -26,7 +26,10 @@ std::optional<api_kind> api_from_name(std::string_view name) noexcept;
 std::string api_names_list();
 
 // Model, stream flag and prompt size from the request, by dialect: Gemini names the model and
-// streaming in the path, TGI streams by path, Ollama streams unless told "stream": false.
+// streaming in the path, TGI streams by path, Ollama streams unless told "stream": false. A
+// body that only Python's json reads (NaN, 1e400, a lone surrogate: what vLLM and SGLang accept)
+// is read as Python reads it (protocol/python_json); body_parsed is false only for a body the
+// proxy cannot read at all.
 request_info parse_request(api_kind api, std::string_view target, std::string_view body);
 
 // Whether the proxy may add stream_options.include_usage to this request (OpenAI chat and

@@ -1,7 +1,8 @@
 // Fuzz target for the request path: arbitrary bytes as a client request, through Beast's parser
 // configured as the proxy configures it, then every decision the proxy takes before forwarding
-// (Host and version, framing, the target's normal form, the route) and every dialect's request
-// parser and the usage injection on the body, and the upstream head the proxy writes (it must
+// (Host and version, framing, the credential checks, the target's normal form, an escaped
+// metered path, the route) and every dialect's request parser, the Python-compatible reading
+// and the usage injection on the body, and the upstream head the proxy writes (it must
 // parse back as one complete request). Nothing may crash, throw out or recurse without
 // bound; a normalized target must be stable (normalizing it again changes nothing) and never
 // climb above the root.
@@ -19,6 +20,7 @@
 #include "http/request_target.hpp"
 #include "protocol/dialect.hpp"
 #include "protocol/dialects.hpp"
+#include "protocol/python_json.hpp"
 #include "protocol/json_limits.hpp"
 #include "protocol/openai.hpp"
 
@@ -74,6 +76,9 @@ void check_upstream_head(const http::bhttp::request<http::bhttp::string_body>& p
     settings.preserve_host = size % 5 == 0;
     const http::client_origin origin{size % 2 == 0, size % 4 == 0 ? "::1" : "10.0.0.1"};
     const auto plan = http::plan_request(request, *target, fields, settings, origin);
+    if (plan.unparsable_body) {
+        return;  // answered 400 by the proxy: nothing goes upstream
+    }
     http::bhttp::request_parser<http::bhttp::string_body> back;
     back.header_limit(64 * 1024);  // the proxy adds forwarding fields to a head at the limit
     back.eager(true);
@@ -94,6 +99,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         (void)protocol::parse_request(d->api, "/v1beta/models/m:streamGenerateContent", input);
     }
     (void)protocol::inject_usage_request(input, size % 2 == 0);
+    (void)protocol::python_json_as_strict(input);
     check_openai_reader(input);
     check_target(input.substr(0, std::min<std::size_t>(size, 512)));
 
@@ -113,9 +119,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const auto& head = parser.get();
     (void)http::host_or_version_problem(head);
     (void)http::framing_problem(head);
+    (void)http::credential_problem(head, usage::tenant_source::api_key, "x-tenant-id");
+    (void)http::credential_problem(head, usage::tenant_source::header, "x-tenant-id");
     check_target(head.target());
     auto normalized = http::normalize_target(head.target());
     if (auto* target = std::get_if<std::string>(&normalized)) {
+        (void)http::refuse_escaped_api_path(*target, protocol::route_table({}, true));
         const api_kind api = protocol::api_for_path(*target);
         if (parser.is_done()) {
             (void)protocol::parse_request(api, *target, parser.get().body());

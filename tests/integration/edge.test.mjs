@@ -162,11 +162,18 @@ test('a listener that cannot bind names itself and its address', { timeout: 15_0
   }
 });
 
-test('a body nested 150,000 deep passes the proxy unchanged and the simulator refuses it alive', { timeout: 20_000 }, async () => {
+test('a body nested 150,000 deep is refused on metered paths, or with unparsable_body: forward passes the proxy unchanged and the simulator refuses it alive', { timeout: 20_000 }, async () => {
   const sim = await startSim();
-  const proxy = await startProxy({ upstream: sim.port });
   const depth = 150_000;
   const body = `{"model":"deep","system":${'['.repeat(depth)}${']'.repeat(depth)},"messages":[]}`;
+  const refusing = await startProxy({ upstream: sim.port });
+  for (const path of ['/v1/messages', '/v1/chat/completions', '/api/chat']) {
+    const res = await request({ port: refusing.port, path, body });
+    assert.equal(res.status, 400, `${path}: deeper than limits.max_json_depth, so not metered`);
+    assert.equal(JSON.parse(res.body.toString()).error.code, 'unparsable_body');
+  }
+  assert.ok(refusing.child.running, 'the proxy is still up');
+  const proxy = await startProxy({ upstream: sim.port, config: 'limits:\n  unparsable_body: forward\n' });
   for (const path of ['/v1/messages', '/v1/chat/completions', '/api/chat']) {
     const res = await request({ port: proxy.port, path, body });
     assert.equal(res.status, 400, `${path}: the simulator's own refusal, relayed`);

@@ -141,6 +141,17 @@ log:
     EXPECT_TRUE(s.log.access_log);
 }
 
+TEST(Load, UnparsableBodyIsRefusedByDefaultAndNamesItsKey) {
+    EXPECT_EQ(default_settings().limits.unparsable_body, unparsable_body_mode::refuse);
+    auto forward = load_yaml("limits:\n  unparsable_body: forward\n");
+    ASSERT_TRUE(forward.ok()) << to_string(forward.errors.front());
+    EXPECT_EQ(forward.value.limits.unparsable_body, unparsable_body_mode::forward);
+    auto bad = load_yaml("limits:\n  unparsable_body: ignore\n");
+    ASSERT_FALSE(bad.ok());
+    EXPECT_EQ(bad.errors[0].key, "limits.unparsable_body");
+    EXPECT_NE(bad.errors[0].message.find("refuse"), std::string::npos) << bad.errors[0].message;
+}
+
 TEST(Load, RoutesAndUsageInjection) {
     const load_result r = load_yaml(R"(
 usage_injection: false

@@ -96,6 +96,56 @@ TEST(Framing, CodingsBeforeChunkedAreNotImplemented) {
     EXPECT_FALSE(framing_problem(head_with({{"Transfer-Encoding", "chunked"}})));
 }
 
+TEST(Credentials, NothingIsCheckedWithoutATenantSource) {
+    EXPECT_FALSE(credential_problem(
+        head_with({{"Authorization", "a"}, {"Authorization", "b"}, {"Connection", "x-api-key"}}),
+        usage::tenant_source::none, "x-tenant-id"));
+}
+
+// The code of the head's credential problem, or "ok".
+std::string credential_code(usage::tenant_source source, std::string_view tenant_header,
+                            std::initializer_list<std::pair<const char*, const char*>> fields) {
+    auto problem = credential_problem(head_with(fields), source, tenant_header);
+    return problem ? std::string(problem->code) : std::string("ok");
+}
+
+TEST(Credentials, ApiKeyTenantsGetExactlyTheCredentialTheUpstreamReceives) {
+    auto code = [](std::initializer_list<std::pair<const char*, const char*>> fields) {
+        return credential_code(usage::tenant_source::api_key, "x-tenant-id", fields);
+    };
+    EXPECT_EQ(code({{"Authorization", "Bearer sk-1"}}), "ok");
+    EXPECT_EQ(code({{"x-api-key", "sk-1"}}), "ok");
+    EXPECT_EQ(code({{"Authorization", "Bearer sk-1"}, {"x-api-key", "sk-1"}}), "ok")
+        << "the same key twice";
+    EXPECT_EQ(code({{"Authorization", "Bearer sk-1"}, {"x-api-key", " "}}), "ok");
+    EXPECT_EQ(code({{"Connection", "keep-alive, Authorization"},
+                    {"Authorization", "Bearer junk"},
+                    {"x-api-key", "sk-real"}}),
+              "credential_in_connection");
+    EXPECT_EQ(code({{"Connection", "X-API-KEY"}, {"x-api-key", "sk"}}), "credential_in_connection");
+    EXPECT_EQ(code({{"Connection", "x-tenant-id"}, {"x-api-key", "sk"}}), "ok")
+        << "the tenant header decides nothing here";
+    EXPECT_EQ(code({{"Authorization", "Bearer a"}, {"Authorization", "Bearer b"}}),
+              "duplicate_credentials");
+    EXPECT_EQ(code({{"x-api-key", "a"}, {"X-Api-Key", "a"}}), "duplicate_credentials");
+    EXPECT_EQ(code({{"Authorization", "Bearer\tsk-1"}}), "bad_authorization");
+    EXPECT_EQ(code({{"Authorization", "Bearer junk"}, {"x-api-key", "sk-real"}}),
+              "conflicting_credentials");
+    EXPECT_EQ(code({{"Authorization", "Basic dXNlcjpw"}, {"x-api-key", "sk-real"}}),
+              "conflicting_credentials")
+        << "the upstream may authenticate either";
+}
+
+TEST(Credentials, HeaderTenantsCheckTheTenantHeaderOnly) {
+    auto code = [](std::initializer_list<std::pair<const char*, const char*>> fields) {
+        return credential_code(usage::tenant_source::header, "x-team", fields);
+    };
+    EXPECT_EQ(code({{"x-team", "a"}}), "ok");
+    EXPECT_EQ(code({{"x-team", "a"}, {"X-Team", "b"}}), "duplicate_credentials");
+    EXPECT_EQ(code({{"Connection", "x-team"}, {"x-team", "a"}}), "credential_in_connection");
+    EXPECT_EQ(code({{"Authorization", "Bearer\tx"}, {"Authorization", "y"}}), "ok");
+}
+
 TEST(HostAndVersion, ExactlyOneHostOnHttp11) {
     auto head = head_with({});
     head.version(11);

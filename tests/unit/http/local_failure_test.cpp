@@ -26,6 +26,11 @@ TEST(LocalFailure, EachFailureHasItsAnswer) {
     EXPECT_EQ(answer_for(local_failure::pool_exhausted).code, "upstream_pool_exhausted");
     EXPECT_EQ(answer_for(local_failure::internal_error).status,
               bhttp::status::internal_server_error);
+    // The body was read whole: the connection can carry the next request.
+    EXPECT_EQ(answer_for(local_failure::unparsable_body).status, bhttp::status::bad_request);
+    EXPECT_EQ(answer_for(local_failure::unparsable_body).code, "unparsable_body");
+    EXPECT_FALSE(answer_for(local_failure::unparsable_body).close);
+    EXPECT_EQ(answer_for(local_failure::unparsable_body).result, observe::outcome::rejected);
 }
 
 TEST(LocalFailure, UpstreamErrorsGetTheirMetricLabelAndAnswer) {

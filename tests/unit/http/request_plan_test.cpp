@@ -226,10 +226,66 @@ TEST(RequestPlan, UpstreamHeadIsTheEndToEndFieldsInOrderThenTheProxysOwn) {
                                   "x-empty: \r\n"
                                   "X-Forwarded-For: 203.0.113.7, 10.0.0.1\r\n"
                                   "Host: model:8000\r\n"
+                                  "Accept-Encoding: identity\r\n"
                                   "Content-Length: " +
                                       std::to_string(plan.upstream.body.size()) +
                                       "\r\n\r\n");
     EXPECT_EQ(plan.upstream.body, R"({"model":"m","prompt":"x"})");
+}
+
+TEST(RequestPlan, MeteredRequestsAskForIdentityWhateverTheClientAccepts) {
+    auto request = post("/v1/chat/completions", R"({"model":"m","messages":[]})");
+    request.insert(bhttp::field::accept_encoding, "gzip, br");
+    request.insert(bhttp::field::accept_encoding, "zstd");
+    auto plan = plan_request(request, "/v1/chat/completions", field_count(request), settings_for());
+    const auto up = sent(plan);
+    EXPECT_EQ(up.count(bhttp::field::accept_encoding), 1U);
+    EXPECT_EQ(up[bhttp::field::accept_encoding], "identity");
+
+    bhttp::request<bhttp::string_body> get{bhttp::verb::get, "/v1/models", 11};
+    get.set(bhttp::field::host, "proxy.local");
+    get.set(bhttp::field::accept_encoding, "gzip");
+    auto passed = plan_request(get, "/v1/models", field_count(get), settings_for());
+    EXPECT_EQ(sent(passed)[bhttp::field::accept_encoding], "gzip") << "not metered: as it came";
+}
+
+TEST(RequestPlan, AnUnreadableBodyOnAMeteredRouteIsRefusedUnlessForwardingIsConfigured) {
+    for (const char* body : {"not json", "[1,2]", R"({"model":"m")", R"({"model":"m"} x)"}) {
+        auto request = post("/v1/chat/completions", body);
+        auto plan =
+            plan_request(request, "/v1/chat/completions", field_count(request), settings_for());
+        EXPECT_TRUE(plan.unparsable_body) << body;
+        EXPECT_TRUE(plan.upstream.head.empty()) << body;
+
+        auto again = post("/v1/chat/completions", body);
+        auto settings = settings_for();
+        settings.unparsable_body = unparsable_body_policy::forward;
+        auto forwarded = plan_request(again, "/v1/chat/completions", field_count(again), settings);
+        EXPECT_FALSE(forwarded.unparsable_body) << body;
+        EXPECT_EQ(forwarded.upstream.body, body);
+    }
+    auto upload = post("/v1/files", "not json");
+    EXPECT_FALSE(
+        plan_request(upload, "/v1/files", field_count(upload), settings_for()).unparsable_body)
+        << "not metered";
+}
+
+TEST(RequestPlan, BodiesPythonsJsonReadsAreReadAsItReadsThem) {
+    // NaN, Infinity, 1e400 and a lone surrogate: vLLM serves these, so they are metered.
+    auto request = post("/v1/chat/completions",
+                        R"({"model":"llama","temperature":NaN,"top_p":Infinity,"seed":-Infinity,)"
+                        R"("max_tokens":1e400,"stream":true,"messages":[{"role":"user",)"
+                        R"("content":"a\ud800b"}]})");
+    const std::string original = request.body();
+    auto plan = plan_request(request, "/v1/chat/completions", field_count(request), settings_for());
+    EXPECT_FALSE(plan.unparsable_body);
+    EXPECT_EQ(plan.info.model, "llama");
+    EXPECT_TRUE(plan.info.stream);
+    EXPECT_EQ(plan.info.prompt_text, std::string("a\xEF\xBF\xBD") + "b");
+    ASSERT_TRUE(plan.usage_injected);
+    EXPECT_EQ(plan.upstream.body,
+              "{\"stream_options\":{\"include_usage\":true}," + original.substr(1))
+        << "the client's bytes go upstream as they came, with usage asked for";
 }
 
 TEST(RequestPlan, ContentLengthOnlyWhereBeastWouldSetIt) {

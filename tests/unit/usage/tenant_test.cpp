@@ -44,6 +44,42 @@ TEST(Tenant, ApiKeyIsAKeyedHashNeverTheKey) {
     EXPECT_NE(other.key_tenant("sk-test-123"), expected);
 }
 
+TEST(Authorization, CredentialsAreReadAsRfc9110SaysThenBearerTakesItsToken68) {
+    auto token = [](std::string_view value) {
+        const authorization_credentials c = parse_authorization(value);
+        return c.valid ? std::string(c.scheme) + "|" + std::string(c.token68)
+                       : std::string("invalid");
+    };
+    EXPECT_EQ(token("Bearer sk-1"), "Bearer|sk-1");
+    EXPECT_EQ(token("bearer    sk-1"), "bearer|sk-1") << "one or more spaces";
+    EXPECT_EQ(token("  Bearer sk-1\t"), "Bearer|sk-1") << "OWS around the value is not in it";
+    EXPECT_EQ(token("Bearer abc+/_~.-=="), "Bearer|abc+/_~.-==");
+    EXPECT_EQ(token("Bearer"), "Bearer|") << "a scheme alone";
+    EXPECT_EQ(token("Digest realm=\"a b\", nonce=x"), "Digest|") << "auth-params";
+    EXPECT_EQ(token("Bearer\tsk-1"), "invalid") << "a tab is not a separator";
+    EXPECT_EQ(token("Bearer sk-1 sk-2"), "invalid");
+    EXPECT_EQ(token("Bearer sk-1\tx"), "invalid");
+    EXPECT_EQ(token("Bearer a=b=c"), "invalid");
+    EXPECT_EQ(token("Bearer =abc"), "invalid");
+    EXPECT_EQ(token(""), "invalid");
+    EXPECT_EQ(token("Bearer:sk"), "invalid");
+    EXPECT_EQ(token("Digest realm=\"open"), "invalid");
+
+    EXPECT_EQ(bearer_token("Bearer sk-1"), "sk-1");
+    EXPECT_EQ(bearer_token("BEARER  sk-1"), "sk-1");
+    EXPECT_EQ(bearer_token("Basic dXNlcjpw"), "");
+    EXPECT_EQ(bearer_token("Bearer\tsk-1"), "");
+    EXPECT_EQ(bearer_token("Bearers sk-1"), "");
+}
+
+TEST(Tenant, ApiKeyFromAnAuthorizationThatIsNotCredentialsIsNotTaken) {
+    tenant_resolver r(settings(tenant_source::api_key), "secret");
+    const std::string key = r.key_tenant("sk-test-123");
+    EXPECT_EQ(r.resolve({"", "Bearer\tsk-test-123", ""}), "anonymous");
+    EXPECT_EQ(r.resolve({"", "Bearer\tjunk", "sk-test-123"}), key)
+        << "the edge refuses this pair before it is billed; the resolver reads the key";
+}
+
 TEST(Tenant, MappingTableNamesHashedKeys) {
     auto s = settings(tenant_source::api_key);
     s.api_key_names["key:fb730cd51be67ad76da3ba7ba0306aa0"] = "team-x";
