@@ -145,6 +145,7 @@ observe::metering_options metering_options_from(const config::settings& settings
     options.hold_until_durable = settings.usage.hold_until_durable;
     options.checkpoint_interval = settings.usage.checkpoint_interval;
     options.billing.bill_failed_input = settings.billing.bill_failed_input;
+    options.default_output_reservation = settings.tenants.default_output_reservation;
     return options;
 }
 

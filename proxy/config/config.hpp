@@ -142,6 +142,8 @@ struct tenants_settings {
     std::map<std::string, tenant_limit> limits;  // tenant name -> limits
     bool enforce_provisioned = false;  // 429 a new request while its tenant's bucket is in debt
     milliseconds provisioned_burst{1'000};  // bucket size = rate x burst
+    // Output tokens reserved at admission for a request that names no output limit.
+    std::uint32_t default_output_reservation = 512;
     shared_limits_settings shared_limits;   // one limit across replicas
     bool operator==(const tenants_settings&) const = default;
 };

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -58,9 +59,12 @@ struct request_state {
     bool bucket_charged = false;  // the tenant's tokens are in its bucket (charge_bucket)
     bool stream_counted = false;
     std::unique_ptr<admission> admit;  // null: admitted (a refusal is made by admit_tenant)
-    // Under the shared limit: the prompt estimate charged at admission, settled at the end.
+    // What admission reserves for a limited tenant (the prompt estimate and the output limit),
+    // and what it did take from the bucket (local) or charge to the store (shared): settled to
+    // the real count at the end.
     bool shared = false;
     std::uint64_t estimate = 0;
+    std::uint64_t reserved = 0;  // local bucket only
     std::unique_ptr<task_state> task;  // null when the request has none
     bool degraded = false;             // a metering call failed: marked in the record
 };
@@ -72,15 +76,23 @@ struct admission_slot {
     admission admit;
 };
 
-// The tokens admission charges before the output exists: the prompt, re-tokenized with the
-// model's tokenizer when one is loaded, else about four bytes per token of its text.
-std::uint64_t estimate_prompt(const tokenizer::encoder* native,
-                              const protocol::request_info& info) {
+// The tokens admission reserves before the output exists: the prompt, re-tokenized with the
+// model's tokenizer when one is loaded, else about four bytes per token of its text; and the
+// output limit the request names, else the configured default.
+std::uint64_t reservation_for(const tokenizer::encoder* native, const protocol::request_info& info,
+                              std::uint64_t default_output) {
+    std::uint64_t prompt = 0;
     if (native != nullptr && !info.prompt_text.empty()) {
-        return native->count(info.prompt_text);
+        prompt = native->count(info.prompt_text);
+    } else {
+        const std::uint64_t chars =
+            std::max<std::uint64_t>(info.prompt_chars, info.prompt_text.size());
+        prompt = (chars + 3) / 4;
     }
-    const std::uint64_t chars = std::max<std::uint64_t>(info.prompt_chars, info.prompt_text.size());
-    return (chars + 3) / 4;
+    const std::uint64_t output = info.max_output_tokens.value_or(default_output);
+    std::uint64_t total = 0;
+    return __builtin_add_overflow(prompt, output, &total) ? std::numeric_limits<std::uint64_t>::max()
+                                                          : total;
 }
 
 class metering_exchange final : public exchange_observer {
@@ -100,8 +112,13 @@ class metering_exchange final : public exchange_observer {
         if (parts_.shared != nullptr && !state_.tenant.empty() &&
             parts_.shared->covers(state_.tenant)) {
             state_.shared = true;
-            state_.estimate = estimate_prompt(chosen.native, facts.info);
+            state_.estimate = reservation_for(chosen.native, facts.info,
+                                              options_.default_output_reservation);
             slot_ = std::make_shared<admission_slot>();
+        } else if (parts_.throughput != nullptr && !state_.tenant.empty() &&
+                   parts_.throughput->limits(state_.tenant)) {
+            state_.estimate = reservation_for(chosen.native, facts.info,
+                                              options_.default_output_reservation);
         }
         if (parts_.tokenizers != nullptr && facts.api != protocol::api_kind::none) {
             exchange_.use_encoders({chosen.native, chosen.reference}, options_.input_counting,
@@ -279,9 +296,11 @@ class metering_exchange final : public exchange_observer {
         if (parts_.throughput == nullptr || state_.tenant.empty() || state_.shared) {
             return;
         }
+        const usage::admission bucket =
+            parts_.throughput->admit(state_.tenant, state_.estimate, state_.received);
+        state_.reserved = bucket.reserved;
         admission decided =
-            refusal_or_admission(parts_.throughput->admit(state_.tenant, state_.received),
-                                 state_.tenant, true, parts_.billing, parts_.status);
+            refusal_or_admission(bucket, state_.tenant, true, parts_.billing, parts_.status);
         if (!decided.admitted) {
             state_.admit = std::make_unique<admission>(std::move(decided));
         }
@@ -359,6 +378,12 @@ class metering_exchange final : public exchange_observer {
                     static_cast<double>(input + output) - static_cast<double>(state_.estimate),
                     summary.end);
             }
+        } else if (parts_.throughput != nullptr && state_.reserved > 0) {
+            // Settled: what it used, less what admission reserved (given back when it used less).
+            parts_.throughput->adjust(
+                state_.tenant,
+                static_cast<double>(input + output) - static_cast<double>(state_.reserved),
+                summary.end);
         } else if (parts_.throughput != nullptr) {
             parts_.throughput->charge(state_.tenant, input + output, summary.end);
         }

@@ -41,6 +41,9 @@ struct metering_options {
     bool hold_until_durable = true;
     core::duration checkpoint_interval = std::chrono::seconds(1);
     meter::billing_policy billing{};  // what failed requests bill (meter/billing)
+    // Output tokens a limited tenant's request reserves at admission when it names no output
+    // limit (tenants.default_output_reservation).
+    std::uint64_t default_output_reservation = 512;
 };
 
 // The parts the observer uses. Null members: that part is off.

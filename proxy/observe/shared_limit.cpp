@@ -147,10 +147,10 @@ void shared_limiter::admit(const std::string& tenant, std::uint64_t estimate, co
             note_failure(reply);
             decision.shared = false;
             if (options_.on_error == on_store_error::deny) {
-                decision.admission = {false, 1.0};
+                decision.admission = {false, 1.0, 0};
                 add_unsynced(tenant, unsynced);
             } else {
-                decision.admission = local_.admit(tenant, now);
+                decision.admission = local_.admit(tenant, 0, now);  // charged just below
                 if (decision.admission.admitted) {
                     local_.adjust(tenant, cost, now);
                 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <span>
 #include <string_view>
 
@@ -36,5 +37,13 @@ struct dialect {
 // the prompt's text size, from a JSON object body. Bodies past limits.max_json_depth or not an
 // object are not looked into (body_parsed stays false).
 request_info parse_json_request(std::string_view body, bool stream_default);
+
+// Whether a root member named `key` (or, under `parent`, a member of that object) states the
+// request's output limit (request_info::max_output_tokens). parent "" is the root.
+[[nodiscard]] bool names_output_limit(std::string_view parent, std::string_view key) noexcept;
+// Sets info.max_output_tokens from a parsed request body: the largest limit it names (a body
+// naming both max_tokens and max_completion_tokens reserves for the larger); a negative or
+// fractional value (llama.cpp's -1: no limit) names none.
+void read_output_limit(const nlohmann::json& root, request_info& info);
 
 }  // namespace tokenmeter::protocol

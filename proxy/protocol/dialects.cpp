@@ -2,6 +2,7 @@
 #include "protocol/dialects.hpp"
 
 #include <array>
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -149,6 +150,35 @@ api_kind api_for_path(std::string_view target) noexcept {
     return api_kind::none;
 }
 
+bool names_output_limit(std::string_view parent, std::string_view key) noexcept {
+    if (parent.empty()) {
+        return key == "max_tokens" || key == "max_completion_tokens" ||
+               key == "max_output_tokens" || key == "n_predict";
+    }
+    return (parent == "generationConfig" && key == "maxOutputTokens") ||
+           (parent == "options" && key == "num_predict") ||
+           (parent == "parameters" && key == "max_new_tokens");
+}
+
+void read_output_limit(const json& root, request_info& info) {
+    const auto take = [&info](const json& value) {
+        const auto limit = value.get<std::uint64_t>();
+        info.max_output_tokens = std::max(info.max_output_tokens.value_or(0), limit);
+    };
+    for (const auto& [key, value] : root.items()) {
+        if (value.is_number_unsigned() && names_output_limit("", key)) {
+            take(value);
+        } else if (value.is_object() && (key == "generationConfig" || key == "options" ||
+                                         key == "parameters")) {
+            for (const auto& [inner, limit] : value.items()) {
+                if (limit.is_number_unsigned() && names_output_limit(key, inner)) {
+                    take(limit);
+                }
+            }
+        }
+    }
+}
+
 request_info parse_json_request(std::string_view body, bool stream_default) {
     request_info info;
     info.stream = stream_default;
@@ -171,6 +201,7 @@ request_info parse_json_request(std::string_view body, bool stream_default) {
             info.prompt_chars += text_chars(*prompt);
         }
     }
+    read_output_limit(root, info);
     return info;
 }
 

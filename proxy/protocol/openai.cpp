@@ -2,6 +2,7 @@
 // the response adapter (one json_walk pass per chunk) and the two dialect table rows.
 #include "protocol/openai.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -43,6 +44,7 @@ request_info parse_openai_request_dom(std::string_view body) {
     info.body_parsed = true;
     info.has_stream_options = root.contains("stream_options");
     info.empty_object = root.empty();
+    read_output_limit(root, info);
     if (const json* model = member(root, "model"); model != nullptr && model->is_string()) {
         info.model = model->get<std::string>();
     }
@@ -302,7 +304,13 @@ class request_walk final : public json_visitor {
     }
     void on_other(const json_path& path) override { scalar(path); }
     void on_null(const json_path& path) override { scalar(path); }
-    void on_count(const json_path& path, std::uint64_t /*value*/) override { scalar(path); }
+    void on_count(const json_path& path, std::uint64_t value) override {
+        if (path.size() == 1 && names_output_limit("", path[0])) {
+            // The largest limit named, as read_output_limit takes it.
+            info_.max_output_tokens = std::max(info_.max_output_tokens.value_or(0), value);
+        }
+        scalar(path);
+    }
     void on_fraction(const json_path& path, double /*value*/) override { scalar(path); }
 
   public:

@@ -51,6 +51,11 @@ struct request_info {
     bool has_stream_options = false;
     bool empty_object = false;
     std::uint64_t prompt_chars = 0;
+    // The most output the request allows (max_tokens, max_completion_tokens, max_output_tokens,
+    // Gemini's generationConfig.maxOutputTokens, Ollama's options.num_predict, TGI's
+    // parameters.max_new_tokens, llama.cpp's n_predict), the largest when it names several;
+    // nullopt when it names none. What a tenant limit reserves for the output at admission.
+    std::optional<std::uint64_t> max_output_tokens;
     // The texts of the prompt (message contents, or the completion prompt), joined by newlines:
     // what the proxy tokenizes when the server reports no input count. No chat template.
     std::string prompt_text;

@@ -36,16 +36,21 @@ provisioned_throughput::bucket* provisioned_throughput::find(const std::string& 
     return &b;
 }
 
-admission provisioned_throughput::admit(const std::string& tenant, core::time_point now) {
+admission provisioned_throughput::admit(const std::string& tenant, std::uint64_t reservation,
+                                        core::time_point now) {
     if (!enforce_) {
         return {};
     }
     std::lock_guard lock(mutex_);
     bucket* b = find(tenant, now);
-    if (b == nullptr || b->level >= 0) {
+    if (b == nullptr) {
         return {};
     }
-    return {false, -b->level / rates_.at(tenant)};
+    if (b->level < 0) {
+        return {false, -b->level / rates_.at(tenant), 0};
+    }
+    b->level -= static_cast<double>(reservation);
+    return {true, 0, reservation};
 }
 
 void provisioned_throughput::charge(const std::string& tenant, std::uint64_t tokens,

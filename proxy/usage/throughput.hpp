@@ -1,11 +1,14 @@
 // usage/throughput: provisioned tokens per second per tenant, as a token bucket over input plus
-// output tokens. Admission happens before a request is forwarded, when its output is unknown,
-// so tokens are charged after the fact and the bucket may go into debt; a new request is
-// admitted only while the bucket is not negative. An admitted stream is never cut.
-// One lock, taken twice per request (admit, charge), never per token. Time comes in as data.
+// output tokens. Admission happens before a request is forwarded, when its output is unknown:
+// an admitted request reserves what it may use (its prompt estimate and output limit) at once,
+// so concurrent requests see each other's reservations, and settles to its real count at the
+// end. A new request is admitted only while the bucket is not negative, so a burst overruns the
+// bucket by at most one request's reservation. An admitted stream is never cut.
+// One lock, taken twice per request (admit, settle), never per token. Time comes in as data.
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <string>
@@ -18,6 +21,7 @@ namespace tokenmeter::usage {
 struct admission {
     bool admitted = true;
     double retry_after_seconds = 0;  // until the bucket is back at zero
+    std::uint64_t reserved = 0;      // tokens taken from the bucket now (settle them at the end)
 };
 
 // Provisioned rates and enforcement (app translates the tenants: section into it).
@@ -31,9 +35,14 @@ class provisioned_throughput {
   public:
     explicit provisioned_throughput(const throughput_options& options);
 
-    // Whether a new request of `tenant` may start now. Always admitted when enforcement is off
-    // or the tenant has no provisioned rate.
-    admission admit(const std::string& tenant, core::time_point now);
+    // Whether a new request of `tenant` may start now; when it may, `reservation` tokens are
+    // taken from its bucket at once (admission::reserved). Always admitted, with nothing
+    // reserved, when enforcement is off or the tenant has no provisioned rate.
+    admission admit(const std::string& tenant, std::uint64_t reservation, core::time_point now);
+    // Whether admit() decides anything for `tenant` (enforcement on and a provisioned rate).
+    [[nodiscard]] bool limits(const std::string& tenant) const {
+        return enforce_ && rates_.contains(tenant);
+    }
     // Charges the tokens a finished request used.
     void charge(const std::string& tenant, std::uint64_t tokens, core::time_point now);
     // Charges (tokens > 0) or gives back (tokens < 0, an estimate charged in advance that

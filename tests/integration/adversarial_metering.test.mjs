@@ -62,14 +62,16 @@ function keyTenant(key) {
   return `key:${createHmac('sha256', SECRET).update(key).digest('hex').slice(0, 32)}`;
 }
 
-// The proxy kinds a case can ask for: tenants by API key (the default), by a trusted header, and
-// by API key with limits.unparsable_body: forward.
+// The proxy kinds a case can ask for: tenants by API key (the default), by a trusted header, by
+// API key with limits.unparsable_body: forward, and by API key reading at most 4 KiB of a JSON
+// answer (small_buffer).
 function configFor(kind, spool) {
   const names = Object.entries(KEYS).map(([tenant, key]) => `    "${keyTenant(key)}": ${tenant}\n`).join('');
   const tenants = kind === 'header'
     ? 'tenants:\n  source: header\n  header: x-team\n'
     : `tenants:\n  source: api_key\n  api_key_secret_file: ${secretFile}\n  api_key_names:\n${names}`;
-  const limits = kind === 'forward' ? 'limits:\n  unparsable_body: forward\n' : '';
+  const limits = kind === 'forward' ? 'limits:\n  unparsable_body: forward\n'
+    : kind === 'small_buffer' ? 'limits:\n  max_buffered_response_bytes: 4KiB\n' : '';
   return `usage:\n  spool_dir: ${spool}\n${tenants}${limits}readiness:\n  probe_interval: 1h\n`;
 }
 
@@ -89,8 +91,11 @@ function proxyFor(kind) {
   return proxies.get(kind);
 }
 
+// {{key:<tenant>}}: the tenant's API key; {{id}}: the request's id; {{repeat:<c>:<n>}}: the
+// character c, n times (a long model name).
 function fill(text, id) {
-  return text.replace(/\{\{key:([a-z-]+)\}\}/g, (_, tenant) => KEYS[tenant]).replace(/\{\{id\}\}/g, id);
+  return text.replace(/\{\{key:([a-z-]+)\}\}/g, (_, tenant) => KEYS[tenant]).replace(/\{\{id\}\}/g, id)
+    .replace(/\{\{repeat:(.):(\d+)\}\}/g, (_, c, n) => c.repeat(Number(n)));
 }
 
 // The raw request: the request line, Host, the case's fields in order (repeats and tabs as
@@ -138,6 +143,11 @@ for (const kase of CASES) {
     const before = tenant ? tenantCounters(await proxy.metrics(), tenant) : undefined;
     const parseErrorsBefore = expect.parse_errors
       ? (await proxy.metrics()).value('tokenmeter_parse_errors_total', expect.parse_errors.labels) : 0;
+    // Other series a case names, with how much each must grow: {name, labels, increase}.
+    const seriesBefore = [];
+    for (const series of expect.series || []) {
+      seriesBefore.push((await proxy.metrics()).value(series.name, series.labels));
+    }
     upstream.reset();
 
     const result = await exchange(proxy.port, [rawRequest(kase, id)],
@@ -194,7 +204,8 @@ for (const kase of CASES) {
       } catch {
         problems.push('no usage record');
       }
-      for (const [key, value] of Object.entries(record ? expect.record : {})) {
+      for (const [key, raw] of Object.entries(record ? expect.record : {})) {
+        const value = typeof raw === 'string' ? fill(raw, id) : raw;
         if (JSON.stringify(record[key]) !== JSON.stringify(value)) {
           problems.push(`record ${key}: ${JSON.stringify(record[key])}, expected ${JSON.stringify(value)}`);
         }
@@ -229,6 +240,16 @@ for (const kase of CASES) {
       if (grownBy < expect.parse_errors.min_increase) {
         problems.push(`tokenmeter_parse_errors_total${JSON.stringify(expect.parse_errors.labels)} grew by ${grownBy}`);
       }
+    }
+
+    if (expect.series) {
+      const m = await proxy.metrics();
+      expect.series.forEach((series, i) => {
+        const grownBy = m.value(series.name, series.labels) - seriesBefore[i];
+        if (grownBy !== series.increase) {
+          problems.push(`${series.name}${JSON.stringify(series.labels)} grew by ${grownBy}, expected ${series.increase}`);
+        }
+      });
     }
 
     assert.ok(problems.length === 0,

@@ -13,7 +13,7 @@ import path from 'node:path';
 
 import {
   chatBody, completionBody, makeTempDir, request, startProxy, startSim, stopAll,
-  waitMetrics,
+  waitFor, waitMetrics,
 } from './lib/harness.mjs';
 import { readRecords, runUsage, waitRecord } from './lib/usage.mjs';
 
@@ -21,6 +21,19 @@ after(stopAll);
 
 function usageConfig(spool, extra = '') {
   return `usage:\n  spool_dir: ${spool}\n  checkpoint_interval: 100ms\n${extra}`;
+}
+
+// Records, tenants from x-tenant-id, and `tenant` held to 10 tokens/s with a 1 s bucket.
+function limitedConfig(spool, tenant) {
+  return usageConfig(spool) + [
+    'tenants:',
+    '  source: header',
+    '  enforce_provisioned: true',
+    '  provisioned_burst: 1s',
+    '  limits:',
+    `    ${tenant}: { provisioned_tokens_per_second: 10 }`,
+    '',
+  ].join('\n');
 }
 
 test('client disconnects mid-stream: client_cancel record with the tokens streamed so far', { timeout: 30_000 }, async () => {
@@ -146,33 +159,26 @@ test('tenants from the API key: keyed hash, mapping, client tenant header ignore
 test('provisioned throughput: 429 + Retry-After + JSON once the bucket is in debt; admitted streams finish', { timeout: 30_000 }, async () => {
   const sim = await startSim();
   const spool = makeTempDir('tokenmeter-spool-');
-  const config = usageConfig(spool) + [
-    'tenants:',
-    '  source: header',
-    '  enforce_provisioned: true',
-    '  provisioned_burst: 1s',
-    '  limits:',
-    '    slow: { provisioned_tokens_per_second: 10 }',
-    '',
-  ].join('\n');
+  const config = limitedConfig(spool, 'slow');
   const proxy = await startProxy({ upstream: sim.port, config });
   const send = (requestId, tenant, tokens = 40) => request({
     port: proxy.port, body: chatBody('pt-model', { includeUsage: true, content: 'one two three' }),
     headers: { 'x-request-id': requestId, 'x-tenant-id': tenant, 'x-sim-output-tokens': String(tokens),
       'x-sim-ttft-ms': '0', 'x-sim-itl-ms': '1' },
   });
-  // Two streams start together while the bucket is full: both are admitted and run to the end,
-  // although together they use 86 tokens against a bucket of 10.
+  // Two streams start together while the bucket is full. The first admitted reserves its prompt
+  // and output limit at once (4 + tenants.default_output_reservation 512 tokens), so the other,
+  // concurrent one meets the debt: 429. A burst overruns the bucket by one reservation at most.
   const [a, b] = await Promise.all([send('pt-1', 'slow'), send('pt-2', 'slow')]);
-  for (const res of [a, b]) {
-    assert.equal(res.status, 200);
-    assert.ok(res.complete);
-  }
-  // Now the bucket is about 10 - 86 = -76 tokens: about 7.6 s at 10 tokens/s.
+  assert.deepEqual([a.status, b.status].sort(), [200, 429]);
+  const admitted = a.status === 200 ? a : b;
+  assert.ok(admitted.complete, 'the admitted stream runs to its end');
+  // It settled to what it used (3 + 40 tokens): the bucket is about 10 - 43 = -33 tokens, about
+  // 3.3 s at 10 tokens/s.
   const refused = await send('pt-3', 'slow');
   assert.equal(refused.status, 429);
   const retryAfter = Number(refused.headers['retry-after']);
-  assert.ok(retryAfter >= 6 && retryAfter <= 9, `Retry-After ${refused.headers['retry-after']}`);
+  assert.ok(retryAfter >= 3 && retryAfter <= 5, `Retry-After ${refused.headers['retry-after']}`);
   const error = JSON.parse(refused.body.toString()).error;
   assert.equal(error.code, 'provisioned_throughput_exceeded');
   // Another tenant is not limited.
@@ -188,11 +194,46 @@ test('provisioned throughput: 429 + Retry-After + JSON once the bucket is in deb
   assert.equal(record.output_tokens, 0);
   assert.equal(record.output_source, 'unbilled');
   assert.equal(record.tenant, 'slow');
-  const m = await waitMetrics(proxy, (x) => x.value('tokenmeter_tenant_rate_limited_total', { tenant: 'slow' }) >= 1);
-  assert.equal(m.value('tokenmeter_tenant_rate_limited_total', { tenant: 'slow' }), 1);
+  const m = await waitMetrics(proxy, (x) => x.value('tokenmeter_tenant_rate_limited_total', { tenant: 'slow' }) >= 2);
   assert.equal(m.value('tokenmeter_tenant_provisioned_tokens_per_second', { tenant: 'slow' }), 10);
-  assert.equal(m.value('tokenmeter_tenant_tokens_total', { tenant: 'slow', model: 'pt-model', type: 'output' }), 80);
-  assert.equal(m.value('tokenmeter_tenant_tokens_total', { tenant: 'slow', model: 'pt-model', type: 'input' }), 6);
+  assert.equal(m.value('tokenmeter_tenant_rate_limited_total', { tenant: 'slow' }), 2);
+  // Only the admitted stream billed: the refused ones bill nothing.
+  assert.equal(m.value('tokenmeter_tenant_tokens_total', { tenant: 'slow', model: 'pt-model', type: 'output' }), 40);
+  assert.equal(m.value('tokenmeter_tenant_tokens_total', { tenant: 'slow', model: 'pt-model', type: 'input' }), 3);
+});
+
+// A burst of 50 concurrent requests under a 10 tokens/s limit: the first admitted reserves its
+// prompt and its max_tokens, and every other one meets that reservation: one admitted, 49 refused
+// with 429, nothing billed for them; the bucket was overrun by one request's reservation.
+test('a burst of concurrent requests is held to the limit by reservations at admission', { timeout: 30_000 }, async () => {
+  const sim = await startSim();
+  const spool = makeTempDir('tokenmeter-spool-');
+  const config = limitedConfig(spool, 'burst');
+  const proxy = await startProxy({ upstream: sim.port, config });
+  const body = JSON.stringify({
+    model: 'burst-model', stream: true, max_tokens: 100, stream_options: { include_usage: true },
+    messages: [{ role: 'user', content: 'one two three' }],
+  });
+  const responses = await Promise.all(Array.from({ length: 50 }, (_, i) => request({
+    port: proxy.port, body,
+    headers: { 'x-request-id': `burst-${i}`, 'x-tenant-id': 'burst', 'x-sim-output-tokens': '20',
+      'x-sim-ttft-ms': '200', 'x-sim-itl-ms': '5' },
+  })));
+  const statuses = responses.map((r) => r.status);
+  assert.equal(statuses.filter((s) => s === 200).length, 1, statuses.join(','));
+  assert.equal(statuses.filter((s) => s === 429).length, 49, statuses.join(','));
+  // Retry-After: until the one reservation (4 + 100 tokens) less the bucket (10) refills.
+  const retry = Number(responses.find((r) => r.status === 429).headers['retry-after']);
+  assert.ok(retry >= 9 && retry <= 11, `Retry-After ${retry}`);
+  const m = await waitMetrics(proxy,
+    (x) => x.value('tokenmeter_tenant_requests_total', { tenant: 'burst' }) >= 50);
+  assert.equal(m.value('tokenmeter_tenant_rate_limited_total', { tenant: 'burst' }), 49);
+  assert.equal(m.value('tokenmeter_tenant_tokens_total', { tenant: 'burst', type: 'output' }), 20);
+  const refusedRecords = () => readRecords(spool).filter((r) => r.tenant === 'burst' && r.status === 429);
+  await waitFor(() => refusedRecords().length >= 49, { timeoutMs: 5000, what: '49 refused records' });
+  const refused = refusedRecords();
+  assert.equal(refused.length, 49);
+  assert.ok(refused.every((r) => r.served === false && r.input_tokens === 0 && r.output_tokens === 0));
 });
 
 test('per-tenant metrics are bounded: first N tenants, then "other"', { timeout: 30_000 }, async () => {

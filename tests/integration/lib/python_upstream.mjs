@@ -9,7 +9,11 @@
 //   - with `apiKeys`, POST /v1/... needs `Authorization: Bearer <key>` exactly, the first
 //     Authorization field only (vLLM's check); otherwise 401;
 //   - a response is gzip-compressed when the request's Accept-Encoding allows gzip, or always
-//     when the request carries `x-test-compress: always` (an upstream that ignores identity).
+//     when the request carries `x-test-compress: always` (an upstream that ignores identity);
+//   - a model whose name starts with "invented-" is not served: 404, as vLLM answers a model it
+//     does not have (after reading the body, so the request was received);
+//   - `x-test-pad: N` adds N bytes of text to a non-streamed answer's content, before its usage
+//     report (a large answer: logprobs, a large n).
 //
 // OpenAI chat completions and completions are served, streamed or not, with a usage report of
 // PROMPT_TOKENS in and COMPLETION_TOKENS out (on a stream only when stream_options.include_usage
@@ -78,8 +82,8 @@ function acceptsGzip(value) {
   });
 }
 
-function completionBody(model, chat) {
-  const text = PIECES.join('');
+function completionBody(model, chat, pad = 0) {
+  const text = PIECES.join('') + ' '.repeat(pad);
   const choice = chat
     ? { index: 0, message: { role: 'assistant', content: text }, finish_reason: 'stop' }
     : { index: 0, text, finish_reason: 'stop' };
@@ -143,13 +147,17 @@ export async function startPythonLikeUpstream({ apiKeys = [] } = {}) {
       if (typeof request !== 'object' || request === null || Array.isArray(request)) {
         return error(422, 'the body must be a JSON object');
       }
-      record.served = true;
       const model = typeof request.model === 'string' ? request.model : 'served-model';
+      if (model.startsWith('invented-')) {
+        return error(404, `The model \`${model}\` does not exist.`);
+      }
+      record.served = true;
       if (request.stream === true) {
         const includeUsage = Boolean(request.stream_options && request.stream_options.include_usage);
         return send(200, 'text/event-stream', streamBody(model, chat, includeUsage));
       }
-      return send(200, 'application/json', completionBody(model, chat));
+      const pad = Math.min(Number(req.headers['x-test-pad']) || 0, 8 * 1024 * 1024);
+      return send(200, 'application/json', completionBody(model, chat, pad));
     });
   });
   await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));

@@ -331,10 +331,14 @@ TEST(Exchange, JsonBodyIsDecodedAtTheEndAndBounded) {
                    exchange_limits{1024, 16});
     small.on_response_head(200, "application/json", at(5ms));
     small.on_body(body, at(6ms));
-    EXPECT_EQ(small.buffered_bytes(), 0u);
+    // Too large to read whole: only the tail is kept (a body this small is its own tail), and
+    // the usage report at its end is still read.
+    EXPECT_EQ(small.buffered_bytes(), body.size());
     auto t = small.finish(end_reason::upstream_complete, at(8ms));
     EXPECT_EQ(t.parse_errors, 1u);
-    EXPECT_FALSE(t.reported.output_tokens);
+    EXPECT_TRUE(t.response_unread);
+    EXPECT_EQ(t.reported.output_tokens, 1u);
+    EXPECT_EQ(t.counted_output_tokens, 0u) << "the text was not read";
 }
 
 }  // namespace

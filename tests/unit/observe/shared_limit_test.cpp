@@ -236,6 +236,7 @@ TEST(SharedLimit, MeteringObserverAdmitsAsynchronouslyAndSettles) {
         facts.api = protocol::api_kind::openai_chat_completions;
         facts.info.model = "llama";
         facts.info.prompt_text = std::string(400, 'x');  // no tokenizer: about 100 tokens
+        facts.info.max_output_tokens = 50;               // and at most 50 of output
         facts.received = f.clock.now();
         facts.header = [tenant](std::string_view name) -> std::string_view {
             return name == "x-tenant-id" ? std::string_view(tenant) : std::string_view();
@@ -248,7 +249,8 @@ TEST(SharedLimit, MeteringObserverAdmitsAsynchronouslyAndSettles) {
     bool resumed = false;
     first->await_admission([&] { resumed = true; });
     ASSERT_EQ(f.store.calls.size(), 1u);
-    EXPECT_DOUBLE_EQ(f.store.calls[0].cost, 100) << "the prompt's estimate, charged at admission";
+    EXPECT_DOUBLE_EQ(f.store.calls[0].cost, 150)
+        << "the prompt's estimate and the output limit, reserved at admission";
     EXPECT_FALSE(resumed);
     f.store.answer(true, 0);
     EXPECT_TRUE(resumed);
@@ -262,7 +264,7 @@ TEST(SharedLimit, MeteringObserverAdmitsAsynchronouslyAndSettles) {
     first->end(end_reason::upstream_complete, f.clock.now());
     ASSERT_EQ(f.store.calls.size(), 2u);
     EXPECT_FALSE(f.store.calls[1].admit);
-    EXPECT_DOUBLE_EQ(f.store.calls[1].cost, 30) << "90 + 40 used, 100 charged";
+    EXPECT_DOUBLE_EQ(f.store.calls[1].cost, -20) << "90 + 40 used, 150 reserved: 20 given back";
     f.store.answer(true, -30);
 
     auto second = begin("acme");

@@ -387,5 +387,37 @@ TEST(UsageFilter, AnUnfinishedEventIsReleasedAtTheEnd) {
     EXPECT_FALSE(f.removed());
 }
 
+// What a tenant limit reserves for the output: the limit each dialect's body names.
+TEST(Dialects, EachDialectsOutputLimitIsRead) {
+    const auto limit = [](api_kind api, std::string_view path, std::string_view body) {
+        return parse_request(api, path, body).max_output_tokens;
+    };
+    EXPECT_EQ(limit(api_kind::openai_chat_completions, "/v1/chat/completions",
+                    R"({"model":"m","max_completion_tokens":300,"messages":[]})"),
+              300u);
+    EXPECT_EQ(limit(api_kind::openai_responses, "/v1/responses",
+                    R"({"model":"m","max_output_tokens":256,"input":"hi"})"),
+              256u);
+    EXPECT_EQ(limit(api_kind::anthropic_messages, "/v1/messages",
+                    R"({"model":"m","max_tokens":1024,"messages":[]})"),
+              1024u);
+    EXPECT_EQ(limit(api_kind::gemini_generate, "/v1beta/models/g:generateContent",
+                    R"({"contents":[],"generationConfig":{"maxOutputTokens":77}})"),
+              77u);
+    EXPECT_EQ(limit(api_kind::ollama_chat, "/api/chat",
+                    R"({"model":"m","options":{"num_predict":42},"messages":[]})"),
+              42u);
+    EXPECT_EQ(limit(api_kind::tgi_generate, "/generate",
+                    R"({"inputs":"x","parameters":{"max_new_tokens":20}})"),
+              20u);
+    EXPECT_EQ(limit(api_kind::llamacpp_completion, "/completion",
+                    R"({"prompt":"x","n_predict":9})"),
+              9u);
+    // llama.cpp's -1 (no limit), a string, or nothing: no limit named.
+    EXPECT_FALSE(limit(api_kind::llamacpp_completion, "/completion", R"({"n_predict":-1})"));
+    EXPECT_FALSE(limit(api_kind::anthropic_messages, "/v1/messages", R"({"max_tokens":"9"})"));
+    EXPECT_FALSE(limit(api_kind::openai_chat_completions, "/v1/chat/completions", R"({})"));
+}
+
 }  // namespace
 }  // namespace tokenmeter::protocol

@@ -481,6 +481,7 @@ void expect_same_as_dom(std::string_view body) {
     EXPECT_EQ(walk.empty_object, dom.empty_object);
     EXPECT_EQ(walk.prompt_chars, dom.prompt_chars);
     EXPECT_EQ(walk.prompt_text, dom.prompt_text);
+    EXPECT_EQ(walk.max_output_tokens, dom.max_output_tokens);
 }
 
 TEST(OpenAiRequest, OnePassReadsWhatTheDomReads) {
@@ -498,6 +499,10 @@ TEST(OpenAiRequest, OnePassReadsWhatTheDomReads) {
              R"({"stream_options":{"include_usage":"yes"}})",
              R"({"stream_options":[{"include_usage":true}]})",
              R"({"stream_options":7,"stream":false})",
+             R"({"model":"m","max_tokens":64})",
+             R"({"max_completion_tokens":300,"max_tokens":64})",
+             R"({"max_tokens":-1,"max_output_tokens":1.5})",
+             R"({"max_tokens":"64","n_predict":12})",
              R"({"model":null,"stream":null,"messages":null,"prompt":null})",
              R"({"messages":[{"content":null},{"content":7},"text",["content"],{"content":""}]})",
              R"({"messages":[{"content":""},{"content":"a"},{"content":""},{"content":"b"}]})",

@@ -111,19 +111,51 @@ TEST(ProvisionedThroughput, DebtBlocksNewRequestsUntilRefilled) {
     s.burst = std::chrono::milliseconds(2000);
     s.rates["slow"] = 100;
     provisioned_throughput p(s);
-    EXPECT_TRUE(p.admit("slow", at(0)).admitted);
+    EXPECT_TRUE(p.admit("slow", 0, at(0)).admitted);
     EXPECT_DOUBLE_EQ(p.level("slow", at(0)), 200);  // full bucket: rate x burst
     p.charge("slow", 500, at(1));                   // refilled to the cap, then -300
     EXPECT_DOUBLE_EQ(p.level("slow", at(1)), -300);
-    auto refused = p.admit("slow", at(1));
+    auto refused = p.admit("slow", 0, at(1));
     EXPECT_FALSE(refused.admitted);
     EXPECT_DOUBLE_EQ(refused.retry_after_seconds, 3.0);
-    EXPECT_FALSE(p.admit("slow", at(3.9)).admitted);
-    EXPECT_TRUE(p.admit("slow", at(4.0)).admitted);
+    EXPECT_FALSE(p.admit("slow", 0, at(3.9)).admitted);
+    EXPECT_TRUE(p.admit("slow", 0, at(4.0)).admitted);
     EXPECT_DOUBLE_EQ(p.level("slow", at(100)), 200);  // never above the burst
     // Tenants without a provisioned rate are never limited.
     p.charge("free", 1'000'000, at(1));
-    EXPECT_TRUE(p.admit("free", at(1)).admitted);
+    EXPECT_TRUE(p.admit("free", 0, at(1)).admitted);
+}
+
+// An admitted request reserves at once: 50 concurrent requests of 105 tokens each (5 of prompt,
+// 100 of output limit) under a 10-token bucket, none ended yet: the first is admitted, and the
+// bucket is overrun by at most its reservation; the rest wait for settlements.
+TEST(ProvisionedThroughput, AReservationAtAdmissionBoundsABurst) {
+    throughput_options s;
+    s.enforce = true;
+    s.burst = std::chrono::milliseconds(1000);
+    s.rates["acme"] = 10;
+    provisioned_throughput p(s);
+    int admitted = 0;
+    for (int i = 0; i < 50; ++i) {
+        const admission a = p.admit("acme", 105, at(0));
+        if (a.admitted) {
+            EXPECT_EQ(a.reserved, 105u);
+            ++admitted;
+        } else {
+            EXPECT_EQ(a.reserved, 0u) << "a refusal reserves nothing";
+        }
+    }
+    EXPECT_EQ(admitted, 1);
+    EXPECT_DOUBLE_EQ(p.level("acme", at(0)), 10 - 105);
+    // It used 25 tokens in the end: the other 80 come back, and the bucket is at 10 - 25.
+    p.adjust("acme", 25.0 - 105.0, at(0));
+    EXPECT_DOUBLE_EQ(p.level("acme", at(0)), -15);
+    const admission refused = p.admit("acme", 105, at(0));
+    EXPECT_FALSE(refused.admitted);
+    EXPECT_DOUBLE_EQ(refused.retry_after_seconds, 1.5);
+    EXPECT_TRUE(p.admit("acme", 105, at(1.5)).admitted);
+    EXPECT_TRUE(p.limits("acme"));
+    EXPECT_FALSE(p.limits("free"));
 }
 
 TEST(ProvisionedThroughput, WithoutEnforcementEveryoneIsAdmitted) {
@@ -131,7 +163,7 @@ TEST(ProvisionedThroughput, WithoutEnforcementEveryoneIsAdmitted) {
     s.rates["slow"] = 1;
     provisioned_throughput p(s);
     p.charge("slow", 1000, at(0));
-    EXPECT_TRUE(p.admit("slow", at(0)).admitted);
+    EXPECT_TRUE(p.admit("slow", 0, at(0)).admitted);
     EXPECT_EQ(p.rates().at("slow"), 1);
 }
 
