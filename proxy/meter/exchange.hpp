@@ -19,7 +19,7 @@
 namespace tokenmeter::meter {
 
 // The tail of a JSON body too large to read whole that is kept for its usage report.
-inline constexpr std::size_t response_tail_bytes = 64 * 1024;
+inline constexpr std::size_t response_tail_bytes = std::size_t{64} * 1024;
 
 struct exchange_limits {
     std::size_t max_sse_event_bytes = std::size_t{4} * 1024 * 1024;
