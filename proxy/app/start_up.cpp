@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "app/allocator.hpp"
+#include "app/log_format.hpp"
 #include "app/module_options.hpp"
 #include "app/tokenizers.hpp"
 #include "core/secret_file.hpp"
@@ -57,12 +58,7 @@ void configure_logging(const config::log_settings& log) {
     auto logger = spdlog::stderr_color_mt("tokenmeter");
     spdlog::set_default_logger(logger);
     spdlog::set_level(spdlog::level::from_str(std::string(config::to_string(log.level))));
-    if (log.format == config::log_format::json) {
-        spdlog::set_pattern(R"({"time":"%Y-%m-%dT%H:%M:%S.%fZ","level":"%l","msg":"%v"})",
-                            spdlog::pattern_time_type::utc);
-    } else {
-        spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
-    }
+    spdlog::set_formatter(make_log_formatter(log.format));
 }
 
 std::int64_t open_files_budget() {
