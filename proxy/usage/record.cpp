@@ -192,7 +192,22 @@ std::string encode_record_fields(const usage_record& r) {
     return record_json(r).dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
+namespace {
+std::optional<spool_entry> decode_entry(std::string_view line);
+}  // namespace
+
 std::optional<spool_entry> decode_line(std::string_view line) {
+    // A spool line is read from disk: hostile like a socket. Every field is read by type, and
+    // whatever else the JSON library could throw makes the line malformed, never the caller's.
+    try {
+        return decode_entry(line);
+    } catch (const std::exception&) {
+        return std::nullopt;
+    }
+}
+
+namespace {
+std::optional<spool_entry> decode_entry(std::string_view line) {
     json j = json::parse(line.begin(), line.end(), nullptr, false);
     if (j.is_discarded() || !j.is_object()) {
         return std::nullopt;
@@ -220,7 +235,7 @@ std::optional<spool_entry> decode_line(std::string_view line) {
                            get_string(j, "route"),
                            get_string(j, "request_id"),
                            *start,
-                           j.value("streamed", false),
+                           get_bool(j, "streamed"),
                            get_bool(j, "model_cut")};
         return e;
     }
@@ -259,7 +274,7 @@ std::optional<spool_entry> decode_line(std::string_view line) {
         r.ttft_seconds = ttft_of(j);
         auto d = j.find("duration_s");
         r.duration_seconds = d != j.end() && d->is_number() ? d->get<double>() : 0.0;
-        r.streamed = j.value("streamed", false);
+        r.streamed = get_bool(j, "streamed");
         r.input = get_count(j, "input_tokens", "input_source");
         r.output = get_count(j, "output_tokens", "output_source");
         r.reasoning = get_count(j, "reasoning_tokens", "reasoning_source");
@@ -283,6 +298,7 @@ std::optional<spool_entry> decode_line(std::string_view line) {
     }
     return std::nullopt;
 }
+}  // namespace
 
 usage_record make_record(const open_info& open, const meter::request_summary& s,
                          const meter::billed_counts& counts, std::int64_t end_unix_ms) {

@@ -187,5 +187,35 @@ TEST(UsageIds, UniqueAcrossGeneratorsAndCalls) {
     EXPECT_EQ(fixed.next(), "00000000000012340000000000000007");
 }
 
+// A spool line is read from disk, hostile like a socket: a field of the wrong type, a number out
+// of range or nonsense makes the line malformed (nullopt), never an exception.
+TEST(UsageRecord, LinesWithFieldsOfTheWrongTypeAreMalformedNotThrown) {
+    const std::string open_line = encode_open(open_info{"id1", "t", "m", "openai_chat", "/r", "", 0,
+                                                        true});
+    const std::string close_line = encode_close(sample());
+    for (std::string line : {open_line, close_line}) {
+        line.pop_back();  // the newline
+        for (const char* field : {"\"streamed\":true", "\"streamed\":false"}) {
+            const auto at = line.find(field);
+            if (at == std::string::npos) {
+                continue;
+            }
+            std::string bad = line;
+            bad.replace(at, std::string_view(field).size(), "\"streamed\":\"yes\"");
+            std::optional<spool_entry> e;
+            EXPECT_NO_THROW(e = decode_line(bad)) << bad;
+            ASSERT_TRUE(e) << "a wrong-typed optional field reads as absent: " << bad;
+            EXPECT_FALSE(e->kind == entry_kind::open ? e->open.streamed : e->record.streamed);
+        }
+    }
+    for (const char* bad : {R"({"v":1,"type":"close","id":"x","start":7})",
+                            R"({"v":1e999,"type":"close"})",
+                            R"({"v":1,"type":"close","id":"x","start":"2026-01-01","end":"2026-01-01",)"
+                            R"("outcome":"complete","status":99999999999999,"cost":1e308,"currency":"USD"})",
+                            R"({"v":1,"type":["open"],"id":{"a":1}})", "[1,2]", "\"str\"", ""}) {
+        EXPECT_NO_THROW((void)decode_line(bad)) << bad;
+    }
+}
+
 }  // namespace
 }  // namespace tokenmeter::usage
