@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "core/shared_snapshot.hpp"
+#include "usage/credentials.hpp"
 
 namespace tokenmeter::usage {
 
@@ -19,19 +20,6 @@ inline constexpr std::string_view anonymous_tenant = "anonymous";
 inline constexpr std::string_view invalid_tenant = "invalid";
 
 enum class tenant_source : std::uint8_t { none, header, api_key };
-
-// An Authorization field value read as RFC 9110 §11.4 credentials: auth-scheme, then after one
-// or more spaces (a tab is not a separator) either a token68 or a list of auth-params.
-struct authorization_credentials {
-    bool valid = false;        // the value is credentials syntax
-    std::string_view scheme;   // as written; compared case-insensitively
-    std::string_view token68;  // "" when auth-params or nothing follow the scheme
-};
-[[nodiscard]] authorization_credentials parse_authorization(std::string_view value) noexcept;
-
-// The API key a Bearer credential carries (RFC 6750 §2.1: "Bearer" 1*SP token68), or "" for
-// another scheme, a Bearer without a token68, or a value that is not credentials syntax.
-[[nodiscard]] std::string_view bearer_token(std::string_view authorization) noexcept;
 
 // The request headers the resolver looks at.
 struct tenant_headers {
