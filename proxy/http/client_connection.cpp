@@ -268,6 +268,12 @@ void client_connection<Stream>::handle_request() {
                       "limits.unparsable_body");
         return;
     }
+    if (plan.model_missing) {
+        respond_local(local_failure::model_required,
+                      "the request names no model, so the model that would serve it (a server "
+                      "default) cannot be metered or priced; refused by limits.unparsable_body");
+        return;
+    }
 
     observe::request_facts facts;
     facts.api = plan.api;

@@ -29,6 +29,8 @@ failure_answer answer_for(local_failure failure) noexcept {
         case local_failure::unparsable_body:
             // The body was read whole: the connection can carry the next request.
             return {s::bad_request, "unparsable_body", false, o::rejected};
+        case local_failure::model_required:
+            return {s::bad_request, "model_required", false, o::rejected};
         case local_failure::rate_limited:
             return {s::too_many_requests, "provisioned_throughput_exceeded", false, o::rejected};
         case local_failure::pool_exhausted:

@@ -23,6 +23,7 @@ enum class local_failure : std::uint8_t {
     trace_with_content,
     bad_target,
     unparsable_body,
+    model_required,
     rate_limited,
     pool_exhausted,
     upstream_timeout,

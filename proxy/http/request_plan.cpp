@@ -60,9 +60,15 @@ request_plan plan_request(bhttp::request<bhttp::string_body>& request,
     const bool metered = plan.api != protocol::api_kind::none;
     if (metered) {
         plan.info = protocol::parse_request(plan.api, request.target(), request.body());
-        if (!plan.info.body_parsed && settings.unparsable_body == unparsable_body_policy::refuse) {
-            plan.unparsable_body = true;
-            return plan;
+        if (settings.unparsable_body == unparsable_body_policy::refuse) {
+            if (!plan.info.body_parsed) {
+                plan.unparsable_body = true;
+                return plan;
+            }
+            if (plan.info.model.empty() && protocol::names_model_in_body(plan.api)) {
+                plan.model_missing = true;
+                return plan;
+            }
         }
         if (route.usage_injection && protocol::can_inject_usage(plan.api, plan.info)) {
             // The one place the proxy changes bytes: usage on every stream (see usage_filter).

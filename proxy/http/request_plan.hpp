@@ -34,6 +34,9 @@ struct request_plan {
     // A metered request whose body the proxy cannot read, under unparsable_body_policy::refuse:
     // it is answered 400 and not forwarded (`upstream` is left empty).
     bool unparsable_body = false;
+    // Likewise a metered request whose API names its model in the body and whose body names
+    // none: served under a model the meter cannot know (a server's default), so not priced.
+    bool model_missing = false;
     upstream_request upstream;
 };
 

@@ -220,6 +220,24 @@ request_info parse_request(api_kind api, std::string_view target, std::string_vi
     return info;
 }
 
+bool names_model_in_body(api_kind api) noexcept {
+    switch (api) {
+        case api_kind::openai_chat_completions:
+        case api_kind::openai_completions:
+        case api_kind::openai_responses:
+        case api_kind::anthropic_messages:
+        case api_kind::ollama_chat:
+        case api_kind::ollama_generate:
+            return true;
+        case api_kind::none:
+        case api_kind::tgi_generate:
+        case api_kind::llamacpp_completion:
+        case api_kind::gemini_generate:
+            return false;
+    }
+    return false;
+}
+
 bool can_inject_usage(api_kind api, const request_info& info) noexcept {
     const dialect* d = find_dialect(api);
     return d != nullptr && d->can_inject_usage != nullptr && d->can_inject_usage(info);

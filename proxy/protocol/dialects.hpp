@@ -35,6 +35,10 @@ request_info parse_request(api_kind api, std::string_view target, std::string_vi
 // Whether the proxy may add stream_options.include_usage to this request (OpenAI chat and
 // completions, streamed, not already asking for usage).
 bool can_inject_usage(api_kind api, const request_info& info) noexcept;
+// Whether the API names its model in the request body (OpenAI, Responses, Anthropic, Ollama):
+// a body without one is served under a model the meter cannot know (a server's default). TGI and
+// llama.cpp serve one model and name none; Gemini names it in the path.
+[[nodiscard]] bool names_model_in_body(api_kind api) noexcept;
 // The request body with "stream_options":{"include_usage":true} set (and
 // "continuous_usage_stats":true when asked); nullopt when the body is not a JSON object (then
 // it is forwarded as it is). `parsed`, when given, is what parse_request read from this same

@@ -31,6 +31,10 @@ TEST(LocalFailure, EachFailureHasItsAnswer) {
     EXPECT_EQ(answer_for(local_failure::unparsable_body).code, "unparsable_body");
     EXPECT_FALSE(answer_for(local_failure::unparsable_body).close);
     EXPECT_EQ(answer_for(local_failure::unparsable_body).result, observe::outcome::rejected);
+    EXPECT_EQ(answer_for(local_failure::model_required).status, bhttp::status::bad_request);
+    EXPECT_EQ(answer_for(local_failure::model_required).code, "model_required");
+    EXPECT_FALSE(answer_for(local_failure::model_required).close);
+    EXPECT_EQ(answer_for(local_failure::model_required).result, observe::outcome::rejected);
 }
 
 TEST(LocalFailure, UpstreamErrorsGetTheirMetricLabelAndAnswer) {

@@ -249,6 +249,33 @@ TEST(RequestPlan, MeteredRequestsAskForIdentityWhateverTheClientAccepts) {
     EXPECT_EQ(sent(passed)[bhttp::field::accept_encoding], "gzip") << "not metered: as it came";
 }
 
+// A body that names no model, on an API that names it in the body: served under a server's
+// default model the meter cannot know or price, so refused (or, under forward, forwarded).
+TEST(RequestPlan, AMeteredBodyWithoutItsModelIsRefusedUnlessForwardingIsConfigured) {
+    for (const char* path : {"/v1/chat/completions", "/v1/completions", "/v1/responses",
+                             "/v1/messages", "/api/chat", "/api/generate"}) {
+        auto request = post(path, R"({"messages":[{"role":"user","content":"hi"}],"prompt":"x"})");
+        auto plan = plan_request(request, path, field_count(request), settings_for());
+        EXPECT_TRUE(plan.model_missing) << path;
+        EXPECT_TRUE(plan.upstream.head.empty()) << path;
+        auto named = post(path, R"({"model":"m","prompt":"x"})");
+        EXPECT_FALSE(plan_request(named, path, field_count(named), settings_for()).model_missing)
+            << path;
+        auto again = post(path, R"({"prompt":"x"})");
+        auto settings = settings_for();
+        settings.unparsable_body = unparsable_body_policy::forward;
+        auto forwarded = plan_request(again, path, field_count(again), settings);
+        EXPECT_FALSE(forwarded.model_missing) << path;
+        EXPECT_FALSE(forwarded.upstream.head.empty()) << path;
+    }
+    // TGI and llama.cpp serve one model and name none in the body.
+    for (const char* path : {"/generate", "/completion"}) {
+        auto request = post(path, R"({"inputs":"x","prompt":"x"})");
+        EXPECT_FALSE(plan_request(request, path, field_count(request), settings_for()).model_missing)
+            << path;
+    }
+}
+
 TEST(RequestPlan, AnUnreadableBodyOnAMeteredRouteIsRefusedUnlessForwardingIsConfigured) {
     for (const char* body : {"not json", "[1,2]", R"({"model":"m")", R"({"model":"m"} x)"}) {
         auto request = post("/v1/chat/completions", body);
