@@ -99,13 +99,13 @@ struct log_settings {
     bool operator==(const log_settings&) const = default;
 };
 
-// Who a request belongs to, per-tenant metric labels and provisioned throughput (issue 5).
+// Who a request belongs to, per-tenant metric labels and provisioned throughput.
 struct tenant_limit {
     double provisioned_tokens_per_second = 0;  // input + output tokens per second; 0: none
     bool operator==(const tenant_limit&) const = default;
 };
 
-// The fleet-wide tenant limit's store (issue 17): one Redis for every replica.
+// The fleet-wide tenant limit's store: one Redis for every replica.
 struct redis_limit_settings {
     std::string url;            // "": limits per process; redis://host[:port]
     std::string username;       // ACL user; "" with a password: AUTH <password>
@@ -186,7 +186,7 @@ struct upstream_tls_settings {
     bool operator==(const upstream_tls_settings&) const = default;
 };
 
-// Billing records: the durable spool and its shipper (issue 5). Off while spool_dir is empty.
+// Billing records: the durable spool and its shipper. Off while spool_dir is empty.
 struct usage_settings {
     std::string spool_dir;
     milliseconds fsync_interval{10};
@@ -261,7 +261,7 @@ struct slo_settings {
     bool operator==(const slo_settings&) const = default;
 };
 
-// Task time (issue 16): a task label from a request header, bounded by an allowlist, and sessions
+// Task time: a task label from a request header, bounded by an allowlist, and sessions
 // (several requests of one task) added up by a session id header.
 struct tasks_settings {
     std::string header = "x-tokenmeter-task";  // the request header naming the task

@@ -1,4 +1,4 @@
-// The adversarial suite, kept as data (issue 10, part 8): every case in adversarial/*.json is sent
+// The adversarial suite, kept as data: every case in adversarial/*.json is sent
 // over a fresh client connection to the real proxy, in front of a recording upstream that answers
 // with the case's scripted bytes. Each case states what a correct, RFC-conforming proxy does: the
 // statuses the client sees, whether the proxy closes the connection, and exactly which bytes reach
