@@ -79,6 +79,15 @@ env -u TOKENMETER_TOKENIZER_DIR /usr/bin/tokenmeter --check-config /etc/tokenmet
 systemd-analyze verify /usr/lib/systemd/system/tokenmeter.service ||
   fail "systemd-analyze verify tokenmeter.service"
 echo "install.deb: systemd-analyze verify: ok"
+# The unit's sandboxing, as systemd rates it (0 safest, 10 none): held to "OK" (below 4).
+exposure=$(systemd-analyze security --offline=true /usr/lib/systemd/system/tokenmeter.service 2>&1 |
+  sed -n 's/.*Overall exposure level for [^:]*: \([0-9.]*\).*/\1/p')
+[[ -n $exposure ]] || fail "systemd-analyze security printed no exposure level"
+awk -v e="$exposure" 'BEGIN { exit !(e < 4.0) }' || fail "unit exposure $exposure, want below 4.0"
+grep -q '^ExecReload=' /usr/lib/systemd/system/tokenmeter.service || fail "the unit has no ExecReload"
+grep -q '^ExecStartPre=.*--check-config' /usr/lib/systemd/system/tokenmeter.service ||
+  fail "the unit does not check its config before starting"
+echo "install.deb: systemd-analyze security: exposure $exposure; ExecReload and a config check"
 
 dpkg -r tokenmeter || fail "dpkg -r"
 [[ ! -e /usr/bin/tokenmeter ]] || fail "/usr/bin/tokenmeter is still there after dpkg -r"
