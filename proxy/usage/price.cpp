@@ -74,6 +74,26 @@ std::string format_amount(std::int64_t picos) {
     return out;
 }
 
+std::string format_amount_sum(amount_sum picos) {
+    __extension__ using wide = unsigned __int128;
+    const wide magnitude = picos < 0 ? wide{0} - static_cast<wide>(picos) : static_cast<wide>(picos);
+    const auto unit = static_cast<wide>(picos_per_unit);
+    wide whole = magnitude / unit;
+    std::string digits;
+    do {
+        digits.insert(digits.begin(), static_cast<char>('0' + static_cast<int>(whole % 10)));
+        whole /= 10;
+    } while (whole != 0);
+    std::string out = picos < 0 ? "-" + digits : digits;
+    // The fraction is below 10^12: it fits 64 bits, and format_amount writes it.
+    const auto fraction = static_cast<std::int64_t>(magnitude % unit);
+    if (fraction != 0) {
+        const std::string part = format_amount(fraction);  // "0.xxx"
+        out += part.substr(1);
+    }
+    return out;
+}
+
 std::optional<std::int64_t> amount_from_number(double value) {
     const double scaled = value * static_cast<double>(picos_per_unit);
     if (!std::isfinite(scaled) ||

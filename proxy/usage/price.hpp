@@ -47,6 +47,12 @@ void apply_price(usage_record& r, const price_table& prices);
 // An amount in pico-units as an exact decimal: "0.000123", "12", "-0.5" (no exponent, no
 // trailing zeros).
 std::string format_amount(std::int64_t picos);
+
+// A sum of many records' costs, in pico-units: 128 bits, so no total of 64-bit costs wraps
+// (one record's cost fits 64 bits; 2^127 pico-units is some 1.7e26 currency units).
+__extension__ using amount_sum = __int128;
+// format_amount for a sum.
+std::string format_amount_sum(amount_sum picos);
 // A JSON number read back from a record: exact for amounts below about 9,000 units.
 std::optional<std::int64_t> amount_from_number(double value);
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
@@ -68,10 +69,17 @@ void add_record(usage_totals& totals, per_second& bins, const usage_record& r) {
     totals.outcomes[r.outcome] += 1;
     const std::uint64_t input = r.input.value.value_or(0);
     const std::uint64_t output = r.output.value.value_or(0);
-    totals.input_tokens += input;
-    totals.output_tokens += output;
-    totals.reasoning_tokens += r.reasoning.value.value_or(0);
-    totals.cached_tokens += r.cached_input.value.value_or(0);
+    // Token counts come from upstream reports: a sum stops at the largest count rather than
+    // wrap around to a small one.
+    const auto add = [](std::uint64_t& total, std::uint64_t n) {
+        if (__builtin_add_overflow(total, n, &total)) {
+            total = std::numeric_limits<std::uint64_t>::max();
+        }
+    };
+    add(totals.input_tokens, input);
+    add(totals.output_tokens, output);
+    add(totals.reasoning_tokens, r.reasoning.value.value_or(0));
+    add(totals.cached_tokens, r.cached_input.value.value_or(0));
     if (!r.currency.empty() && r.cost_picos) {
         totals.cost_picos[r.currency] += *r.cost_picos;
     } else {
@@ -110,7 +118,7 @@ nlohmann::ordered_json totals_json(const usage_totals& t) {
     // Exact decimals as strings (a sum can outgrow a double's digits), by currency.
     nlohmann::ordered_json cost = nlohmann::ordered_json::object();
     for (const auto& [currency, picos] : t.cost_picos) {
-        cost[currency] = format_amount(picos);
+        cost[currency] = format_amount_sum(picos);
     }
     j["cost"] = cost;
     j["unpriced_requests"] = t.unpriced_requests;
@@ -124,9 +132,9 @@ nlohmann::ordered_json totals_json(const usage_totals& t) {
 std::string cost_cell(const usage_totals& t) {
     std::string out;
     for (const auto& [currency, picos] : t.cost_picos) {
-        constexpr std::int64_t micro = 1'000'000;
-        const std::int64_t rounded = (picos >= 0 ? picos + micro / 2 : picos - micro / 2) / micro;
-        out += (out.empty() ? "" : " + ") + format_amount(rounded * micro) + " " + currency;
+        constexpr amount_sum micro = 1'000'000;
+        const amount_sum rounded = (picos >= 0 ? picos + micro / 2 : picos - micro / 2) / micro;
+        out += (out.empty() ? "" : " + ") + format_amount_sum(rounded * micro) + " " + currency;
     }
     return out.empty() ? "-" : out;
 }

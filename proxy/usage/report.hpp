@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "usage/price.hpp"
 #include "usage/record.hpp"
 
 namespace tokenmeter::usage {
@@ -23,7 +24,7 @@ struct usage_totals {
     std::uint64_t cached_tokens = 0;
     // Cost by currency, in pico-units (usage/price), and the records that have none (their
     // model has no price, or a count the price needs was unknown).
-    std::map<std::string, std::int64_t> cost_picos;
+    std::map<std::string, amount_sum> cost_picos;
     std::uint64_t unpriced_requests = 0;
     double peak_tokens_per_second = 0;
     std::int64_t peak_second_unix_ms = 0;  // start of the peak second

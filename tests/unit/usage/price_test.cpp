@@ -184,5 +184,15 @@ TEST(Price, ReportSumsCostPerCurrencyAndCountsUnpriced) {
     EXPECT_EQ(report.by_tenant_model.at({"team", "other"}).cost_picos.size(), 0U);
 }
 
+TEST(Price, SumsOfCostsAreWrittenExactlyPastSixtyFourBits) {
+    EXPECT_EQ(format_amount_sum(0), "0");
+    EXPECT_EQ(format_amount_sum(4'500'000'000), "0.0045");
+    EXPECT_EQ(format_amount_sum(-500'000'000'000), "-0.5");
+    // Ten million units: past what 64 bits of pico-units hold (about 9.2 million).
+    const amount_sum ten_million = amount_sum{10'000'000} * 1'000'000'000'000;
+    EXPECT_EQ(format_amount_sum(ten_million + 123), "10000000.000000000123");
+    EXPECT_EQ(format_amount_sum(-ten_million), "-10000000");
+}
+
 }  // namespace
 }  // namespace tokenmeter::usage

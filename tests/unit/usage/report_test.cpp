@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 namespace tokenmeter::usage {
 namespace {
 
@@ -34,6 +36,23 @@ TEST(UsageReport, TotalsAndPeakPerSecond) {
     // Second 1: 10 + 50 = 60. Second 2: 50 + 5 + 20 = 75.
     EXPECT_NEAR(t.peak_tokens_per_second, 75.0, 1e-9);
     EXPECT_EQ(t.peak_second_unix_ms, 2000);
+}
+
+// Counts and costs come from upstream reports: sums never wrap. Two records of 6 million units
+// each are 12 million (past 64 bits of pico-units); token sums stop at the largest count.
+TEST(UsageReport, SumsNeitherWrapNorTurnNegative) {
+    std::vector<usage_record> records;
+    for (const char* id : {"a", "b"}) {
+        usage_record r = rec(id, "t", 0, 1000, 0.1, std::numeric_limits<std::uint64_t>::max(), 5);
+        r.currency = "USD";
+        r.cost_picos = std::int64_t{6'000'000} * 1'000'000'000'000;
+        records.push_back(r);
+    }
+    auto report = build_report(records, {});
+    const auto& t = report.by_tenant.at("t");
+    EXPECT_EQ(t.input_tokens, std::numeric_limits<std::uint64_t>::max());
+    EXPECT_EQ(t.output_tokens, 10u);
+    EXPECT_EQ(format_amount_sum(t.cost_picos.at("USD")), "12000000");
 }
 
 TEST(UsageReport, DuplicateIdsCountOnceAndTheRealOutcomeWins) {
