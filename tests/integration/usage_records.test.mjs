@@ -225,8 +225,12 @@ test('a burst of concurrent requests is held to the limit by reservations at adm
   // Retry-After: until the one reservation (4 + 100 tokens) less the bucket (10) refills.
   const retry = Number(responses.find((r) => r.status === 429).headers['retry-after']);
   assert.ok(retry >= 9 && retry <= 11, `Retry-After ${retry}`);
+  // Each request's counters are added when it ends, which can be after its client saw the last
+  // byte (a slow, sanitized build takes a while for 50): wait for all of them.
   const m = await waitMetrics(proxy,
-    (x) => x.value('tokenmeter_tenant_requests_total', { tenant: 'burst' }) >= 50);
+    (x) => x.value('tokenmeter_tenant_requests_total', { tenant: 'burst' }) >= 50 &&
+      x.value('tokenmeter_tenant_tokens_total', { tenant: 'burst', type: 'output' }) >= 20, 10_000);
+  assert.equal(m.value('tokenmeter_tenant_requests_total', { tenant: 'burst' }), 50);
   assert.equal(m.value('tokenmeter_tenant_rate_limited_total', { tenant: 'burst' }), 49);
   assert.equal(m.value('tokenmeter_tenant_tokens_total', { tenant: 'burst', type: 'output' }), 20);
   const refusedRecords = () => readRecords(spool).filter((r) => r.tenant === 'burst' && r.status === 429);
