@@ -76,7 +76,7 @@ void check_upstream_head(const http::bhttp::request<http::bhttp::string_body>& p
     settings.preserve_host = size % 5 == 0;
     const http::client_origin origin{size % 2 == 0, size % 4 == 0 ? "::1" : "10.0.0.1"};
     const auto plan = http::plan_request(request, *target, fields, settings, origin);
-    if (plan.unparsable_body) {
+    if (plan.unparsable_body || plan.model_missing) {
         return;  // answered 400 by the proxy: nothing goes upstream
     }
     http::bhttp::request_parser<http::bhttp::string_body> back;
