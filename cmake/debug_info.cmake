@@ -3,7 +3,7 @@
 # By default: line tables only (-g1), with the debug sections compressed (-gz=zlib) in objects and
 # in what is linked from them. Line tables are what backtraces, sanitizer reports, perf and
 # callgrind read. Full DWARF for the Asio/Beast translation units costs about 40 % more compile
-# time and, uncompressed, about seven times the disk: http/client_connection.cpp takes 64 s and
+# time and, uncompressed, about seven times the disk: relay/client_connection.cpp takes 64 s and
 # 67 MB with -g, 44 s and 10 MB with -g1 -gz=zlib (GCC 12; README, "Building by hand"), and the
 # test command builds four trees on one disk (normal, ASan, TSan, fuzz).
 #

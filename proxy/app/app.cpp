@@ -23,10 +23,10 @@
 #include "app/usage_parts.hpp"
 #include "app/workers.hpp"
 #include "core/time.hpp"
-#include "http/admin.hpp"
-#include "http/listener.hpp"
-#include "http/proxy_context.hpp"
-#include "http/readiness_probe.hpp"
+#include "admin/admin.hpp"
+#include "net/listener.hpp"
+#include "relay/proxy_context.hpp"
+#include "admin/readiness_probe.hpp"
 #include "metrics/billing.hpp"
 #include "metrics/process.hpp"
 #include "metrics/registry.hpp"
@@ -120,10 +120,10 @@ int run(const config::settings& settings, const reloader& reload, const metering
         [&registry](observe::metering_phase phase) {
             registry.metering_failure(observe::to_string(phase));
         });
-    const http::session_settings session_settings = session_settings_from(settings);
-    http::proxy_context context{session_settings, observer, clock};
+    const relay::session_settings session_settings = session_settings_from(settings);
+    relay::proxy_context context{session_settings, observer, clock};
     context.edge.attach(&edge_metrics);
-    http::upstream_pool_settings pool_settings = pool_settings_from(settings);
+    relay::upstream_pool_settings pool_settings = pool_settings_from(settings);
     std::optional<metrics::upstream_tls_metrics> upstream_tls;
     if (pool_settings.tls) {
         upstream_tls.emplace(*registry.prometheus_registry(),
@@ -136,7 +136,7 @@ int run(const config::settings& settings, const reloader& reload, const metering
 
     // Declared after the workers: its pending accepts hold sockets of the workers' contexts, so
     // it must be destroyed first.
-    http::asio::io_context main_ioc{1};
+    asio::io_context main_ioc{1};
     // After main_ioc (its file-watch timer lives there); connections keep the OpenSSL context
     // they were accepted with, so destroying this before the workers is safe.
     std::optional<tls_watch> tls;
@@ -151,7 +151,7 @@ int run(const config::settings& settings, const reloader& reload, const metering
     }
     // The admin listener's own certificate (admin_tls), watched and reloaded like the proxy's.
     std::optional<tls_watch> admin_tls;
-    http::tls_handshake_counters admin_handshakes{"admin"};
+    net::tls_handshake_counters admin_handshakes{"admin"};
     if (settings.admin_tls.enabled()) {
         try {
             admin_tls.emplace(main_ioc, settings.admin_tls, *registry.prometheus_registry(),
@@ -163,7 +163,7 @@ int run(const config::settings& settings, const reloader& reload, const metering
     }
     std::atomic<bool> upstream_ready{false};
     std::atomic<bool> spool_failing{false};
-    http::admin_state admin_state{registry, context.draining, upstream_ready};
+    admin::admin_state admin_state{registry, context.draining, upstream_ready};
     admin_state.before_scrape = [&process_metrics, &tasks, &clock] {
         process_metrics.update();
         if (tasks) {
@@ -177,17 +177,17 @@ int run(const config::settings& settings, const reloader& reload, const metering
     }
     // Before the descriptors run out, stop taking connections (they wait in the backlog) rather
     // than fail accept() in a loop; the reserve keeps /metrics and the spool working.
-    http::listener proxy_listener(
+    net::listener proxy_listener(
         main_ioc, "proxy", resolve_listen(main_ioc, settings.listen, "proxy"), context.edge,
-        [&]() -> http::asio::io_context& { return workers.next(); },
-        [&](http::accepted_descriptor s, http::asio::io_context& ioc) {
+        [&]() -> asio::io_context& { return workers.next(); },
+        [&](net::accepted_descriptor s, asio::io_context& ioc) {
             workers.serve(std::move(s), ioc);
         },
         [&] { return context.client_connections.load(std::memory_order_relaxed) >= fd_budget; });
-    http::admin_listener admin(main_ioc, resolve_listen(main_ioc, settings.admin, "admin"),
+    admin::admin_listener admin(main_ioc, resolve_listen(main_ioc, settings.admin, "admin"),
                                admin_state, context.edge,
                                {admin_tls ? &admin_tls->server() : nullptr, &admin_handshakes});
-    http::readiness_probe probe(
+    admin::readiness_probe probe(
         main_ioc, settings.upstream.host, std::to_string(settings.upstream.port),
         settings.readiness.probe_interval, settings.timeouts.upstream_connect, upstream_ready);
     if (pool_settings.tls) {

@@ -6,9 +6,7 @@
 
 namespace tokenmeter::app {
 
-using http::error_code;
-
-drain_controller::drain_controller(http::asio::io_context& ioc, std::chrono::milliseconds timeout,
+drain_controller::drain_controller(asio::io_context& ioc, std::chrono::milliseconds timeout,
                                    std::atomic<bool>& draining,
                                    const std::atomic<std::int64_t>& in_flight, actions act)
     : timeout_(timeout),

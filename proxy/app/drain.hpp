@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <functional>
 
-#include "http/beast.hpp"
+#include "net/beast.hpp"
 
 namespace tokenmeter::app {
 
@@ -19,7 +19,7 @@ class drain_controller {
         std::function<void()> stop;   // stop everything; run() then returns
     };
 
-    drain_controller(http::asio::io_context& ioc, std::chrono::milliseconds timeout,
+    drain_controller(asio::io_context& ioc, std::chrono::milliseconds timeout,
                      std::atomic<bool>& draining, const std::atomic<std::int64_t>& in_flight,
                      actions act);
     drain_controller(const drain_controller&) = delete;
@@ -29,16 +29,16 @@ class drain_controller {
     void stop();
 
   private:
-    void on_signal(http::error_code ec, int signal_number);
-    void on_second_signal(http::error_code ec);
+    void on_signal(error_code ec, int signal_number);
+    void on_second_signal(error_code ec);
     void check();
 
     std::chrono::milliseconds timeout_;
     std::atomic<bool>& draining_;
     const std::atomic<std::int64_t>& in_flight_;
     actions actions_;
-    http::asio::signal_set signals_;
-    http::asio::steady_timer timer_;
+    asio::signal_set signals_;
+    asio::steady_timer timer_;
     std::chrono::steady_clock::time_point deadline_{};
     bool stopped_ = false;
 };

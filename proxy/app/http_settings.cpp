@@ -7,24 +7,24 @@
 #include "app/config_checks.hpp"
 #include "app/module_options.hpp"
 #include "app/start_up.hpp"
-#include "http/tls_client.hpp"
+#include "net/tls_client.hpp"
 
 namespace tokenmeter::app {
 
-http::session_settings session_settings_from(const config::settings& settings) {
-    http::session_settings out;
+relay::session_settings session_settings_from(const config::settings& settings) {
+    relay::session_settings out;
     out.upstream = {settings.upstream.scheme, settings.upstream.host, settings.upstream.port,
                     settings.upstream.base_path};
     out.preserve_host = settings.preserve_host;
     switch (settings.forwarded_for) {
         case config::forwarded_for_mode::keep:
-            out.forwarded_for = http::forwarded_for_policy::keep;
+            out.forwarded_for = relay::forwarded_for_policy::keep;
             break;
         case config::forwarded_for_mode::append:
-            out.forwarded_for = http::forwarded_for_policy::append;
+            out.forwarded_for = relay::forwarded_for_policy::append;
             break;
         case config::forwarded_for_mode::drop:
-            out.forwarded_for = http::forwarded_for_policy::drop;
+            out.forwarded_for = relay::forwarded_for_policy::drop;
             break;
     }
     out.routes = make_route_table(settings);
@@ -38,14 +38,14 @@ http::session_settings session_settings_from(const config::settings& settings) {
     out.tenant_from = tenants.source;
     out.tenant_header = tenants.header;
     out.unparsable_body = settings.limits.unparsable_body == config::unparsable_body_mode::forward
-                              ? http::unparsable_body_policy::forward
-                              : http::unparsable_body_policy::refuse;
+                              ? relay::unparsable_body_policy::forward
+                              : relay::unparsable_body_policy::refuse;
     return out;
 }
 
-std::shared_ptr<http::ssl::context> upstream_tls_context(const config::upstream_tls_settings& t,
+std::shared_ptr<ssl::context> upstream_tls_context(const config::upstream_tls_settings& t,
                                                          bool warn) {
-    http::tls_client_options options;
+    net::tls_client_options options;
     options.ca_file = t.ca_file;
     options.ca_file_key = "upstream_tls.ca_file";
     options.cert_file = t.cert_file;
@@ -53,7 +53,7 @@ std::shared_ptr<http::ssl::context> upstream_tls_context(const config::upstream_
     options.key_file = t.key_file;
     options.key_file_key = "upstream_tls.key_file";
     options.insecure_skip_verify = t.insecure_skip_verify;
-    auto loaded = http::load_tls_client_context(options);
+    auto loaded = net::load_tls_client_context(options);
     if (!loaded.context) {
         throw start_up_error(loaded.error);
     }
@@ -62,12 +62,12 @@ std::shared_ptr<http::ssl::context> upstream_tls_context(const config::upstream_
             "upstream_tls.insecure_skip_verify is on: the upstream's certificate is NOT verified, "
             "so anyone on the path can read and change the traffic (for tests only)");
     }
-    http::tls_session_cache::enable(loaded.context->native_handle());
+    net::tls_session_cache::enable(loaded.context->native_handle());
     return std::move(loaded.context);
 }
 
-http::upstream_pool_settings pool_settings_from(const config::settings& settings) {
-    http::upstream_pool_settings out;
+relay::upstream_pool_settings pool_settings_from(const config::settings& settings) {
+    relay::upstream_pool_settings out;
     out.host = settings.upstream.host;
     out.port = std::to_string(settings.upstream.port);
     out.max_connections = settings.upstream_pool.max_connections;

@@ -25,7 +25,7 @@ std::string joined(const std::vector<std::string>& keys) {
 
 }  // namespace
 
-reload_signal::reload_signal(http::asio::io_context& ioc, const config::settings& running,
+reload_signal::reload_signal(asio::io_context& ioc, const config::settings& running,
                              reloader reload, targets to_update)
     : signals_(ioc, SIGHUP), running_(running), reload_(std::move(reload)), targets_(to_update) {}
 
@@ -34,12 +34,12 @@ void reload_signal::start() {
 }
 
 void reload_signal::stop() {
-    http::error_code ignored;
+    error_code ignored;
     signals_.cancel(ignored);
 }
 
 void reload_signal::wait() {
-    signals_.async_wait([this](http::error_code ec, int) {
+    signals_.async_wait([this](error_code ec, int) {
         if (ec) {
             return;
         }

@@ -8,7 +8,7 @@
 
 #include "app/app.hpp"
 #include "config/config.hpp"
-#include "http/beast.hpp"
+#include "net/beast.hpp"
 
 namespace tokenmeter::usage {
 class tenant_resolver;
@@ -30,7 +30,7 @@ class reload_signal {
         std::function<void()> on_hangup;
     };
 
-    reload_signal(http::asio::io_context& ioc, const config::settings& running, reloader reload,
+    reload_signal(asio::io_context& ioc, const config::settings& running, reloader reload,
                   targets to_update);
     void start();
     void stop();
@@ -39,7 +39,7 @@ class reload_signal {
     void wait();
     void on_signal();
 
-    http::asio::signal_set signals_;
+    asio::signal_set signals_;
     config::settings running_;
     reloader reload_;
     targets targets_;

@@ -30,14 +30,14 @@ shared_limit_parts open_shared_limits(const config::settings& settings,
     if (!error.empty()) {
         throw start_up_error("tenants.shared_limits.redis.url: " + error);
     }
-    http::redis_settings store;
+    outbound::redis_settings store;
     store.host = endpoint.host;
     store.port = endpoint.port;
     store.username = r.username;
     store.password = redis_password(r);
     store.timeout = r.timeout;
     store.connections = r.connections;
-    parts.store = std::make_unique<http::redis_store>(std::move(store));
+    parts.store = std::make_unique<outbound::redis_store>(std::move(store));
     parts.metrics = std::make_unique<metrics::shared_limit_metrics>(registry);
     observe::shared_limit_options options;
     options.key_prefix = r.key_prefix;

@@ -7,7 +7,7 @@
 #include <memory>
 
 #include "config/config.hpp"
-#include "http/redis_store.hpp"
+#include "outbound/redis_store.hpp"
 #include "metrics/shared_limit.hpp"
 #include "observe/shared_limit.hpp"
 #include "usage/throughput.hpp"
@@ -27,7 +27,7 @@ struct shared_limit_parts {
     // The store's last callbacks reach the limiter: the thread ends while both still exist.
     ~shared_limit_parts() { stop(); }
 
-    std::unique_ptr<http::redis_store> store;
+    std::unique_ptr<outbound::redis_store> store;
     std::unique_ptr<metrics::shared_limit_metrics> metrics;
     std::unique_ptr<observe::shared_limiter> limiter;
 

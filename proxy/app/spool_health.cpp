@@ -3,16 +3,16 @@
 #include <algorithm>
 #include <chrono>
 
-#include "http/usage_shipper.hpp"
+#include "outbound/usage_shipper.hpp"
 #include "metrics/billing.hpp"
 #include "usage/spool.hpp"
 
 namespace tokenmeter::app {
 
-static_assert(http::ship_failure_count == 6, "spool_health::ship_errors_seen_ has one per reason");
+static_assert(outbound::ship_failure_count == 6, "spool_health::ship_errors_seen_ has one per reason");
 
-spool_health::spool_health(http::asio::io_context& ioc, usage::spool_writer& spool,
-                           const http::usage_shipper* shipper, metrics::billing_metrics& metrics,
+spool_health::spool_health(asio::io_context& ioc, usage::spool_writer& spool,
+                           const outbound::usage_shipper* shipper, metrics::billing_metrics& metrics,
                            std::atomic<bool>& failing, std::uint64_t unacknowledged_at_start)
     : spool_(spool),
       shipper_(shipper),
@@ -42,10 +42,10 @@ void spool_health::update() {
         std::uint64_t written = unacknowledged_at_start_ + stats.closes_durable;
         std::uint64_t acked = shipper_->acknowledged();
         pending = written > acked ? written - acked : 0;
-        for (std::size_t i = 0; i < http::ship_failure_count; ++i) {
-            const auto reason = static_cast<http::ship_failure>(i);
+        for (std::size_t i = 0; i < outbound::ship_failure_count; ++i) {
+            const auto reason = static_cast<outbound::ship_failure>(i);
             const std::uint64_t errors = shipper_->errors(reason);
-            metrics_.add_ship_errors(http::to_string(reason), errors - ship_errors_seen_[i]);
+            metrics_.add_ship_errors(outbound::to_string(reason), errors - ship_errors_seen_[i]);
             ship_errors_seen_[i] = errors;
         }
         auto oldest = shipper_->oldest_unacknowledged_ms();
@@ -65,7 +65,7 @@ void spool_health::update() {
     }
     metrics_.set_spool(pending, oldest_age);
     timer_.expires_after(std::chrono::milliseconds(500));
-    timer_.async_wait([this](http::error_code ec) {
+    timer_.async_wait([this](error_code ec) {
         if (!ec && !stopped_) {
             update();
         }

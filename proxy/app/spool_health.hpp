@@ -6,7 +6,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "http/beast.hpp"
+#include "net/beast.hpp"
 
 namespace tokenmeter::usage {
 class spool_writer;
@@ -14,9 +14,9 @@ class spool_writer;
 namespace tokenmeter::metrics {
 class billing_metrics;
 }  // namespace tokenmeter::metrics
-namespace tokenmeter::http {
+namespace tokenmeter::outbound {
 class usage_shipper;
-}  // namespace tokenmeter::http
+}  // namespace tokenmeter::outbound
 
 namespace tokenmeter::app {
 
@@ -24,8 +24,8 @@ class spool_health {
   public:
     // shipper may be null (no sink); unacknowledged_at_start: records the sink had not
     // acknowledged when the process started.
-    spool_health(http::asio::io_context& ioc, usage::spool_writer& spool,
-                 const http::usage_shipper* shipper, metrics::billing_metrics& metrics,
+    spool_health(asio::io_context& ioc, usage::spool_writer& spool,
+                 const outbound::usage_shipper* shipper, metrics::billing_metrics& metrics,
                  std::atomic<bool>& failing, std::uint64_t unacknowledged_at_start);
     spool_health(const spool_health&) = delete;
     spool_health& operator=(const spool_health&) = delete;
@@ -37,13 +37,13 @@ class spool_health {
     void update();
 
     usage::spool_writer& spool_;
-    const http::usage_shipper* shipper_;
+    const outbound::usage_shipper* shipper_;
     metrics::billing_metrics& metrics_;
     std::atomic<bool>& failing_;
     std::uint64_t unacknowledged_at_start_;
     std::uint64_t spool_errors_seen_ = 0;
-    std::array<std::uint64_t, 6> ship_errors_seen_{};  // per http::ship_failure
-    http::asio::steady_timer timer_;
+    std::array<std::uint64_t, 6> ship_errors_seen_{};  // per outbound::ship_failure
+    asio::steady_timer timer_;
     bool stopped_ = false;
 };
 

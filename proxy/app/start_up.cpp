@@ -13,8 +13,8 @@
 #include "app/module_options.hpp"
 #include "app/tokenizers.hpp"
 #include "core/secret_file.hpp"
-#include "http/headers.hpp"
-#include "http/listener.hpp"
+#include "relay/headers.hpp"
+#include "net/listener.hpp"
 #include "usage/tenant.hpp"
 
 namespace tokenmeter::app {
@@ -32,7 +32,7 @@ std::int64_t client_connection_budget(std::uint64_t open_files_limit) {
     return static_cast<std::int64_t>(std::min<std::uint64_t>(budget, 1u << 30));
 }
 
-std::string describe(const http::tcp::endpoint& endpoint) {
+std::string describe(const tcp::endpoint& endpoint) {
     std::ostringstream out;
     out << endpoint;
     return out.str();
@@ -62,19 +62,19 @@ void configure_logging(const config::log_settings& log) {
 }
 
 std::int64_t open_files_budget() {
-    const auto [before, after] = http::raise_open_files_limit();
+    const auto [before, after] = net::raise_open_files_limit();
     const std::int64_t budget = client_connection_budget(after);
     spdlog::info("open-files limit: {} (soft limit was {}); at most {} client connections at once",
                  after, before, budget);
     return budget;
 }
 
-http::tcp::endpoint resolve_listen(http::asio::io_context& ioc, const config::endpoint& endpoint,
+tcp::endpoint resolve_listen(asio::io_context& ioc, const config::endpoint& endpoint,
                                    const char* what) {
-    http::tcp::resolver resolver(ioc);
-    http::error_code ec;
+    tcp::resolver resolver(ioc);
+    error_code ec;
     auto results = resolver.resolve(endpoint.host, std::to_string(endpoint.port),
-                                    http::tcp::resolver::passive, ec);
+                                    tcp::resolver::passive, ec);
     if (ec || results.empty()) {
         throw std::runtime_error(std::string("cannot resolve the ") + what + " address " +
                                  endpoint.host + ":" + std::to_string(endpoint.port) + ": " +
@@ -145,13 +145,13 @@ observe::metering_options metering_options_from(const config::settings& settings
     return options;
 }
 
-void announce(const config::settings& settings, const http::tcp::endpoint& proxy,
-              const http::tcp::endpoint& admin, const thread_choice& threads) {
+void announce(const config::settings& settings, const tcp::endpoint& proxy,
+              const tcp::endpoint& admin, const thread_choice& threads) {
     const auto listen_text = describe(proxy);
     const auto admin_text = describe(admin);
     const std::string upstream_text =
         settings.upstream.scheme + "://" +
-        http::upstream_host_header({settings.upstream.scheme, settings.upstream.host,
+        relay::upstream_host_header({settings.upstream.scheme, settings.upstream.host,
                                     settings.upstream.port, settings.upstream.base_path}) +
         settings.upstream.base_path;
     std::printf("tokenmeter listening: proxy=%s admin=%s upstream=%s\n", listen_text.c_str(),

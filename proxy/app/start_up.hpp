@@ -11,7 +11,7 @@
 
 #include "app/cpu_quota.hpp"
 #include "config/config.hpp"
-#include "http/beast.hpp"
+#include "net/beast.hpp"
 #include "observe/metering_observer.hpp"
 #include "tokenizer/catalog.hpp"
 #include "usage/tenant.hpp"
@@ -33,7 +33,7 @@ void configure_logging(const config::log_settings& log);
 // Raises the open-files limit and returns how many client connections it leaves room for.
 std::int64_t open_files_budget();
 // Throws std::runtime_error naming `what` and the address when it does not resolve.
-http::tcp::endpoint resolve_listen(http::asio::io_context& ioc, const config::endpoint& endpoint,
+tcp::endpoint resolve_listen(asio::io_context& ioc, const config::endpoint& endpoint,
                                    const char* what);
 // Loads every tokenizer the config names and logs what was loaded; throws start_up_error with
 // each error by its key.
@@ -47,7 +47,7 @@ std::string configured_secret(const std::string& env_key, const std::string& env
 std::string tenant_secret_or_throw(const usage::tenant_options& options);
 observe::metering_options metering_options_from(const config::settings& settings);
 // "tokenmeter listening: proxy=… admin=… upstream=…" on stdout (scripts wait for it), and the log.
-void announce(const config::settings& settings, const http::tcp::endpoint& proxy,
-              const http::tcp::endpoint& admin, const thread_choice& threads);
+void announce(const config::settings& settings, const tcp::endpoint& proxy,
+              const tcp::endpoint& admin, const thread_choice& threads);
 
 }  // namespace tokenmeter::app

@@ -8,16 +8,16 @@
 namespace tokenmeter::app {
 namespace {
 
-http::client_auth client_auth_from(config::tls_client_auth a) {
+net::client_auth client_auth_from(config::tls_client_auth a) {
     switch (a) {
         case config::tls_client_auth::optional:
-            return http::client_auth::optional;
+            return net::client_auth::optional;
         case config::tls_client_auth::require:
-            return http::client_auth::require;
+            return net::client_auth::require;
         case config::tls_client_auth::none:
             break;
     }
-    return http::client_auth::none;
+    return net::client_auth::none;
 }
 
 void warn_if_expired(const std::string& listener, std::int64_t not_after) {
@@ -31,19 +31,19 @@ void warn_if_expired(const std::string& listener, std::int64_t not_after) {
 
 }  // namespace
 
-http::tls_server_options tls_options_from(const config::tls_settings& tls, std::string prefix) {
-    http::tls_server_options o;
+net::tls_server_options tls_options_from(const config::tls_settings& tls, std::string prefix) {
+    net::tls_server_options o;
     o.cert_file = tls.cert_file;
     o.key_file = tls.key_file;
     o.client_ca_file = tls.client_ca_file;
     o.clients = client_auth_from(tls.client_auth);
-    o.min_version = tls.min_version == config::tls_min_version::v1_3 ? http::tls_version::v1_3
-                                                                     : http::tls_version::v1_2;
+    o.min_version = tls.min_version == config::tls_min_version::v1_3 ? net::tls_version::v1_3
+                                                                     : net::tls_version::v1_2;
     o.key_prefix = std::move(prefix);
     return o;
 }
 
-tls_watch::tls_watch(http::asio::io_context& ioc, const config::tls_settings& settings,
+tls_watch::tls_watch(asio::io_context& ioc, const config::tls_settings& settings,
                      prometheus::Registry& registry, std::string listener)
     : server_(tls_options_from(settings, listener == "admin" ? "admin_tls" : "tls")),
       metrics_(registry, listener),
@@ -71,7 +71,7 @@ void tls_watch::arm() {
         return;
     }
     timer_.expires_after(interval_);
-    timer_.async_wait([this](http::error_code ec) {
+    timer_.async_wait([this](error_code ec) {
         if (ec || stopped_) {
             return;
         }

@@ -11,24 +11,24 @@
 #include <string>
 
 #include "config/config.hpp"
-#include "http/beast.hpp"
-#include "http/tls_server.hpp"
+#include "net/beast.hpp"
+#include "net/tls_server.hpp"
 #include "metrics/tls.hpp"
 
 namespace tokenmeter::app {
 
-http::tls_server_options tls_options_from(const config::tls_settings& tls, std::string prefix);
+net::tls_server_options tls_options_from(const config::tls_settings& tls, std::string prefix);
 
 class tls_watch {
   public:
     // Throws start_up_error-style std::runtime_error naming the key when the files do not load.
     // listener: "proxy" (keys under tls) or "admin" (keys under admin_tls).
-    tls_watch(http::asio::io_context& ioc, const config::tls_settings& settings,
+    tls_watch(asio::io_context& ioc, const config::tls_settings& settings,
               prometheus::Registry& registry, std::string listener);
     tls_watch(const tls_watch&) = delete;
     tls_watch& operator=(const tls_watch&) = delete;
 
-    [[nodiscard]] const http::tls_server& server() const noexcept { return server_; }
+    [[nodiscard]] const net::tls_server& server() const noexcept { return server_; }
     [[nodiscard]] metrics::tls_metrics& counters() noexcept { return metrics_; }
     void start();
     void stop();
@@ -39,11 +39,11 @@ class tls_watch {
     void arm();
     void report(const std::string& error, const char* why);
 
-    http::tls_server server_;
+    net::tls_server server_;
     metrics::tls_metrics metrics_;
     std::string listener_;
     std::chrono::milliseconds interval_;
-    http::steady_timer timer_;
+    steady_timer timer_;
     bool stopped_ = false;
 };
 

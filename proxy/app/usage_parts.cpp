@@ -57,7 +57,7 @@ usage_parts open_usage(const config::usage_settings& settings) {
     if (!settings.sink.url.empty()) {
         const auto& sink = settings.sink;
         const auto target = config::parse_upstream(sink.url).value_or(config::upstream_target{});
-        http::shipper_options options;
+        outbound::shipper_options options;
         options.url = sink.url;
         options.target = {target.scheme, target.host, target.port, target.base_path};
         options.batch_size = sink.batch_size;
@@ -70,7 +70,7 @@ usage_parts open_usage(const config::usage_settings& settings) {
                                           "usage.sink.token_file", sink.token_file);
         options.token_file = sink.token_file;
         // A CA file that does not load throws, naming usage.sink.ca_file.
-        parts.shipper = std::make_unique<http::usage_shipper>(dir, std::move(options));
+        parts.shipper = std::make_unique<outbound::usage_shipper>(dir, std::move(options));
         parts.spool->set_on_commit([s = parts.shipper.get()] { s->wake(); });
         parts.shipper->start();
     }

@@ -4,20 +4,19 @@
 #include <optional>
 #include <utility>
 
-#include "http/client_connection.hpp"
-#include "http/listener.hpp"
-#include "http/mailbox.hpp"
-#include "http/tls_server.hpp"
+#include "relay/client_connection.hpp"
+#include "net/listener.hpp"
+#include "net/mailbox.hpp"
+#include "net/tls_server.hpp"
 
 namespace tokenmeter::app {
 
-using namespace tokenmeter::http;
 
-worker_pool::worker_pool(std::uint32_t threads, const upstream_pool_settings& pool,
-                         proxy_context& context, std::int64_t max_client_connections)
+worker_pool::worker_pool(std::uint32_t threads, const relay::upstream_pool_settings& pool,
+                         relay::proxy_context& context, std::int64_t max_client_connections)
     : context_(context), max_clients_(max_client_connections) {
     threads = std::max(1u, threads);
-    upstream_pool_settings share = pool;
+    relay::upstream_pool_settings share = pool;
     // 0 stays 0 (no cap): each worker then opens what its requests need.
     share.max_connections = pool.max_connections == 0
                                 ? 0
@@ -27,7 +26,7 @@ worker_pool::worker_pool(std::uint32_t threads, const upstream_pool_settings& po
     for (std::uint32_t i = 0; i < threads; ++i) {
         worker& w = workers_.emplace_back(share, resolver_);
         // Before any thread runs it: the mailbox registers its eventfd with the reactor.
-        mailbox::install(w.ioc);
+        net::mailbox::install(w.ioc);
         ring_.push_back(&w);
     }
 }
@@ -40,7 +39,7 @@ asio::io_context& worker_pool::next() {
     return target.ioc;
 }
 
-void worker_pool::serve(accepted_descriptor handed, asio::io_context& ioc) {
+void worker_pool::serve(net::accepted_descriptor handed, asio::io_context& ioc) {
     auto found =
         std::find_if(ring_.begin(), ring_.end(), [&](worker* w) { return &w->ioc == &ioc; });
     if (found == ring_.end()) {
@@ -52,9 +51,9 @@ void worker_pool::serve(accepted_descriptor handed, asio::io_context& ioc) {
     if (max_clients_ > 0 &&
         context_.client_connections.load(std::memory_order_relaxed) >= max_clients_) {
         context_.edge.connection_refused();
-        post_from_any_thread(ioc, [&ioc, h = std::move(handed)]() mutable {
+        net::post_from_any_thread(ioc, [&ioc, h = std::move(handed)]() mutable {
             if (auto s = h.take(ioc)) {
-                refuse_connection(std::move(*s), "too_many_connections",
+                net::refuse_connection(std::move(*s), "too_many_connections",
                                   "the proxy is at limits.max_client_connections; retry shortly");
             }
         });
@@ -65,26 +64,26 @@ void worker_pool::serve(accepted_descriptor handed, asio::io_context& ioc) {
     // A descriptor the worker cannot take is no connection: uncounted again there.
     if (tls_ != nullptr) {
         // The context current now; a certificate reload after this affects later connections.
-        post_from_any_thread(ioc, [target, this, h = std::move(handed),
+        net::post_from_any_thread(ioc, [target, this, h = std::move(handed),
                                    tls = tls_->current()]() mutable {
             auto s = h.take(target->ioc);
             if (!s) {
                 context_.client_connections.fetch_sub(1, std::memory_order_relaxed);
                 return;
             }
-            std::make_shared<client_connection<tls_stream>>(
-                tls_stream(std::move(*s), *tls), context_, target->pool, target->sessions)
+            std::make_shared<relay::client_connection<net::tls_stream>>(
+                net::tls_stream(std::move(*s), *tls), context_, target->pool, target->sessions)
                 ->start();
         });
         return;
     }
-    post_from_any_thread(ioc, [target, this, h = std::move(handed)]() mutable {
+    net::post_from_any_thread(ioc, [target, this, h = std::move(handed)]() mutable {
         auto s = h.take(target->ioc);
         if (!s) {
             context_.client_connections.fetch_sub(1, std::memory_order_relaxed);
             return;
         }
-        std::make_shared<client_connection<tcp_stream>>(tcp_stream(std::move(*s)), context_,
+        std::make_shared<relay::client_connection<tcp_stream>>(tcp_stream(std::move(*s)), context_,
                                                         target->pool, target->sessions)
             ->start();
     });
@@ -100,7 +99,7 @@ void worker_pool::start() {
 
 void worker_pool::close_idle() {
     for (auto& w : workers_) {
-        post_from_any_thread(w.ioc, [&w] {
+        net::post_from_any_thread(w.ioc, [&w] {
             w.sessions.close_idle();
             w.pool.close_idle();
         });
@@ -116,7 +115,7 @@ void worker_pool::stop() {
     resolver_.stop();
     for (auto& w : workers_) {
         // On the worker's own thread: its io_context takes no lock (see worker::ioc).
-        post_from_any_thread(w.ioc, [&w] {
+        net::post_from_any_thread(w.ioc, [&w] {
             w.guard.reset();
             w.ioc.stop();
         });
@@ -128,7 +127,7 @@ void worker_pool::stop() {
     }
 }
 
-void run_loop(asio::io_context& ioc, edge_counters& edge) {
+void run_loop(asio::io_context& ioc, net::edge_counters& edge) {
     // Asio lets run() be called again after an exception without restart().
     for (;;) {
         try {

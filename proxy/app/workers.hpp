@@ -1,7 +1,7 @@
 // app/workers: the worker threads. One io_context per thread; a connection lives on one worker
 // with that worker's own upstream pool, so nothing on the per-chunk path takes a lock. The
 // acceptor (main thread) hands each connection to the next worker in turn, through the worker's
-// mailbox (http/mailbox), as everything else that reaches a worker from another thread does.
+// mailbox (net/mailbox), as everything else that reaches a worker from another thread does.
 #pragma once
 
 #include <cstdint>
@@ -10,34 +10,34 @@
 #include <thread>
 #include <vector>
 
-#include "http/beast.hpp"
-#include "http/listener.hpp"
-#include "http/name_resolver.hpp"
-#include "http/proxy_context.hpp"
-#include "http/upstream_pool.hpp"
+#include "net/beast.hpp"
+#include "net/listener.hpp"
+#include "net/name_resolver.hpp"
+#include "relay/proxy_context.hpp"
+#include "relay/upstream_pool.hpp"
 
-namespace tokenmeter::http {
+namespace tokenmeter::net {
 class tls_server;
-}  // namespace tokenmeter::http
+}  // namespace tokenmeter::net
 
 namespace tokenmeter::app {
 
 class worker_pool {
   public:
     // `pool` is the whole process's upstream pool; each worker gets its share of the caps.
-    worker_pool(std::uint32_t threads, const http::upstream_pool_settings& pool,
-                http::proxy_context& context, std::int64_t max_client_connections);
+    worker_pool(std::uint32_t threads, const relay::upstream_pool_settings& pool,
+                relay::proxy_context& context, std::int64_t max_client_connections);
     // From now on every client handshakes TLS with `tls`'s current context (before start()).
-    void serve_tls(const http::tls_server* tls) noexcept { tls_ = tls; }
+    void serve_tls(const net::tls_server* tls) noexcept { tls_ = tls; }
     worker_pool(const worker_pool&) = delete;
     worker_pool& operator=(const worker_pool&) = delete;
     ~worker_pool();
 
     // The io_context that gets the next connection (round robin; called on the acceptor).
-    http::asio::io_context& next();
+    asio::io_context& next();
     // Serves an accepted connection on `ioc` (one of next()'s), or refuses it with 503 when
     // limits.max_client_connections is reached.
-    void serve(http::accepted_descriptor handed, http::asio::io_context& ioc);
+    void serve(net::accepted_descriptor handed, asio::io_context& ioc);
     void start();
     // Drain: closes the connections waiting for a request and the idle upstream connections.
     void close_idle();
@@ -46,30 +46,30 @@ class worker_pool {
 
   private:
     struct worker {
-        worker(const http::upstream_pool_settings& settings, http::name_resolver& names)
+        worker(const relay::upstream_pool_settings& settings, net::name_resolver& names)
             : pool(ioc, settings, names) {}
-        http::session_registry sessions;  // declared first: outlives the sessions ioc owns
+        relay::session_registry sessions;  // declared first: outlives the sessions ioc owns
         // No locks in Asio at all: not in the scheduler (each handler run, each trip through
         // the reactor), not in the reactor's I/O (its per-socket operation queues), not in its
         // registrations and timers. Everything of this context is registered, armed, used and
         // closed on its thread only: the acceptor hands each connection over as a bare
         // descriptor that this thread registers (serve()); when the acceptor registered it here
         // itself, ThreadSanitizer found a real race on the reactor's pooled per-socket state.
-        // Other threads reach this context only through its mailbox (http/mailbox), installed
+        // Other threads reach this context only through its mailbox (net/mailbox), installed
         // before the thread starts; Asio's resolver, which answers through the scheduler's lock,
         // is replaced by the pool's name_resolver. Saves about 140 instructions per chunk.
-        http::asio::io_context ioc{BOOST_ASIO_CONCURRENCY_HINT_UNSAFE};
-        http::upstream_pool pool;
-        std::optional<http::asio::executor_work_guard<http::asio::io_context::executor_type>> guard;
+        asio::io_context ioc{BOOST_ASIO_CONCURRENCY_HINT_UNSAFE};
+        relay::upstream_pool pool;
+        std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard;
         std::thread thread;
     };
 
     // Host names for every worker's pool; stopped before the workers (its answers go to their
     // mailboxes), so declared before them and stopped explicitly.
-    http::name_resolver resolver_;
-    http::proxy_context& context_;
+    net::name_resolver resolver_;
+    relay::proxy_context& context_;
     std::int64_t max_clients_;
-    const http::tls_server* tls_ = nullptr;
+    const net::tls_server* tls_ = nullptr;
     std::list<worker> workers_;
     std::vector<worker*> ring_;
     std::size_t next_ = 0;
@@ -78,6 +78,6 @@ class worker_pool {
 
 // Runs `ioc` until it stops. A handler that throws past every guard ends nothing but itself:
 // it is counted, and run() is called again.
-void run_loop(http::asio::io_context& ioc, http::edge_counters& edge);
+void run_loop(asio::io_context& ioc, net::edge_counters& edge);
 
 }  // namespace tokenmeter::app

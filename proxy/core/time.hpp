@@ -1,5 +1,5 @@
 // core/time: the time points the data plane passes around, and the clocks that make them.
-// The core never reads a clock: http/ stamps each read once and hands the time down as data.
+// The core never reads a clock: relay/ stamps each read once and hands the time down as data.
 #pragma once
 
 #include <atomic>

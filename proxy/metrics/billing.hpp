@@ -50,7 +50,7 @@ class billing_metrics {
 
     // Spool and shipper health, set by a periodic updater.
     void set_spool(std::uint64_t records_pending, double oldest_age_seconds);
-    // reason: connect, tls, timeout, unauthorized, status or protocol (http::ship_failure).
+    // reason: connect, tls, timeout, unauthorized, status or protocol (outbound::ship_failure).
     void add_ship_errors(std::string_view reason, std::uint64_t n);
     void add_spool_errors(std::uint64_t n);
 

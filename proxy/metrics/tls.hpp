@@ -20,7 +20,7 @@ class tls_metrics {
     tls_metrics(prometheus::Registry& registry, const std::string& listener);
 
     void handshake(bool resumed);
-    // reason: a word from http/tls_server's classification (protocol_version, no_shared_cipher,
+    // reason: a word from net/tls_server's classification (protocol_version, no_shared_cipher,
     // no_client_certificate, bad_client_certificate, no_application_protocol, plaintext_http,
     // timeout, closed, other).
     void handshake_error(std::string_view reason);

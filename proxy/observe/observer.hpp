@@ -125,7 +125,7 @@ class observer {
     // A request answered locally before it was forwarded (malformed, too large ...).
     virtual void unforwarded(protocol::api_kind api, std::string_view model, outcome result,
                              int status, double seconds) = 0;
-    // An upstream failure, by its metric label (http/local_failure).
+    // An upstream failure, by its metric label (relay/local_failure).
     virtual void upstream_error(std::string_view reason) = 0;
 };
 

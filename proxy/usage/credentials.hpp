@@ -1,5 +1,5 @@
 // usage/credentials: the API key a request's Authorization field carries, read as RFC 9110
-// credentials. No OpenSSL here: the edge's checks (http/headers) read credentials too, and the
+// credentials. No OpenSSL here: the edge's checks (relay/headers) read credentials too, and the
 // request fuzzers build them without the tenant hash.
 #pragma once
 

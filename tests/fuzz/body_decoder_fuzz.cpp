@@ -1,4 +1,4 @@
-// Fuzz target for the relay's body decoder (http/body_decoder): arbitrary bytes as the chunked
+// Fuzz target for the relay's body decoder (relay/body_decoder): arbitrary bytes as the chunked
 // body of an upstream response. Decoded whole and in the pieces the first byte chooses, the
 // payload, the bytes used and the verdict must be the same; payload never exceeds what was
 // given; and wherever Beast's parser (the relay's decoder before it) accepts the body, the
@@ -9,12 +9,12 @@
 #include <string>
 #include <string_view>
 
-#include "http/beast.hpp"
-#include "http/body_decoder.hpp"
+#include "net/beast.hpp"
+#include "relay/body_decoder.hpp"
 
 namespace {
 
-using tokenmeter::http::body_decoder;
+using tokenmeter::relay::body_decoder;
 
 struct outcome {
     std::string payload;
@@ -63,18 +63,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         std::abort();
     }
 
-    namespace bhttp = tokenmeter::http::bhttp;
+    namespace bhttp = tokenmeter::bhttp;
     bhttp::response_parser<bhttp::string_body> parser;
     parser.eager(true);
     parser.body_limit(boost::none);
     parser.header_limit(64 * 1024);
     std::string message = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
     message.append(wire);
-    tokenmeter::http::error_code ec;
+    tokenmeter::error_code ec;
     std::size_t used = 0;
     while (used < message.size() && !parser.is_done()) {
         const std::size_t n = parser.put(
-            tokenmeter::http::asio::const_buffer(message.data() + used, message.size() - used), ec);
+            tokenmeter::asio::const_buffer(message.data() + used, message.size() - used), ec);
         used += n;
         if (ec || n == 0) {
             break;

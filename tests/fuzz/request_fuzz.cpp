@@ -14,10 +14,10 @@
 #include <string_view>
 #include <variant>
 
-#include "http/beast.hpp"
-#include "http/headers.hpp"
-#include "http/request_plan.hpp"
-#include "http/request_target.hpp"
+#include "net/beast.hpp"
+#include "relay/headers.hpp"
+#include "relay/request_plan.hpp"
+#include "relay/request_target.hpp"
 #include "protocol/dialect.hpp"
 #include "protocol/dialects.hpp"
 #include "protocol/python_json.hpp"
@@ -30,7 +30,7 @@ using namespace tokenmeter;
 using protocol::api_kind;
 
 void check_target(std::string_view target) {
-    auto first = http::normalize_target(target);
+    auto first = relay::normalize_target(target);
     auto* path = std::get_if<std::string>(&first);
     if (path == nullptr) {
         return;
@@ -38,7 +38,7 @@ void check_target(std::string_view target) {
     if (*path != "*" && (path->empty() || path->front() != '/')) {
         std::abort();  // the forwarded target is always origin-form
     }
-    auto again = http::normalize_target(*path);
+    auto again = relay::normalize_target(*path);
     auto* same = std::get_if<std::string>(&again);
     if (same == nullptr || *same != *path) {
         std::abort();  // normalizing is idempotent
@@ -60,9 +60,9 @@ void check_openai_reader(std::string_view body) {
 
 // The head the proxy writes for the upstream, from these fields, is one complete HTTP/1.1
 // request head that Beast's parser reads back, with the body's length.
-void check_upstream_head(const http::bhttp::request<http::bhttp::string_body>& parsed,
+void check_upstream_head(const bhttp::request<bhttp::string_body>& parsed,
                          std::size_t size) {
-    auto normalized = http::normalize_target(parsed.target());
+    auto normalized = relay::normalize_target(parsed.target());
     const auto* target = std::get_if<std::string>(&normalized);
     if (target == nullptr) {
         return;
@@ -70,21 +70,21 @@ void check_upstream_head(const http::bhttp::request<http::bhttp::string_body>& p
     auto request = parsed;
     const auto fields =
         static_cast<std::size_t>(std::distance(request.begin(), request.end()));
-    http::session_settings settings;
+    relay::session_settings settings;
     settings.upstream = {"http", "model", 8000, size % 3 == 0 ? "" : "/base"};
-    settings.forwarded_for = static_cast<http::forwarded_for_policy>(size % 3);
+    settings.forwarded_for = static_cast<relay::forwarded_for_policy>(size % 3);
     settings.preserve_host = size % 5 == 0;
-    const http::client_origin origin{size % 2 == 0, size % 4 == 0 ? "::1" : "10.0.0.1"};
-    const auto plan = http::plan_request(request, *target, fields, settings, origin);
+    const relay::client_origin origin{size % 2 == 0, size % 4 == 0 ? "::1" : "10.0.0.1"};
+    const auto plan = relay::plan_request(request, *target, fields, settings, origin);
     if (plan.unparsable_body || plan.model_missing) {
         return;  // answered 400 by the proxy: nothing goes upstream
     }
-    http::bhttp::request_parser<http::bhttp::string_body> back;
+    bhttp::request_parser<bhttp::string_body> back;
     back.header_limit(64 * 1024);  // the proxy adds forwarding fields to a head at the limit
     back.eager(true);
-    http::error_code ec;
+    error_code ec;
     const std::string bytes = plan.upstream.head + plan.upstream.body;
-    const std::size_t used = back.put(http::asio::const_buffer(bytes.data(), bytes.size()), ec);
+    const std::size_t used = back.put(asio::const_buffer(bytes.data(), bytes.size()), ec);
     if (ec || !back.is_done() || used != bytes.size() || back.get().version() != 11) {
         std::abort();
     }
@@ -103,35 +103,35 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     check_openai_reader(input);
     check_target(input.substr(0, std::min<std::size_t>(size, 512)));
 
-    http::bhttp::request_parser<http::bhttp::string_body> parser;
+    bhttp::request_parser<bhttp::string_body> parser;
     parser.header_limit(8 * 1024);
     parser.body_limit(64 * 1024);
     parser.eager(true);
-    http::error_code ec;
-    http::asio::const_buffer buffer(data, size);
+    error_code ec;
+    asio::const_buffer buffer(data, size);
     const std::size_t used = parser.put(buffer, ec);
-    if (ec && ec != http::bhttp::error::need_more) {
+    if (ec && ec != bhttp::error::need_more) {
         return 0;
     }
     if (used > size || !parser.is_header_done()) {
         return 0;
     }
     const auto& head = parser.get();
-    (void)http::host_or_version_problem(head);
-    (void)http::framing_problem(head);
-    (void)http::credential_problem(head, usage::tenant_source::api_key, "x-tenant-id");
-    (void)http::credential_problem(head, usage::tenant_source::header, "x-tenant-id");
+    (void)relay::host_or_version_problem(head);
+    (void)relay::framing_problem(head);
+    (void)relay::credential_problem(head, usage::tenant_source::api_key, "x-tenant-id");
+    (void)relay::credential_problem(head, usage::tenant_source::header, "x-tenant-id");
     check_target(head.target());
-    auto normalized = http::normalize_target(head.target());
+    auto normalized = relay::normalize_target(head.target());
     if (auto* target = std::get_if<std::string>(&normalized)) {
-        (void)http::refuse_escaped_api_path(*target, protocol::route_table({}, true));
+        (void)relay::refuse_escaped_api_path(*target, protocol::route_table({}, true));
         const api_kind api = protocol::api_for_path(*target);
         if (parser.is_done()) {
             (void)protocol::parse_request(api, *target, parser.get().body());
         }
     }
-    http::bhttp::fields copy;
-    http::copy_end_to_end_fields(head.base(), copy);
+    bhttp::fields copy;
+    relay::copy_end_to_end_fields(head.base(), copy);
     if (parser.is_done()) {
         check_upstream_head(parser.get(), size);
     }

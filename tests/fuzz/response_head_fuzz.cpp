@@ -10,11 +10,12 @@
 #include <string>
 #include <string_view>
 
-#include "http/beast.hpp"
-#include "http/headers.hpp"
+#include "net/beast.hpp"
+#include "relay/headers.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-    using namespace tokenmeter::http;
+    using namespace tokenmeter;
+    using namespace tokenmeter::relay;
     std::string_view rest(reinterpret_cast<const char*>(data), size);
     for (int head = 0; head < 16 && !rest.empty(); ++head) {
         bhttp::response_parser<bhttp::buffer_body> parser;

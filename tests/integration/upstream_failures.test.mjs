@@ -54,7 +54,7 @@ test('upstream closes mid-stream: the client sees no clean end, counted upstream
 test('upstream closes right behind its last bytes, again and again: every cut is seen at once', { timeout: 60_000 }, async () => {
   // The simulator writes a chunk and closes at once, so the bytes and the close usually reach
   // the proxy together. The relay counts a short read as draining the socket; the close behind
-  // it must still end the response at once (the hangup watch, http/drained_read), not when
+  // it must still end the response at once (the hangup watch, relay/drained_read), not when
   // the idle timeout (300 s by default) runs out.
   const model = 'fail-truncated-repeat';
   const sim = await startSim();

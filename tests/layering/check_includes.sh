@@ -97,7 +97,7 @@ BEGIN {
     close(known_file)
 }
 $0 != "" {
-    # proxy/http/headers.hpp:9:#include "config/config.hpp"
+    # proxy/relay/headers.hpp:9:#include "config/config.hpp"
     colon = index($0, ":"); file = substr($0, 1, colon - 1); rest = substr($0, colon + 1)
     colon = index(rest, ":"); lineno = substr(rest, 1, colon - 1); text = substr(rest, colon + 1)
     split(file, parts, "/")

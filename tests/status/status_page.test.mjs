@@ -32,7 +32,7 @@ after(async () => {
   await stopAll();
 });
 
-// The page's formats (proxy/http/status_page/status.js), applied to the document's values.
+// The page's formats (proxy/admin/status_page/status.js), applied to the document's values.
 const formats = {
   ms: (v) => (v * 1000).toFixed(2),
   int: (v) => String(v),

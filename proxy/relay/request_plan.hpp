@@ -1,0 +1,56 @@
+// relay/request_plan: what to do with a request once its head and body are read, decided without
+// sockets: which API it speaks (route), what it says about its response (model, stream),
+// whether usage is injected into its body, and the request the upstream gets. Pure and
+// unit-tested; the session only carries the plan out.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include "net/beast.hpp"
+#include "relay/session_settings.hpp"
+#include "protocol/types.hpp"
+
+namespace tokenmeter::relay {
+
+// The request the upstream gets: its head as text (the request line, the fields, the empty line)
+// and its body, sent in one gathered write.
+struct upstream_request {
+    std::string head;
+    std::string body;
+};
+
+struct request_plan {
+    protocol::api_kind api = protocol::api_kind::none;
+    protocol::request_info info;
+    // The proxy added stream_options.include_usage (and continuous_usage_stats) to the body;
+    // the response then goes through protocol::usage_filter.
+    bool usage_injected = false;
+    bool continuous_usage = false;
+    bool keep_alive = true;  // the client's
+    unsigned version = 11;   // the client's
+    bool head = false;       // a HEAD request: the response has no body
+    // A metered request whose body the proxy cannot read, under unparsable_body_policy::refuse:
+    // it is answered 400 and not forwarded (`upstream` is left empty).
+    bool unparsable_body = false;
+    // Likewise a metered request whose API names its model in the body and whose body names
+    // none: served under a model the meter cannot know (a server's default), so not priced.
+    bool model_missing = false;
+    upstream_request upstream;
+};
+
+// Where a request came from, for the forwarding headers.
+struct client_origin {
+    bool tls = false;          // the client connected over TLS: X-Forwarded-Proto: https
+    std::string_view address;  // the client's IP address ("" when unknown)
+};
+
+// `request` is the client's request as read; its target is replaced by `forward_target` (the
+// normalized origin-form target), trailer fields past the first `header_fields` are dropped, and
+// its body is moved into the plan's upstream request. Its header fields stay for the caller.
+request_plan plan_request(bhttp::request<bhttp::string_body>& request,
+                          std::string_view forward_target, std::size_t header_fields,
+                          const session_settings& settings, const client_origin& origin = {});
+
+}  // namespace tokenmeter::relay

@@ -1,0 +1,333 @@
+// The request plan without sockets: routing, usage injection and the upstream request head.
+#include "relay/request_plan.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tokenmeter::relay {
+namespace {
+
+bhttp::request<bhttp::string_body> post(std::string target, std::string body) {
+    bhttp::request<bhttp::string_body> r{bhttp::verb::post, target, 11};
+    r.set(bhttp::field::host, "proxy.local");
+    r.set(bhttp::field::content_type, "application/json");
+    r.set("x-tenant-id", "acme");
+    r.body() = std::move(body);
+    r.prepare_payload();
+    return r;
+}
+
+std::size_t field_count(const bhttp::request<bhttp::string_body>& r) {
+    return static_cast<std::size_t>(std::distance(r.begin(), r.end()));
+}
+
+// The upstream request as the model server reads it: the plan's head and body, parsed by Beast.
+bhttp::request<bhttp::string_body> sent(const request_plan& plan) {
+    const std::string bytes = plan.upstream.head + plan.upstream.body;
+    bhttp::request_parser<bhttp::string_body> parser;
+    parser.eager(true);
+    error_code ec;
+    std::size_t used = 0;
+    while (used < bytes.size() && !parser.is_done() && !ec) {
+        const std::size_t n =
+            parser.put(asio::const_buffer(bytes.data() + used, bytes.size() - used), ec);
+        if (n == 0) {
+            break;
+        }
+        used += n;
+    }
+    EXPECT_FALSE(ec) << ec.message() << "\n" << plan.upstream.head;
+    EXPECT_TRUE(parser.is_done()) << plan.upstream.head;
+    EXPECT_EQ(used, bytes.size()) << "bytes after the request";
+    return parser.release();
+}
+
+session_settings settings_for(std::string base_path = "") {
+    session_settings s;
+    s.upstream = {"http", "model", 8000, std::move(base_path)};
+    return s;
+}
+
+TEST(RequestPlan, StreamedChatGetsUsageInjectedAndAnUpstreamHead) {
+    auto request =
+        post("/v1/chat/completions",
+             R"({"model":"llama","stream":true,"messages":[{"role":"user","content":"hi"}]})");
+    const auto fields = field_count(request);
+    auto plan = plan_request(request, "/v1/chat/completions", fields, settings_for("/base"));
+    const auto up = sent(plan);
+    EXPECT_EQ(plan.api, protocol::api_kind::openai_chat_completions);
+    EXPECT_EQ(plan.info.model, "llama");
+    EXPECT_TRUE(plan.info.stream);
+    EXPECT_TRUE(plan.usage_injected);
+    EXPECT_NE(plan.upstream.body.find("include_usage"), std::string::npos);
+    EXPECT_EQ(up.target(), "/base/v1/chat/completions");
+    EXPECT_EQ(up[bhttp::field::host], "model:8000");
+    EXPECT_EQ(up["x-tenant-id"], "acme");
+    EXPECT_EQ(up[bhttp::field::content_length],
+              std::to_string(plan.upstream.body.size()));
+    // The client's header fields stay for the observer; only the body moved.
+    EXPECT_EQ(request["x-tenant-id"], "acme");
+}
+
+TEST(RequestPlan, UsageInjectionOffForwardsTheBodyAsItCame) {
+    const std::string body = R"({"model":"llama","stream":true,"messages":[]})";
+    auto request = post("/v1/chat/completions", body);
+    auto settings = settings_for();
+    settings.routes = protocol::route_table({}, false);
+    auto plan = plan_request(request, "/v1/chat/completions", field_count(request), settings);
+    EXPECT_FALSE(plan.usage_injected);
+    EXPECT_EQ(plan.upstream.body, body);
+}
+
+TEST(RequestPlan, GetIsNotMeteredAndKeepsItsMethod) {
+    bhttp::request<bhttp::string_body> request{bhttp::verb::get, "/v1/models", 10};
+    request.set(bhttp::field::host, "proxy.local");
+    auto plan = plan_request(request, "/v1/models", field_count(request), settings_for());
+    const auto up = sent(plan);
+    EXPECT_EQ(plan.api, protocol::api_kind::none);
+    EXPECT_EQ(plan.version, 10u);
+    EXPECT_FALSE(plan.keep_alive);
+    EXPECT_EQ(up.method(), bhttp::verb::get);
+    EXPECT_EQ(up.version(), 11u);
+}
+
+TEST(RequestPlan, UnknownTokenMethodGoesUpstreamAsItCame) {
+    bhttp::request<bhttp::string_body> request;
+    request.method_string("QUERY");
+    request.target("/x");
+    request.set(bhttp::field::host, "proxy.local");
+    auto plan = plan_request(request, "/x", field_count(request), settings_for());
+    const auto up = sent(plan);
+    EXPECT_EQ(up.method_string(), "QUERY");
+}
+
+TEST(RequestPlan, PreserveHostKeepsTheClientsHostAndTrailersAreDropped) {
+    auto request = post("/v1/completions", R"({"model":"m","prompt":"x"})");
+    const auto fields = field_count(request);
+    request.set("x-trailer", "late");  // as Beast appends a chunked body's trailer
+    auto settings = settings_for();
+    settings.preserve_host = true;
+    auto plan = plan_request(request, "/v1/completions", fields, settings);
+    const auto up = sent(plan);
+    EXPECT_EQ(up[bhttp::field::host], "proxy.local");
+    EXPECT_EQ(up.find("x-trailer"), up.end());
+}
+
+TEST(RequestPlan, HeadRequestIsMarked) {
+    bhttp::request<bhttp::string_body> request{bhttp::verb::head, "/health", 11};
+    request.set(bhttp::field::host, "proxy.local");
+    auto plan = plan_request(request, "/health", field_count(request), settings_for());
+    EXPECT_TRUE(plan.head);
+}
+
+// Every value of a (possibly repeated) field, in order.
+std::vector<std::string> values_of(const bhttp::fields& f, std::string_view name) {
+    std::vector<std::string> out;
+    for (auto [it, end] = f.equal_range(beast::string_view(name.data(), name.size())); it != end;
+         ++it) {
+        out.emplace_back(it->value());
+    }
+    return out;
+}
+
+TEST(RequestPlan, ForwardedForKeepPassesTheClientsValuesAndAddsNothing) {
+    auto request = post("/v1/completions", R"({"model":"m","prompt":"x"})");
+    request.insert("X-Forwarded-For", "203.0.113.7");
+    auto plan = plan_request(request, "/v1/completions", field_count(request), settings_for(),
+                             client_origin{false, "10.0.0.1"});
+    const auto up = sent(plan);
+    EXPECT_EQ(values_of(up, "x-forwarded-for"), std::vector<std::string>{"203.0.113.7"});
+    EXPECT_EQ(up.find("x-forwarded-proto"), up.end());
+    EXPECT_EQ(up.find(bhttp::field::forwarded), up.end());
+}
+
+TEST(RequestPlan, ForwardedForAppendJoinsRepeatedLinesThenTheClientAddress) {
+    auto request = post("/v1/completions", R"({"model":"m","prompt":"x"})");
+    request.insert("X-Forwarded-For", "203.0.113.7");
+    request.insert("X-Forwarded-For", "198.51.100.2");
+    auto settings = settings_for();
+    settings.forwarded_for = forwarded_for_policy::append;
+    auto plan = plan_request(request, "/v1/completions", field_count(request), settings,
+                             client_origin{false, "10.0.0.1"});
+    const auto up = sent(plan);
+    EXPECT_EQ(values_of(up, "x-forwarded-for"),
+              std::vector<std::string>{"203.0.113.7, 198.51.100.2, 10.0.0.1"});
+}
+
+TEST(RequestPlan, ForwardedForAppendSetsTheAddressWhenAbsent) {
+    auto request = post("/v1/completions", R"({"model":"m","prompt":"x"})");
+    auto settings = settings_for();
+    settings.forwarded_for = forwarded_for_policy::append;
+    auto plan = plan_request(request, "/v1/completions", field_count(request), settings,
+                             client_origin{false, "127.0.0.1"});
+    const auto up = sent(plan);
+    EXPECT_EQ(up["x-forwarded-for"], "127.0.0.1");
+}
+
+TEST(RequestPlan, ForwardedForDropRemovesEveryLine) {
+    auto request = post("/v1/completions", R"({"model":"m","prompt":"x"})");
+    request.insert("X-Forwarded-For", "203.0.113.7");
+    request.insert("x-forwarded-for", "spoofed");
+    auto settings = settings_for();
+    settings.forwarded_for = forwarded_for_policy::drop;
+    auto plan = plan_request(request, "/v1/completions", field_count(request), settings,
+                             client_origin{true, "127.0.0.1"});
+    const auto up = sent(plan);
+    EXPECT_TRUE(values_of(up, "x-forwarded-for").empty());
+}
+
+TEST(RequestPlan, TlsClientGetsProtoHttpsReplacingAClientsClaim) {
+    auto request = post("/v1/completions", R"({"model":"m","prompt":"x"})");
+    request.insert("X-Forwarded-Proto", "http");
+    request.insert(bhttp::field::forwarded, "for=192.0.2.60;proto=http");
+    auto settings = settings_for();
+    settings.forwarded_for = forwarded_for_policy::append;
+    auto plan = plan_request(request, "/v1/completions", field_count(request), settings,
+                             client_origin{true, "::1"});
+    const auto up = sent(plan);
+    EXPECT_EQ(values_of(up, "x-forwarded-proto"), std::vector<std::string>{"https"});
+    EXPECT_EQ(values_of(up, "forwarded"),
+              std::vector<std::string>{"for=192.0.2.60;proto=http, for=\"[::1]\";proto=https"});
+}
+
+TEST(RequestPlan, PlainClientLeavesProtoHeadersAsTheyCame) {
+    auto request = post("/v1/completions", R"({"model":"m","prompt":"x"})");
+    request.insert("X-Forwarded-Proto", "https");  // set by a TLS-terminating ingress in front
+    auto plan = plan_request(request, "/v1/completions", field_count(request), settings_for(),
+                             client_origin{false, "127.0.0.1"});
+    const auto up = sent(plan);
+    EXPECT_EQ(up["x-forwarded-proto"], "https");
+}
+
+TEST(RequestPlan, UpstreamHeadIsTheEndToEndFieldsInOrderThenTheProxysOwn) {
+    bhttp::request<bhttp::string_body> request{bhttp::verb::post, "/v1/completions", 11};
+    request.insert("Connection", "keep-alive, X-Hop");
+    request.insert(bhttp::field::host, "proxy.local");
+    request.insert("X-Hop", "1");
+    request.insert("Authorization", "Bearer k");
+    request.insert("Expect", "100-continue");
+    request.insert("x-forwarded-for", "203.0.113.7");
+    request.insert("Transfer-Encoding", "chunked");
+    request.insert("Keep-Alive", "timeout=5");
+    request.insert("accept", "text/event-stream");
+    request.insert("x-empty", "");
+    request.body() = R"({"model":"m","prompt":"x"})";
+    auto settings = settings_for("/base");
+    settings.routes = protocol::route_table({}, false);
+    settings.forwarded_for = forwarded_for_policy::append;
+    auto plan = plan_request(request, "/v1/completions", field_count(request), settings,
+                             client_origin{false, "10.0.0.1"});
+    EXPECT_EQ(plan.upstream.head, "POST /base/v1/completions HTTP/1.1\r\n"
+                                  "Authorization: Bearer k\r\n"
+                                  "accept: text/event-stream\r\n"
+                                  "x-empty: \r\n"
+                                  "X-Forwarded-For: 203.0.113.7, 10.0.0.1\r\n"
+                                  "Host: model:8000\r\n"
+                                  "Accept-Encoding: identity\r\n"
+                                  "Content-Length: " +
+                                      std::to_string(plan.upstream.body.size()) +
+                                      "\r\n\r\n");
+    EXPECT_EQ(plan.upstream.body, R"({"model":"m","prompt":"x"})");
+}
+
+TEST(RequestPlan, MeteredRequestsAskForIdentityWhateverTheClientAccepts) {
+    auto request = post("/v1/chat/completions", R"({"model":"m","messages":[]})");
+    request.insert(bhttp::field::accept_encoding, "gzip, br");
+    request.insert(bhttp::field::accept_encoding, "zstd");
+    auto plan = plan_request(request, "/v1/chat/completions", field_count(request), settings_for());
+    const auto up = sent(plan);
+    EXPECT_EQ(up.count(bhttp::field::accept_encoding), 1U);
+    EXPECT_EQ(up[bhttp::field::accept_encoding], "identity");
+
+    bhttp::request<bhttp::string_body> get{bhttp::verb::get, "/v1/models", 11};
+    get.set(bhttp::field::host, "proxy.local");
+    get.set(bhttp::field::accept_encoding, "gzip");
+    auto passed = plan_request(get, "/v1/models", field_count(get), settings_for());
+    EXPECT_EQ(sent(passed)[bhttp::field::accept_encoding], "gzip") << "not metered: as it came";
+}
+
+// A body that names no model, on an API that names it in the body: served under a server's
+// default model the meter cannot know or price, so refused (or, under forward, forwarded).
+TEST(RequestPlan, AMeteredBodyWithoutItsModelIsRefusedUnlessForwardingIsConfigured) {
+    for (const char* path : {"/v1/chat/completions", "/v1/completions", "/v1/responses",
+                             "/v1/messages", "/api/chat", "/api/generate"}) {
+        auto request = post(path, R"({"messages":[{"role":"user","content":"hi"}],"prompt":"x"})");
+        auto plan = plan_request(request, path, field_count(request), settings_for());
+        EXPECT_TRUE(plan.model_missing) << path;
+        EXPECT_TRUE(plan.upstream.head.empty()) << path;
+        auto named = post(path, R"({"model":"m","prompt":"x"})");
+        EXPECT_FALSE(plan_request(named, path, field_count(named), settings_for()).model_missing)
+            << path;
+        auto again = post(path, R"({"prompt":"x"})");
+        auto settings = settings_for();
+        settings.unparsable_body = unparsable_body_policy::forward;
+        auto forwarded = plan_request(again, path, field_count(again), settings);
+        EXPECT_FALSE(forwarded.model_missing) << path;
+        EXPECT_FALSE(forwarded.upstream.head.empty()) << path;
+    }
+    // TGI and llama.cpp serve one model and name none in the body.
+    for (const char* path : {"/generate", "/completion"}) {
+        auto request = post(path, R"({"inputs":"x","prompt":"x"})");
+        EXPECT_FALSE(plan_request(request, path, field_count(request), settings_for()).model_missing)
+            << path;
+    }
+}
+
+TEST(RequestPlan, AnUnreadableBodyOnAMeteredRouteIsRefusedUnlessForwardingIsConfigured) {
+    for (const char* body : {"not json", "[1,2]", R"({"model":"m")", R"({"model":"m"} x)"}) {
+        auto request = post("/v1/chat/completions", body);
+        auto plan =
+            plan_request(request, "/v1/chat/completions", field_count(request), settings_for());
+        EXPECT_TRUE(plan.unparsable_body) << body;
+        EXPECT_TRUE(plan.upstream.head.empty()) << body;
+
+        auto again = post("/v1/chat/completions", body);
+        auto settings = settings_for();
+        settings.unparsable_body = unparsable_body_policy::forward;
+        auto forwarded = plan_request(again, "/v1/chat/completions", field_count(again), settings);
+        EXPECT_FALSE(forwarded.unparsable_body) << body;
+        EXPECT_EQ(forwarded.upstream.body, body);
+    }
+    auto upload = post("/v1/files", "not json");
+    EXPECT_FALSE(
+        plan_request(upload, "/v1/files", field_count(upload), settings_for()).unparsable_body)
+        << "not metered";
+}
+
+TEST(RequestPlan, BodiesPythonsJsonReadsAreReadAsItReadsThem) {
+    // NaN, Infinity, 1e400 and a lone surrogate: vLLM serves these, so they are metered.
+    auto request = post("/v1/chat/completions",
+                        R"({"model":"llama","temperature":NaN,"top_p":Infinity,"seed":-Infinity,)"
+                        R"("max_tokens":1e400,"stream":true,"messages":[{"role":"user",)"
+                        R"("content":"a\ud800b"}]})");
+    const std::string original = request.body();
+    auto plan = plan_request(request, "/v1/chat/completions", field_count(request), settings_for());
+    EXPECT_FALSE(plan.unparsable_body);
+    EXPECT_EQ(plan.info.model, "llama");
+    EXPECT_TRUE(plan.info.stream);
+    EXPECT_EQ(plan.info.prompt_text, std::string("a\xEF\xBF\xBD") + "b");
+    ASSERT_TRUE(plan.usage_injected);
+    EXPECT_EQ(plan.upstream.body,
+              "{\"stream_options\":{\"include_usage\":true}," + original.substr(1))
+        << "the client's bytes go upstream as they came, with usage asked for";
+}
+
+TEST(RequestPlan, ContentLengthOnlyWhereBeastWouldSetIt) {
+    bhttp::request<bhttp::string_body> get{bhttp::verb::get, "/v1/models", 11};
+    get.set(bhttp::field::host, "proxy.local");
+    auto plan = plan_request(get, "/v1/models", field_count(get), settings_for("/base"));
+    EXPECT_EQ(plan.upstream.head, "GET /base/v1/models HTTP/1.1\r\nHost: model:8000\r\n\r\n");
+
+    // An empty OPTIONS, PUT or POST says its length is 0; "*" takes no base path.
+    bhttp::request<bhttp::string_body> options{bhttp::verb::options, "*", 11};
+    options.set(bhttp::field::host, "proxy.local");
+    plan = plan_request(options, "*", field_count(options), settings_for());
+    EXPECT_EQ(plan.upstream.head,
+              "OPTIONS * HTTP/1.1\r\nHost: model:8000\r\nContent-Length: 0\r\n\r\n");
+}
+
+}  // namespace
+}  // namespace tokenmeter::relay
