@@ -8,7 +8,7 @@
 #include <optional>
 #include <string_view>
 
-#include "meter/stream_meter.hpp"
+#include "meter/summary.hpp"
 
 namespace tokenmeter::meter {
 

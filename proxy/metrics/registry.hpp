@@ -19,7 +19,7 @@
 
 #include "core/shared_snapshot.hpp"
 #include "meter/billing.hpp"
-#include "meter/stream_meter.hpp"
+#include "meter/summary.hpp"
 #include "metrics/slo.hpp"
 
 namespace prometheus {

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "meter/stream_meter.hpp"
+#include "meter/summary.hpp"
 
 namespace tokenmeter::metrics {
 

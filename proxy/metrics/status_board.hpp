@@ -22,7 +22,7 @@
 
 #include "core/time.hpp"
 #include "meter/billing.hpp"
-#include "meter/stream_meter.hpp"
+#include "meter/summary.hpp"
 #include "metrics/quantile_sketch.hpp"
 
 namespace tokenmeter::metrics {

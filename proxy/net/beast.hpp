@@ -5,13 +5,12 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
+#include "net/beast_http.hpp"
+
 namespace tokenmeter {
 
 namespace asio = boost::asio;
-namespace beast = boost::beast;
-namespace bhttp = boost::beast::http;
 using tcp = boost::asio::ip::tcp;
-using error_code = boost::system::error_code;
 
 // Every connection lives on one worker's io_context, so streams and sockets name that executor
 // type directly: the default any_io_executor is type-erased and costs a copy per operation.

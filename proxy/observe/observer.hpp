@@ -11,7 +11,7 @@
 #include <string_view>
 
 #include "core/time.hpp"
-#include "meter/stream_meter.hpp"
+#include "meter/outcome.hpp"
 #include "protocol/types.hpp"
 
 namespace tokenmeter::observe {

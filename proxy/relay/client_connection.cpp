@@ -462,6 +462,18 @@ void client_connection<Stream>::on_internal_error(const char* what) noexcept {
 // ---- endings ------------------------------------------------------------------------------
 
 template <class Stream>
+void client_connection<Stream>::exchange_done(observe::end_reason reason) {
+    if (reason == observe::end_reason::upstream_complete) {
+        stop_watching_client();
+        finish_exchange(reason);
+        next_request_or_close();
+        return;
+    }
+    finish_exchange(reason);
+    close_client();
+}
+
+template <class Stream>
 void client_connection<Stream>::finish_exchange(observe::end_reason reason) {
     if (!request_.observed) {
         return;

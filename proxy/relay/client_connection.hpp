@@ -54,10 +54,23 @@ class client_connection : public idle_closable,
     // Called on drain: closes the connection if it is waiting for a request.
     void close_if_idle() override;
 
-  private:
-    friend class upstream_exchange<Stream>;
-    enum class phase : std::uint8_t { reading_request, proxying, writing_local, closed };
-
+    // The door the upstream exchange goes through: the client stream, the request, the shared
+    // context, and how the exchange ends. Nothing else of the connection is the exchange's.
+    Stream& stream() noexcept { return client_; }
+    auto& socket() { return beast::get_lowest_layer(client_).socket(); }
+    auto& lowest() { return beast::get_lowest_layer(client_); }
+    proxy_context& context() noexcept { return context_; }
+    request_state& request() noexcept { return request_; }
+    [[nodiscard]] bool draining() const noexcept {
+        return context_.draining.load(std::memory_order_relaxed);
+    }
+    // The forwarded request is over: the observer records it, and the connection goes on to the
+    // next request after a complete response, or closes.
+    void exchange_done(observe::end_reason reason);
+    // The upstream failed before the response began: the proxy answers itself.
+    void answer_locally(local_failure failure, std::string_view message) {
+        respond_local(failure, message);
+    }
     // A completion handler that runs `f` with this connection kept alive, and turns any
     // exception escaping it into the end of this connection alone (500 when no response has
     // begun, else a cut), never of the process. Late completions after a failure are dropped.
@@ -80,6 +93,10 @@ class client_connection : public idle_closable,
             on_internal_error("unknown exception");
         }
     }
+
+  private:
+    enum class phase : std::uint8_t { reading_request, proxying, writing_local, closed };
+
     void on_internal_error(const char* what) noexcept;
 
     void on_handshake(error_code ec);
@@ -115,11 +132,6 @@ class client_connection : public idle_closable,
     void linger_close();
     void on_linger_read(error_code ec, std::size_t bytes);
     void next_request_or_close();
-    [[nodiscard]] bool draining() const noexcept {
-        return context_.draining.load(std::memory_order_relaxed);
-    }
-    auto& socket() { return beast::get_lowest_layer(client_).socket(); }
-    auto& lowest() { return beast::get_lowest_layer(client_); }
 
     proxy_context& context_;
     session_registry& sessions_;

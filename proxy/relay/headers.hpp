@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "relay/session_settings.hpp"
-#include "net/beast.hpp"
+#include "net/beast_http.hpp"
 #include "protocol/types.hpp"
 
 namespace tokenmeter::relay {

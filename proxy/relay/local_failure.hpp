@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "net/beast.hpp"
+#include "net/beast_http.hpp"
 #include "net/error_body.hpp"
 #include "observe/observer.hpp"
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "net/beast.hpp"
+#include "net/beast_http.hpp"
 #include "relay/session_settings.hpp"
 #include "protocol/types.hpp"
 

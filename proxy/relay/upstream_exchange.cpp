@@ -16,6 +16,7 @@
 #include "relay/client_connection.hpp"
 #include "net/direct_io.hpp"
 #include "relay/headers.hpp"
+#include "relay/response_plan.hpp"
 #include "net/mailbox.hpp"
 
 namespace tokenmeter::relay {
@@ -31,7 +32,7 @@ upstream_exchange<Stream>::upstream_exchange(client_connection<Stream>& owner,
 template <class Stream>
 void upstream_exchange<Stream>::resize_body_buffer_after(std::size_t bytes_read) {
     // Only between a completed write and the next read: nothing refers to the old bytes then.
-    const std::size_t next = relay_buffer_size::next(body_capacity_, bytes_read, small_reads_);
+    const std::size_t next = relay_buffer_size::next(body_capacity_, bytes_read, r_.small_reads);
     if (next != body_capacity_) {
         release_body_buffer();
         body_capacity_ = next;
@@ -50,25 +51,18 @@ void upstream_exchange<Stream>::reset_body_buffer() {
 
 template <class Stream>
 void upstream_exchange<Stream>::start(upstream_request request, relay_options options) {
-    head_text_ = std::move(request.head);
-    request_body_ = std::move(request.body);
-    request_held_ = true;
-    options_ = options;
+    r_ = state{};
+    r_.head_text = std::move(request.head);
+    r_.request_body = std::move(request.body);
+    r_.request_held = true;
+    r_.options = options;
     reset_body_buffer();
-    last_read_ = 0;
-    small_reads_ = 0;
-    retried_ = false;
-    relayed_bytes_ = 0;
-    decoder_ = body_decoder();
-    bytes_after_body_ = false;
-    deferred_error_ = {};
-    usage_filter_.reset();
     acquire(true);
 }
 
 template <class Stream>
 bool upstream_exchange<Stream>::client_gone() const noexcept {
-    return owner_.request_.client_gone;
+    return owner_.request().client_gone;
 }
 
 template <class Stream>
@@ -94,6 +88,7 @@ void upstream_exchange<Stream>::abort() noexcept {
 
 template <class Stream>
 void upstream_exchange<Stream>::acquire(bool allow_reuse) {
+    enter(exchange_stage::acquiring);
     pool_.acquire(allow_reuse,
                   owner_.guarded([this](error_code ec, upstream_ptr connection, bool reused,
                                         std::string detail) {
@@ -106,54 +101,47 @@ void upstream_exchange<Stream>::on_upstream(error_code ec, upstream_ptr connecti
                                             std::string detail) {
     if (client_gone()) {
         pool_.release(std::move(connection), true);
-        owner_.finish_exchange(observe::end_reason::client_cancel);
-        owner_.close_client();
+        finish(exchange_end::client_gone);
         return;
     }
     if (ec) {
-        fail_before_response(ec, upstream_stage::connect, detail);
+        finish(exchange_end::failed, ec, upstream_stage::connect, detail);
         return;
     }
     upstream_ = std::move(connection);
-    reused_ = reused;
+    r_.reused = reused;
     upstream_->requests += 1;
     do_write_request();
 }
 
 template <class Stream>
 void upstream_exchange<Stream>::do_write_request() {
-    upstream_->stream.expires_after(owner_.context_.settings.upstream_idle);
+    enter(exchange_stage::writing);
+    upstream_->stream.expires_after(owner_.context().settings.upstream_idle);
     auto done = owner_.guarded([this](error_code ec, std::size_t) { on_write_request(ec); });
-    const std::array<asio::const_buffer, 2> bytes{asio::buffer(head_text_),
-                                                  asio::buffer(request_body_)};
+    const std::array<asio::const_buffer, 2> bytes{asio::buffer(r_.head_text),
+                                                  asio::buffer(r_.request_body)};
     asio::async_write(upstream_->stream, bytes, std::move(done));
 }
 
 template <class Stream>
 void upstream_exchange<Stream>::on_write_request(error_code ec) {
     if (client_gone()) {
-        end_for_client_gone();
+        finish(exchange_end::client_gone);
         return;
     }
     if (ec) {
-        if (reused_ && !retried_) {
-            // A pooled connection the server closed while idle: nothing was processed, retry once.
-            retried_ = true;
-            abort();
-            acquire(false);
-            return;
-        }
-        abort();
-        fail_before_response(ec, upstream_stage::write);
+        // A pooled connection the server closed while idle read nothing: finish() retries once.
+        finish(exchange_end::upstream_closed, ec, upstream_stage::write);
         return;
     }
-    if (!reused_ || retried_) {
+    if (!r_.reused || r_.retried) {
         // No retry can come (a fresh connection, or the retry itself): the request is sent and
         // not needed while the response is awaited, and the model server has it: served. On a
         // pooled connection that is known only once it answers (a server that closed it while
         // idle read nothing, and the request goes again).
         release_request();
-        owner_.request_.observed->request_sent(owner_.context_.clock.now());
+        owner_.request().observed->request_sent(owner_.context().clock.now());
     }
     do_read_head();
 }
@@ -162,14 +150,15 @@ void upstream_exchange<Stream>::on_write_request(error_code ec) {
 
 template <class Stream>
 void upstream_exchange<Stream>::do_read_head() {
-    parser_ = std::make_unique<bhttp::response_parser<bhttp::buffer_body>>();
-    parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
-    parser_->header_limit(
-        static_cast<std::uint32_t>(owner_.context_.settings.max_request_header_bytes));
-    if (options_.head_request) {
-        parser_->skip(true);
+    enter(exchange_stage::head);
+    r_.parser = std::make_unique<bhttp::response_parser<bhttp::buffer_body>>();
+    r_.parser->body_limit(std::numeric_limits<std::uint64_t>::max());
+    r_.parser->header_limit(
+        static_cast<std::uint32_t>(owner_.context().settings.max_request_header_bytes));
+    if (r_.options.head_request) {
+        r_.parser->skip(true);
     }
-    head_bytes_ = 0;
+    r_.head_bytes = 0;
     parse_head();
 }
 
@@ -180,17 +169,17 @@ void upstream_exchange<Stream>::parse_head() {
     auto& buffer = upstream_->buffer;
     if (buffer.size() > 0) {
         error_code ec;
-        const std::size_t used = parser_->put(buffer.data(), ec);
+        const std::size_t used = r_.parser->put(buffer.data(), ec);
         buffer.consume(used);
         if (ec != bhttp::error::need_more) {
-            if (ec || parser_->is_header_done()) {
+            if (ec || r_.parser->is_header_done()) {
                 on_head(ec);
                 return;
             }
             // Not expected: put stops only at the end of the head. Read more.
         }
     }
-    upstream_->stream.expires_after(owner_.context_.settings.upstream_idle);
+    upstream_->stream.expires_after(owner_.context().settings.upstream_idle);
     upstream_->stream.async_read_some(
         buffer.prepare(head_read_size),
         owner_.guarded([this](error_code ec, std::size_t n) { on_head_bytes(ec, n); }));
@@ -199,10 +188,10 @@ void upstream_exchange<Stream>::parse_head() {
 template <class Stream>
 void upstream_exchange<Stream>::on_head_bytes(error_code ec, std::size_t bytes) {
     upstream_->buffer.commit(bytes);
-    head_bytes_ += bytes;
+    r_.head_bytes += bytes;
     if (ec == asio::error::eof) {
         // Closed before a whole head: with nothing at all, the pooled-connection retry applies.
-        ec = head_bytes_ == 0 && !parser_->got_some() ? error_code(bhttp::error::end_of_stream)
+        ec = r_.head_bytes == 0 && !r_.parser->got_some() ? error_code(bhttp::error::end_of_stream)
                                                       : error_code(bhttp::error::partial_message);
     }
     if (ec) {
@@ -214,13 +203,13 @@ void upstream_exchange<Stream>::on_head_bytes(error_code ec, std::size_t bytes) 
 
 template <class Stream>
 void upstream_exchange<Stream>::on_head(error_code ec) {
-    auto now = owner_.context_.clock.now();
+    auto now = owner_.context().clock.now();
     if (client_gone()) {
-        end_for_client_gone();
+        finish(exchange_end::client_gone);
         return;
     }
     if (!ec) {
-        const unsigned status = parser_->get().result_int();
+        const unsigned status = r_.parser->get().result_int();
         if (status == 101) {
             // The proxy forwards no Upgrade, so it agreed to no protocol switch.
             ec = make_error_code(upstream_errc::switched_protocols);
@@ -230,84 +219,55 @@ void upstream_exchange<Stream>::on_head(error_code ec) {
         }
     }
     if (ec) {
-        bool closed_before_reply = ec == bhttp::error::end_of_stream ||
-                                   ec == asio::error::connection_reset || ec == asio::error::eof;
-        if (closed_before_reply && reused_ && !retried_) {
-            retried_ = true;
-            abort();
-            acquire(false);
-            return;
-        }
-        // No retry: the server read the request (a pooled connection's first answer, or its
-        // failure, says so), whatever it did with it.
-        owner_.request_.observed->request_sent(now);
-        abort();
-        fail_before_response(ec, upstream_stage::response_header);
+        const bool closed_before_reply = ec == bhttp::error::end_of_stream ||
+                                         ec == asio::error::connection_reset ||
+                                         ec == asio::error::eof;
+        finish(closed_before_reply ? exchange_end::upstream_closed : exchange_end::failed, ec,
+               upstream_stage::response_header);
         return;
     }
-    owner_.request_.observed->request_sent(now);
+    owner_.request().observed->request_sent(now);
 
     // No retry can come now: the request sent upstream (its fields, and its body, a long
     // prompt perhaps) is not needed while the response streams.
     release_request();
-    auto& request = owner_.request_;
-    const auto& head = parser_->get();
-    interim_responses_ = 0;
-    // The client's head is written as text straight from the upstream's (no second field set):
-    // the status line, every end-to-end field in the order it came, then the framing fields
-    // the proxy sets. It is kept only until it is written.
-    const unsigned version = request.version == 10 ? 10 : 11;
-    head_text_.clear();
-    append_status_line(version, head.result_int(), head.reason(), head_text_);
-    append_end_to_end_fields(head.base(), head_text_);
-
-    const bool has_body = !parser_->is_done();
-    usage_filter_.reset();
-    if (options_.filter_usage && has_body && head.result_int() < 300 &&
-        beast::iequals(head[bhttp::field::content_type].substr(0, 17), "text/event-stream")) {
-        usage_filter_.emplace(protocol::usage_filter::default_max_held_bytes,
-                              options_.continuous_usage);
+    auto& request = owner_.request();
+    const auto& head = r_.parser->get();
+    r_.interim_responses = 0;
+    const bool has_body = !r_.parser->is_done();
+    std::optional<std::uint64_t> content_length;
+    if (const auto length = r_.parser->content_length()) {
+        content_length = *length;
     }
-    framing_ = has_body ? body_framing::raw : body_framing::none;
-    if (!has_body) {
-        // HEAD, 204 and 304 keep the upstream's Content-Length as a description, with no body.
-        auto length = head[bhttp::field::content_length];
-        if (!length.empty()) {
-            append_field(head_text_, "Content-Length", length);
-        }
-    } else if (auto length = parser_->content_length(); length && !usage_filter_) {
-        append_field(head_text_, "Content-Length", *length);
-    } else if (request.version >= 11) {
-        append_field(head_text_, "Transfer-Encoding", "chunked");
-        framing_ = body_framing::chunked;
-    } else {
-        // An HTTP/1.0 client cannot take chunks: the body ends when the connection closes.
-        request.keep_alive = false;
+    response_plan plan = plan_response(
+        upstream_head{head, has_body, content_length},
+        response_context{request.version, request.keep_alive, owner_.draining(),
+                         r_.options.filter_usage});
+    // The head is kept only until it is written.
+    r_.head_text = std::move(plan.head);
+    r_.framing = plan.framing;
+    request.keep_alive = plan.keep_alive;
+    r_.usage_filter.reset();
+    if (plan.filter_usage) {
+        r_.usage_filter.emplace(protocol::usage_filter::default_max_held_bytes,
+                              r_.options.continuous_usage);
     }
-    end_written_ = false;
-    // Persistence is the default of HTTP/1.1 and must be asked for in HTTP/1.0 (RFC 9112 §9.3).
-    const bool keep_alive = request.keep_alive && !owner_.draining();
-    if (version == 11 && !keep_alive) {
-        append_field(head_text_, "Connection", "close");
-    } else if (version == 10 && keep_alive) {
-        append_field(head_text_, "Connection", "keep-alive");
-    }
-    head_text_ += "\r\n";
+    r_.end_written = false;
 
     auto content_type = head[bhttp::field::content_type];
     auto wait = request.observed->response_head(
         static_cast<int>(head.result_int()),
         std::string_view(content_type.data(), content_type.size()), has_body, now);
-    if (const auto coding = head[bhttp::field::content_encoding];
-        has_body && !coding.empty() && !beast::iequals(coding, "identity")) {
+    if (plan.coded_body) {
         request.observed->unreadable_body();  // metered requests ask for identity (request_plan)
     }
     // Everything the head said has been written or decided on: its fields are not needed while
     // the body streams (trailers, if any, are parsed into the emptied set).
-    parser_->get().clear();
+    r_.parser->get().clear();
     // No byte of a metered response reaches the client before its open entry is on disk, so a
     // client that saw a response always has a record, even if the proxy is killed next.
     if (hold(wait, &upstream_exchange::write_client_header)) {
+        enter(exchange_stage::held_head);
         return;
     }
     write_client_header();
@@ -317,29 +277,30 @@ void upstream_exchange<Stream>::on_head(error_code ec) {
 // client cannot take one), then the final response is read from the same connection.
 template <class Stream>
 void upstream_exchange<Stream>::forward_interim() {
-    if (++interim_responses_ > max_interim_responses) {
+    if (++r_.interim_responses > max_interim_responses) {
         on_head(make_error_code(upstream_errc::too_many_interim));
         return;
     }
-    if (owner_.request_.version < 11) {
+    if (owner_.request().version < 11) {
         do_read_head();
         return;
     }
-    const auto& head = parser_->get();
-    interim_response_ = std::make_unique<bhttp::response<bhttp::empty_body>>();
-    interim_response_->result(head.result_int());
-    interim_response_->reason(head.reason());
-    interim_response_->version(11);
-    copy_end_to_end_fields(head.base(), interim_response_->base());
-    owner_.lowest().expires_after(owner_.context_.settings.client_write);
-    bhttp::async_write(owner_.client_, *interim_response_,
+    enter(exchange_stage::interim);
+    const auto& head = r_.parser->get();
+    r_.interim_response = std::make_unique<bhttp::response<bhttp::empty_body>>();
+    r_.interim_response->result(head.result_int());
+    r_.interim_response->reason(head.reason());
+    r_.interim_response->version(11);
+    copy_end_to_end_fields(head.base(), r_.interim_response->base());
+    owner_.lowest().expires_after(owner_.context().settings.client_write);
+    bhttp::async_write(owner_.stream(), *r_.interim_response,
                        owner_.guarded([this](error_code ec, std::size_t) { on_write_interim(ec); }));
 }
 
 template <class Stream>
 void upstream_exchange<Stream>::on_write_interim(error_code ec) {
     if (ec || client_gone()) {
-        end_for_client_gone();
+        finish(exchange_end::client_gone);
         return;
     }
     do_read_head();
@@ -347,32 +308,33 @@ void upstream_exchange<Stream>::on_write_interim(error_code ec) {
 
 template <class Stream>
 void upstream_exchange<Stream>::write_client_header() {
-    owner_.request_.response_begun = true;
+    enter(exchange_stage::head);
+    owner_.request().response_begun = true;
     if constexpr (std::is_same_v<Stream, tcp_stream>) {
-        if (upstream_->buffer.size() > 0 && !parser_->is_done()) {
+        if (upstream_->buffer.size() > 0 && !r_.parser->is_done()) {
             // Body bytes came with the head: the head goes out in front of them, in the same
             // send (write_client_body), or alone if they turn out to hold nothing to forward.
-            head_pending_ = true;
+            r_.head_pending = true;
             start_body();
             return;
         }
     }
-    owner_.lowest().expires_after(owner_.context_.settings.client_write);
+    owner_.lowest().expires_after(owner_.context().settings.client_write);
     asio::async_write(
-        owner_.client_, asio::buffer(head_text_),
+        owner_.stream(), asio::buffer(r_.head_text),
         owner_.guarded([this](error_code ec, std::size_t) { on_write_client_header(ec); }));
 }
 
 template <class Stream>
 void upstream_exchange<Stream>::flush_head(void (upstream_exchange::*next)()) {
-    head_pending_ = false;
+    r_.head_pending = false;
     begin_wait(false);
-    asio::async_write(owner_.client_, asio::buffer(head_text_),
+    asio::async_write(owner_.stream(), asio::buffer(r_.head_text),
                       owner_.guarded([this, next](error_code ec, std::size_t) {
                           ec = end_wait(ec);
-                          head_text_ = {};
+                          r_.head_text = {};
                           if (ec || client_gone()) {
-                              end_for_client_gone();
+                              finish(exchange_end::client_gone);
                               return;
                           }
                           (this->*next)();
@@ -382,49 +344,77 @@ void upstream_exchange<Stream>::flush_head(void (upstream_exchange::*next)()) {
 template <class Stream>
 void upstream_exchange<Stream>::on_write_client_header(error_code ec) {
     // The body's framing is the relay's own: the head is done with.
-    head_text_ = {};
+    r_.head_text = {};
     if (ec || client_gone()) {
-        end_for_client_gone();
+        finish(exchange_end::client_gone);
         return;
     }
-    if (parser_->is_done()) {
+    if (r_.parser->is_done()) {
         write_body_end();
         return;
     }
     start_body();
 }
 
-// ---- endings and failures -----------------------------------------------------------------
+// ---- the end ---------------------------------------------------------------------------------
 
 template <class Stream>
-void upstream_exchange<Stream>::on_complete() {
-    stop_body_watch();
-    owner_.stop_watching_client();
-    const bool keep_alive = parser_ ? parser_->keep_alive() : upstream_keep_alive_;
-    bool reusable = keep_alive && upstream_->buffer.size() == 0 && !bytes_after_body_;
-    upstream_->stream.expires_never();
-    pool_.release(std::move(upstream_), reusable);
-    parser_.reset();
-    reset_body_buffer();  // the connection may wait a long time for its next request
-    owner_.finish_exchange(observe::end_reason::upstream_complete);
-    owner_.next_request_or_close();
-}
-
-template <class Stream>
-void upstream_exchange<Stream>::fail_before_response(error_code ec, upstream_stage stage,
-                                                     std::string_view detail) {
-    upstream_failure failure = classify_upstream_error(ec, stage, detail);
-    owner_.context_.observer.upstream_error(failure.reason);
-    spdlog::warn("upstream {} failed ({}): {}", to_string(stage), failure.reason,
-                 detail.empty() ? ec.message() : std::string(detail));
-    owner_.respond_local(failure.failure, failure.message);
-}
-
-template <class Stream>
-void upstream_exchange<Stream>::end_for_client_gone() {
-    abort();
-    owner_.finish_exchange(observe::end_reason::client_cancel);
-    owner_.close_client();
+void upstream_exchange<Stream>::finish(exchange_end how, error_code ec, upstream_stage stage,
+                                       std::string_view detail) {
+    const exchange_stage from = std::exchange(r_.stage, exchange_stage::done);
+    switch (how) {
+        case exchange_end::complete: {
+            stop_body_watch();
+            const bool keep_alive = r_.parser ? r_.parser->keep_alive() : r_.upstream_keep_alive;
+            const bool reusable =
+                keep_alive && upstream_->buffer.size() == 0 && !r_.bytes_after_body;
+            upstream_->stream.expires_never();
+            pool_.release(std::move(upstream_), reusable);
+            r_.parser.reset();
+            reset_body_buffer();  // the connection may wait a long time for its next request
+            owner_.exchange_done(observe::end_reason::upstream_complete);
+            return;
+        }
+        case exchange_end::client_gone:
+            abort();
+            owner_.exchange_done(observe::end_reason::client_cancel);
+            return;
+        case exchange_end::upstream_closed:
+            if (r_.reused && !r_.retried) {
+                // Nothing was processed on a pooled connection the server had closed: the
+                // request goes once more, on a fresh connection.
+                r_.retried = true;
+                abort();
+                acquire(false);
+                return;
+            }
+            [[fallthrough]];
+        case exchange_end::failed: {
+            if (from == exchange_stage::head) {
+                // The server read the request (a fresh connection's failure, or a pooled one's
+                // after its retry, says so), whatever it did with it.
+                owner_.request().observed->request_sent(owner_.context().clock.now());
+            }
+            abort();
+            upstream_failure failure = classify_upstream_error(ec, stage, detail);
+            owner_.context().observer.upstream_error(failure.reason);
+            spdlog::warn("upstream {} failed ({}): {}", to_string(stage), failure.reason,
+                         detail.empty() ? ec.message() : std::string(detail));
+            owner_.answer_locally(failure.failure, failure.message);
+            return;
+        }
+        case exchange_end::cut: {
+            // The client must not mistake a cut stream for a whole one: no final chunk, a close.
+            const bool timed_out = ec == beast::error::timeout;
+            owner_.context().observer.upstream_error(timed_out ? "idle_timeout" : "truncated");
+            spdlog::warn("upstream response cut after {} body bytes: {}", r_.relayed_bytes,
+                         ec.message());
+            abort();
+            owner_.exchange_done(timed_out ? observe::end_reason::upstream_failed
+                                           : observe::end_reason::upstream_truncated);
+            return;
+        }
+    }
 }
 
 template <class Stream>

@@ -21,6 +21,7 @@
 #include "relay/local_failure.hpp"
 #include "relay/relay_buffer.hpp"
 #include "relay/request_plan.hpp"
+#include "relay/response_plan.hpp"
 #include "relay/upstream_pool.hpp"
 #include "protocol/usage_filter.hpp"
 
@@ -36,6 +37,30 @@ struct relay_options {
     // response (protocol::usage_filter).
     bool filter_usage = false;
     bool continuous_usage = false;
+};
+
+// Where one request's exchange is. Each stage names what the exchange waits for; finish() is
+// the only way out of every stage but done.
+enum class exchange_stage : std::uint8_t {
+    idle,       // no request: between requests on the client connection
+    acquiring,  // a pooled or new upstream connection
+    writing,    // the request going to the upstream
+    head,       // the upstream's response head
+    interim,    // a 1xx response going to the client
+    held_head,  // the observer's durable wait before the response head goes out
+    body,       // the body relay: each upstream read, then its write to the client
+    held_end,   // the observer's durable wait before the end of the response goes out
+    done,       // over: the connection has been told how
+};
+
+// How an exchange ends; finish() turns each into what the upstream connection, the observer and
+// the client connection are told.
+enum class exchange_end : std::uint8_t {
+    complete,           // the whole response reached the client
+    client_gone,        // the client hung up, or a write to it failed
+    upstream_closed,    // the upstream closed before answering: retried once on a pooled one
+    failed,             // the upstream failed before the response began: a local answer
+    cut,                // the upstream failed mid-body: the client connection is cut
 };
 
 template <class Stream>
@@ -86,10 +111,11 @@ class upstream_exchange {
     void write_then(std::string_view bytes, bool last);
     void write_body_end();
     void write_last_body();
-    void on_complete();
-    // Upstream failed before any response byte reached the client: the owner answers locally.
-    void fail_before_response(error_code ec, upstream_stage stage, std::string_view detail = {});
-    void end_for_client_gone();
+    // The one way an exchange ends. `ec`, `stage` and `detail` say what failed (for
+    // upstream_closed, failed and cut).
+    void finish(exchange_end how, error_code ec = {}, upstream_stage stage = upstream_stage::connect,
+                std::string_view detail = {});
+    void enter(exchange_stage stage) noexcept { r_.stage = stage; }
     // While the body streams, one coarse timer per exchange enforces timeouts.upstream_idle on
     // the read and timeouts.client_write on the write in flight, in place of Beast's timer per
     // operation (a wait and a cancel for every read and every write: two per chunk).
@@ -107,52 +133,58 @@ class upstream_exchange {
 
     client_connection<Stream>& owner_;
     upstream_pool& pool_;
-    relay_options options_;
-    // The request being sent (its head in head_text_), kept for a retry on a fresh connection
-    // until the retry can no longer come; empty while the response streams.
-    std::string request_body_;
-    upstream_ptr upstream_;
-    bool reused_ = false;
-    bool retried_ = false;
-    bool request_held_ = false;  // head_text_ and request_body_ hold the request
+    upstream_ptr upstream_;  // held from acquiring until finish(); released to the pool there
+
+    // Everything one request's exchange knows, made anew by start(): nothing carries over from
+    // one request to the next on the same client connection.
+    struct state {
+        exchange_stage stage = exchange_stage::idle;
+        relay_options options;
+        // The request being sent (its head in head_text), kept for a retry on a fresh connection
+        // until the retry can no longer come; empty while the response streams.
+        std::string request_body;
+        bool request_held = false;  // head_text and request_body hold the request
+        bool reused = false;        // the upstream connection came from the pool
+        bool retried = false;       // the one retry on a fresh connection was taken
+        // The response head's parser: made per response, let go once the body's framing is
+        // known (the relay decodes the body itself), so a streaming response does not carry it.
+        std::unique_ptr<bhttp::response_parser<bhttp::buffer_body>> parser;
+        bool upstream_keep_alive = false;  // the parser's keep_alive(), kept when it is let go
+        std::uint64_t head_bytes = 0;
+        unsigned interim_responses = 0;
+        std::unique_ptr<bhttp::response<bhttp::empty_body>> interim_response;  // for a 1xx
+        // The head being written: the request's to the upstream (request_plan), then the
+        // response's to the client (response_plan).
+        std::string head_text;
+        body_framing framing = body_framing::none;
+        bool end_written = false;  // the write in flight carries the end of the body
+        // Over plain TCP, when body bytes came with the response head, the head (head_text) is
+        // written with them in one send: one write and one segment fewer per response.
+        bool head_pending = false;
+        std::optional<protocol::usage_filter> usage_filter;
+        // The body as it arrives: its framing removed in place, read by read (start_body).
+        body_decoder decoder;
+        bool bytes_after_body = false;  // the upstream sent more than the body: not reused
+        std::uint64_t relayed_bytes = 0;
+        std::string_view pending_last;  // the held end of the response (see write_last_body)
+        std::size_t last_read = 0;      // bytes of the previous body read (buffer growth)
+        std::uint32_t small_reads = 0;  // reads in a row too small to need a grown buffer
+        error_code deferred_error;      // a framing error found behind forwarded bytes
+        bool drained_ok = false;        // this body is read with drained_
+    };
+    state r_;
+
     void release_request() noexcept {
-        if (request_held_) {
-            request_body_ = {};  // a long prompt, perhaps
-            head_text_ = {};
-            request_held_ = false;
+        if (r_.request_held) {
+            r_.request_body = {};  // a long prompt, perhaps
+            r_.head_text = {};
+            r_.request_held = false;
         }
     }
-    // The response head's parser: made per response, let go once the body's framing is known
-    // (the relay decodes the body itself), so a streaming response does not carry it.
-    std::unique_ptr<bhttp::response_parser<bhttp::buffer_body>> parser_;
-    bool upstream_keep_alive_ = false;  // the parser's keep_alive(), kept when it is let go
-    std::uint64_t head_bytes_ = 0;
-    unsigned interim_responses_ = 0;
-    std::unique_ptr<bhttp::response<bhttp::empty_body>> interim_response_;  // made for a 1xx
-    // The head being written: the request's to the upstream (request_plan), then the
-    // response's to the client (on_head); the body's framing is the relay's own (body_framing).
-    std::string head_text_;
-    // How the body goes to the client: as it is (Content-Length, or until the connection closes
-    // for an HTTP/1.0 client) or in chunks the relay frames itself, one chunk per write, so a
-    // write is one gathered send of the bytes in place (no per-chunk serializer machinery).
-    enum class body_framing : std::uint8_t { none, raw, chunked };
-    body_framing framing_ = body_framing::none;
-    bool end_written_ = false;    // the write in flight carries the end of the body
-    // Over plain TCP, when body bytes came with the response head, the head (head_text_) is
-    // written with them in one send: one write and one segment fewer per response.
-    bool head_pending_ = false;
+
     std::array<char, 20> chunk_head_{};  // "<hex size>\r\n" of the chunk being written
-    std::optional<protocol::usage_filter> usage_filter_;
-    // The body as it arrives: its framing removed in place, read by read (start_body).
-    body_decoder decoder_;
-    bool bytes_after_body_ = false;  // the upstream sent more than the body: not reused
-    std::uint64_t relayed_bytes_ = 0;
-    std::string_view pending_last_;  // the held end of the response (see write_last_body)
-    std::size_t last_read_ = 0;      // bytes of the previous body read (buffer growth)
-    error_code deferred_error_;      // a framing error found behind forwarded bytes
     // Body reads over plain TCP where the framing says more bytes are due (relay/drained_read).
     drained_read drained_;
-    bool drained_ok_ = false;  // this body is read with drained_
     bool start_drained_read();  // false: not this body, or not now (read as Asio does)
     static void on_drained_read(void* self, error_code ec, std::size_t bytes);
 
@@ -206,7 +238,6 @@ class upstream_exchange {
     // upstream holds none while it waits (drained_read takes one when data is there).
     std::unique_ptr<char[]> body_buffer_;
     std::size_t body_capacity_ = 0;
-    std::uint32_t small_reads_ = 0;  // reads in a row too small to need a grown buffer
 };
 
 }  // namespace tokenmeter::relay

@@ -39,47 +39,48 @@ inline error_code body_error(body_decoder::failure why) noexcept {
 // whatever the kernel had, however many chunks that is, and goes to the client in one write.
 template <class Stream>
 void upstream_exchange<Stream>::start_body() {
-    if (parser_->chunked()) {
-        decoder_ = body_decoder::chunked(owner_.context_.settings.max_request_header_bytes);
-    } else if (auto length = parser_->content_length()) {
-        decoder_ = body_decoder::with_length(*length);
+    if (r_.parser->chunked()) {
+        r_.decoder = body_decoder::chunked(owner_.context().settings.max_request_header_bytes);
+    } else if (auto length = r_.parser->content_length()) {
+        r_.decoder = body_decoder::with_length(*length);
     } else {
-        decoder_ = body_decoder::until_close();
+        r_.decoder = body_decoder::until_close();
     }
-    // From here the head's parser has nothing to do: the framing is in decoder_, and whether
+    // From here the head's parser has nothing to do: the framing is in r_.decoder, and whether
     // the connection may be reused is decided by the head (Connection, the version, and a body
     // that ends at the close).
-    upstream_keep_alive_ = parser_->keep_alive();
-    parser_.reset();
-    bytes_after_body_ = false;
+    r_.upstream_keep_alive = r_.parser->keep_alive();
+    r_.parser.reset();
+    r_.bytes_after_body = false;
     // Over plain TCP, where the framing says more bytes are due, a short read counts as draining
     // the socket (relay/drained_read: no receive that finds nothing before each wait). A body
     // read until the close keeps Asio's read.
-    drained_ok_ = false;
+    r_.drained_ok = false;
     if (upstream_->stream.tls() == nullptr &&
-        decoder_.kind() != body_decoder::framing::until_close) {
+        r_.decoder.kind() != body_decoder::framing::until_close) {
         if (!upstream_->hangup_watched) {
             upstream_->hangup_watched =
                 pool_.hangups().watch(upstream_->stream.socket().native_handle());
         }
-        drained_ok_ = upstream_->hangup_watched;
+        r_.drained_ok = upstream_->hangup_watched;
     }
-    if (drained_ok_) {
+    if (r_.drained_ok) {
         drained_.begin(upstream_->stream.socket(), pool_.hangups());
     } else {
         drained_.detach();
     }
+    enter(exchange_stage::body);
     start_body_watch();
     do_read_body();
 }
 
 template <class Stream>
 void upstream_exchange<Stream>::do_read_body() {
-    resize_body_buffer_after(last_read_);
-    if (deferred_error_) {
+    resize_body_buffer_after(r_.last_read);
+    if (r_.deferred_error) {
         // The bytes before the fault went out with the last write; now the fault is handled
         // as if this read had found it.
-        on_read_body(std::exchange(deferred_error_, {}), 0);
+        on_read_body(std::exchange(r_.deferred_error, {}), 0);
         return;
     }
     auto& early = upstream_->buffer;
@@ -103,7 +104,7 @@ void upstream_exchange<Stream>::do_read_body() {
 
 template <class Stream>
 void upstream_exchange<Stream>::read_upstream() {
-    if (head_pending_) {
+    if (r_.head_pending) {
         // Nothing to forward came with the head: it goes out now, before the wait for more.
         flush_head(&upstream_exchange::read_upstream);
         return;
@@ -125,7 +126,7 @@ void upstream_exchange<Stream>::read_upstream() {
 
 template <class Stream>
 bool upstream_exchange<Stream>::start_drained_read() {
-    if (!drained_ok_) {
+    if (!r_.drained_ok) {
         return false;
     }
     // A grown buffer is the exchange's own. At the first size the read takes a buffer from the
@@ -170,53 +171,46 @@ void upstream_exchange<Stream>::on_drained_read(void* self, error_code ec, std::
 
 template <class Stream>
 void upstream_exchange<Stream>::on_read_body(error_code ec, std::size_t bytes) {
-    auto now = owner_.context_.clock.now();
+    auto now = owner_.context().clock.now();
     ec = end_wait(ec);
     if (client_gone()) {
-        end_for_client_gone();
+        finish(exchange_end::client_gone);
         return;
     }
-    last_read_ = bytes;
+    r_.last_read = bytes;
     std::size_t payload = 0;
     std::size_t offset = 0;  // where the payload starts in the buffer
     if (bytes > 0) {
-        const auto step = decoder_.decode(body_buffer_.get(), bytes);
+        const auto step = r_.decoder.decode(body_buffer_.get(), bytes);
         payload = step.payload;
         offset = step.offset;
-        bytes_after_body_ = bytes_after_body_ || step.consumed < bytes;
+        r_.bytes_after_body = r_.bytes_after_body || step.consumed < bytes;
         if (step.error != body_decoder::failure::none && !ec) {
             // The payload before the fault is forwarded first.
-            (payload == 0 ? ec : deferred_error_) = relay_detail::body_error(step.error);
+            (payload == 0 ? ec : r_.deferred_error) = relay_detail::body_error(step.error);
         }
     } else if (ec == asio::error::eof) {
         // The end of a body read until close; any other body was cut.
-        ec = relay_detail::body_error(decoder_.at_close());
+        ec = relay_detail::body_error(r_.decoder.at_close());
     }
-    auto& observed = *owner_.request_.observed;
+    auto& observed = *owner_.request().observed;
     std::string_view read(body_buffer_.get() + offset, payload);
     if (ec) {
-        // The client must not mistake a cut stream for a whole one: no final chunk, just close.
-        // Bytes decoded in this same read are still shown to the observer.
-        if (std::exchange(head_pending_, false)) {
+        // Bytes decoded in this same read are still shown to the observer; none go to the client.
+        if (std::exchange(r_.head_pending, false)) {
             // The head, as it would have gone before this read: best effort, the connection
             // closes next.
-            (void)net::direct_io::send_all_now(owner_.socket().native_handle(), head_text_);
+            (void)net::direct_io::send_all_now(owner_.socket().native_handle(), r_.head_text);
         }
         observed.body(read, now);
-        const bool timed_out = ec == beast::error::timeout;
-        owner_.context_.observer.upstream_error(timed_out ? "idle_timeout" : "truncated");
-        spdlog::warn("upstream response cut after {} body bytes: {}", relayed_bytes_ + payload,
-                     ec.message());
-        abort();
-        owner_.finish_exchange(timed_out ? observe::end_reason::upstream_failed
-                                         : observe::end_reason::upstream_truncated);
-        owner_.close_client();
+        r_.relayed_bytes += payload;
+        finish(exchange_end::cut, ec);
         return;
     }
-    const bool last = decoder_.done();
-    if (payload > 0 || (usage_filter_ && last)) {
-        relayed_bytes_ += payload;
-        std::string_view forward = usage_filter_ ? usage_filter_->feed(read, last) : read;
+    const bool last = r_.decoder.done();
+    if (payload > 0 || (r_.usage_filter && last)) {
+        r_.relayed_bytes += payload;
+        std::string_view forward = r_.usage_filter ? r_.usage_filter->feed(read, last) : read;
         if (last && !forward.empty() && observed.holds_end()) {
             // The last read: observe it first, put the close entry on disk, then release the
             // end of the response. A client that saw the end therefore has a complete record;
@@ -224,8 +218,9 @@ void upstream_exchange<Stream>::on_read_body(error_code ec, std::size_t bytes) {
             // `forward` stays valid meanwhile: nothing reads into the buffer or feeds the filter.
             observed.body(read, now);
             auto wait = observed.seal(now);
-            pending_last_ = forward;
+            r_.pending_last = forward;
             if (hold(wait, &upstream_exchange::write_last_body)) {
+                enter(exchange_stage::held_end);
                 return;
             }
             write_last_body();
@@ -256,16 +251,16 @@ std::optional<error_code> upstream_exchange<Stream>::write_client_body(std::stri
                                                                        bool last) {
     using namespace relay_detail;
     // At most four pieces, gathered into one send: the response head if it waited for these
-    // bytes (head_pending_), the chunk's size line, the bytes where the read left them, and the
+    // bytes (r_.head_pending), the chunk's size line, the bytes where the read left them, and the
     // chunk's end. The last bytes carry the end of the message with them (for chunked framing,
     // the final chunk goes in the same write), so a client that reads them and hangs up at once
     // has still received a complete response.
     std::array<asio::const_buffer, 4> pieces;
     std::size_t count = 0;
-    if (std::exchange(head_pending_, false)) {
-        pieces[count++] = asio::buffer(head_text_);
+    if (std::exchange(r_.head_pending, false)) {
+        pieces[count++] = asio::buffer(r_.head_text);
     }
-    if (framing_ == body_framing::chunked) {
+    if (r_.framing == body_framing::chunked) {
         if (!bytes.empty()) {
             auto [end, ec] = std::to_chars(chunk_head_.data(), chunk_head_.data() + 16,
                                            bytes.size(), 16);
@@ -277,10 +272,10 @@ std::optional<error_code> upstream_exchange<Stream>::write_client_body(std::stri
         } else if (last) {
             pieces[count++] = asio::buffer(last_chunk);
         }
-    } else if (framing_ == body_framing::raw) {
+    } else if (r_.framing == body_framing::raw) {
         pieces[count++] = asio::buffer(bytes.data(), bytes.size());
     }
-    end_written_ = last;
+    r_.end_written = last;
     begin_wait(false);
     if constexpr (std::is_same_v<Stream, tcp_stream>) {
         // Over plain TCP the write is tried at once, without blocking: a client that keeps up
@@ -324,7 +319,7 @@ std::optional<error_code> upstream_exchange<Stream>::write_client_body(std::stri
             owner_.guarded([this](error_code ec, std::size_t) { on_write_client_body(ec); }));
     } else {
         asio::async_write(
-            owner_.client_, pieces,
+            owner_.stream(), pieces,
             owner_.guarded([this](error_code ec, std::size_t) { on_write_client_body(ec); }));
     }
     return std::nullopt;
@@ -340,20 +335,20 @@ void upstream_exchange<Stream>::write_then(std::string_view bytes, bool last) {
 template <class Stream>
 void upstream_exchange<Stream>::on_write_client_body(error_code ec) {
     ec = end_wait(ec);
-    if (!head_text_.empty()) {
-        head_text_ = {};  // the response head went out with these bytes (head_pending_)
+    if (!r_.head_text.empty()) {
+        r_.head_text = {};  // the response head went out with these bytes (r_.head_pending)
     }
-    if (!ec && end_written_) {
+    if (!ec && r_.end_written) {
         // Every byte was handed over: the response is complete even if the client hung up
         // right after reading it (the liveness watch may have seen that close first).
-        on_complete();
+        finish(exchange_end::complete);
         return;
     }
     if (ec || client_gone()) {
-        end_for_client_gone();
+        finish(exchange_end::client_gone);
         return;
     }
-    if (decoder_.done()) {
+    if (r_.decoder.done()) {
         write_body_end();
         return;
     }
@@ -363,26 +358,29 @@ void upstream_exchange<Stream>::on_write_client_body(error_code ec) {
 // The end of the body: the final chunk for chunked framing, nothing otherwise.
 template <class Stream>
 void upstream_exchange<Stream>::write_body_end() {
-    auto& observed = *owner_.request_.observed;
+    auto& observed = *owner_.request().observed;
     if (observed.holds_end()) {
-        auto wait = observed.seal(owner_.context_.clock.now());
+        auto wait = observed.seal(owner_.context().clock.now());
         if (hold(wait, &upstream_exchange::write_body_end)) {
+            enter(exchange_stage::held_end);
             return;
         }
     }
+    enter(exchange_stage::body);
     write_then({}, true);
 }
 
 template <class Stream>
 void upstream_exchange<Stream>::write_last_body() {
-    write_then(pending_last_, true);
+    enter(exchange_stage::body);
+    write_then(r_.pending_last, true);
 }
 
 // ---- the body watch --------------------------------------------------------------------------
 
 template <class Stream>
 void upstream_exchange<Stream>::start_body_watch() {
-    const auto& settings = owner_.context_.settings;
+    const auto& settings = owner_.context().settings;
     // A timeout fires between its length and an eighth more (at most a second more).
     const auto shortest = std::min<std::chrono::steady_clock::duration>(settings.upstream_idle,
                                                                         settings.client_write);
@@ -436,7 +434,7 @@ void upstream_exchange<Stream>::on_body_watch(error_code ec) {
         return;  // stopped: the exchange ended or moved on
     }
     if (waiting_ != waiting_on::nothing && !watch_cut_) {
-        const auto& settings = owner_.context_.settings;
+        const auto& settings = owner_.context().settings;
         const auto limit = waiting_ == waiting_on::upstream
                                ? std::chrono::steady_clock::duration(settings.upstream_idle)
                                : std::chrono::steady_clock::duration(settings.client_write);

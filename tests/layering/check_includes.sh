@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The include-direction test: every `#include "module/…"` in proxy/ must be allowed by the
-# "Dependencies" table of docs/architecture.md, or be listed in known_violations.txt.
+# "Dependencies" table of docs/architecture.md, or be listed in known_violations.txt; and no file
+# of a module in the "Kept apart" table may reach the modules its row names through any chain of
+# includes (a header that includes a header that includes one counts).
 # Usage: check_includes.sh [ROOT [TABLE [KNOWN]]]
 #   ROOT  tree holding proxy/ (default: this repository)
 #   TABLE markdown file with a "## Dependencies" table (default: ROOT/docs/architecture.md)
@@ -37,6 +39,41 @@ function ticked(cell,    out, name) {
         cell = substr(cell, RSTART + RLENGTH)
     }
     return out
+}
+# Files of module m must not reach module x through any chain: a depth-first walk of the
+# include graph from each file of m, with the first chain found printed.
+function reaches(f, x,    n, kids, i, below) {
+    if (f in memo) { return memo[f] }
+    memo[f] = ""                              # on the path: a cycle adds nothing
+    if (index(f, "proxy/" x "/") == 1) { memo[f] = f; return f }
+    n = split(graph[f], kids, " ")
+    for (i = 1; i <= n; i++) {
+        below = reaches(kids[i], x)
+        if (below != "") { memo[f] = f " -> " below; return memo[f] }
+    }
+    return ""
+}
+function check_reach(    in_apart, line, cell, m, xs, n, i, f, chain) {
+    while ((getline line < table) > 0) {
+        if (line ~ /^## /) { in_apart = (line ~ /^## Kept apart[ \t]*$/); continue }
+        if (!in_apart || line !~ /^\|/) { continue }
+        split(line, cell, "|")
+        m = ticked(cell[2])
+        if (m == "" || m ~ / /) { continue }
+        apart[m] = ticked(cell[3])
+    }
+    close(table)
+    for (m in apart) {
+        n = split(apart[m], xs, " ")
+        for (i = 1; i <= n; i++) {
+            delete memo
+            for (f in files) {
+                if (index(f, "proxy/" m "/") != 1) { continue }
+                chain = reaches(f, xs[i])
+                if (chain != "") { fail(f ": " m " must not reach " xs[i] " through includes: " chain) }
+            }
+        }
+    }
 }
 # Depth-first search for a cycle; state: 1 on the path, 2 done.
 function visit(m,    n, deps, i) {
@@ -100,6 +137,14 @@ $0 != "" {
     # proxy/relay/headers.hpp:9:#include "config/config.hpp"
     colon = index($0, ":"); file = substr($0, 1, colon - 1); rest = substr($0, colon + 1)
     colon = index(rest, ":"); lineno = substr(rest, 1, colon - 1); text = substr(rest, colon + 1)
+    files[file] = 1
+    match(text, /"[^"]*"/)
+    included = substr(text, RSTART + 1, RLENGTH - 2)
+    if (index(included, "/") == 0) {
+        dir = file; sub(/\/[^\/]*$/, "", dir); graph[file] = graph[file] " " dir "/" included
+    } else if (substr(included, 1, index(included, "/") - 1) in ours) {
+        graph[file] = graph[file] " proxy/" included
+    }
     split(file, parts, "/")
     if (parts[3] == "") { from = parts[2]; sub(/\.[^.]*$/, "", from) } else { from = parts[2] }
     if (!(from in row)) {
@@ -123,5 +168,7 @@ END {
             fail(known_file ": " k[1] " no longer includes " k[2] " (or the table now allows it): delete this entry")
         }
     }
+    if (!failed) { check_reach() }
     exit failed
-}'
+}
+'

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include "net/beast.hpp"
+
 namespace tokenmeter::relay {
 namespace {
 

@@ -7,6 +7,8 @@
 #include <string_view>
 #include <vector>
 
+#include "net/beast.hpp"
+
 namespace tokenmeter::relay {
 namespace {
 
