@@ -9,7 +9,8 @@
 #                                                          fetched (component "tokenizers"; not in
 #                                                          the .deb: their licenses are the model
 #                                                          owners', docs/tokenizers.md)
-#   <sysconfdir>/tokenmeter/tokenmeter.yaml               the minimal config (/etc in the .deb)
+#   <sysconfdir>/tokenmeter/tokenmeter.yaml               the minimal config (/etc in the .deb); an
+#                                                          existing one is kept (install-system-files)
 #   share/doc/tokenmeter/                                 README, config reference, annotated example
 #   lib/systemd/system/tokenmeter.service                 the unit (/usr/lib/systemd/system in the .deb)
 # o200k_base and cl100k_base are built into the binary, so their fetched JSON files are not
@@ -58,5 +59,10 @@ set(CPACK_STRIP_FILES ON)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION net)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
-set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA ${PROJECT_SOURCE_DIR}/packaging/debian/conffiles)
+# Maintainer scripts: systemd reloads its units after install, upgrade and removal; an upgrade
+# restarts a running service, a removal stops it (packaging/debian/).
+set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA
+    ${PROJECT_SOURCE_DIR}/packaging/debian/conffiles ${PROJECT_SOURCE_DIR}/packaging/debian/postinst
+    ${PROJECT_SOURCE_DIR}/packaging/debian/prerm ${PROJECT_SOURCE_DIR}/packaging/debian/postrm)
+set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 include(CPack)
