@@ -6,6 +6,7 @@
 
 #include "app/app.hpp"
 #include "app/command_line.hpp"
+#include "app/healthcheck_command.hpp"
 #include "app/tokenize_command.hpp"
 
 int main(int argc, char** argv) {
@@ -14,6 +15,9 @@ int main(int argc, char** argv) {
     // A subcommand owns every argument after its name; the proxy's flags never mix with its own.
     if (!args.empty() && args.front() == "usage") {
         return app::usage_command({args.begin() + 1, args.end()});
+    }
+    if (!args.empty() && args.front() == "healthcheck") {
+        return app::healthcheck_command({args.begin() + 1, args.end()});
     }
     if (!args.empty() && args.front() == "tokenize") {
         return app::tokenize_command(argc - 2, argv + 2);

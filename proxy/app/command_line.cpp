@@ -19,6 +19,7 @@ constexpr std::string_view help_text = R"(usage: tokenmeter [options]
        tokenmeter --check-config FILE
        tokenmeter usage [--spool DIR] [--from T] [--to T] [--tenant X] [--plan] [--json]
        tokenmeter tokenize --tokenizer SPEC [--ids] [--tokenizer-dir DIR]   (see tokenize --help)
+       tokenmeter healthcheck [--admin HOST:PORT] [--config FILE] [--ready]  (see healthcheck --help)
 
 A reverse proxy that meters LLM inference traffic (TTFT, ITL, TPOT, tokens/s) and exports
 Prometheus metrics. Bytes are forwarded unchanged.

@@ -53,12 +53,25 @@ const dockerfile = stages(instructions(readFileSync(path.join(dockerDir, 'Docker
 const byName = new Map(dockerfile.map((s) => [s.name, s]));
 const runs = (stage) => stage.body.filter((i) => i.keyword === 'RUN').map((i) => i.args).join('\n');
 
-test('every stage is Debian 12 or builds on an earlier stage', () => {
+// A Debian 12 snapshot tag pinned by the digest of its image index.
+const pinned = /^debian:bookworm-(\d{8})(-slim)?@sha256:([0-9a-f]{64})$/;
+
+test('every stage is a pinned Debian 12 snapshot or builds on an earlier stage', () => {
   const seen = new Set();
+  const snapshots = new Set();
   for (const s of dockerfile) {
-    assert.ok(/^debian:12(-slim)?$/.test(s.from) || seen.has(s.from), `FROM ${s.from}`);
+    const m = pinned.exec(s.from);
+    assert.ok(m || seen.has(s.from), `FROM ${s.from}: a dated bookworm tag with @sha256:<digest>`);
+    if (m) {
+      snapshots.add(m[1]);
+      // A made-up digest (one digit repeated) is a placeholder, not a pin.
+      assert.ok(new Set(m[3]).size > 4, `FROM ${s.from}: placeholder digest`);
+    }
     if (s.name) seen.add(s.name);
   }
+  assert.equal(snapshots.size, 1, `build and runtime bases from one snapshot: ${[...snapshots]}`);
+  const slim = dockerfile.filter((s) => pinned.test(s.from)).map((s) => s.from.includes('-slim@'));
+  assert.deepEqual(slim.sort(), [false, true], 'the full image builds, the slim one runs');
   assert.ok(byName.has('build') && byName.has('runtime') && byName.has('tools'));
   assert.equal(dockerfile.at(-1).name, 'runtime', 'the default (last) stage is the runtime');
 });
@@ -142,11 +155,52 @@ test('docker run IMAGE --upstream URL listens on 0.0.0.0 with the user flags app
     });
     child.on('exit', () => { clearTimeout(timer); resolve(null); });
   });
+  // The HEALTHCHECK as the image runs it, against this proxy (the config path mapped likewise).
+  const healthcheck = runtime.filter((i) => i.keyword === 'HEALTHCHECK').at(-1);
+  let health = { status: null, stdout: '', stderr: 'the runtime stage has no HEALTHCHECK' };
+  if (line && healthcheck) {
+    const check = JSON.parse(healthcheck.args.replace(/^(--\S+\s+)*CMD\s+/, ''));
+    health = spawnSync(process.env.TOKENMETER_BIN, check.slice(1).map((a) => copied.get(a) ?? a),
+      { encoding: 'utf8', timeout: 10000 });
+  }
   child.kill('SIGKILL');
   assert.ok(line, `no "listening" line; stdout: ${out} stderr: ${err}`);
   assert.match(line, /proxy=0\.0\.0\.0:8080\b/);
   assert.match(line, /admin=0\.0\.0\.0:9090\b/);
   assert.match(line, /upstream=http:\/\/127\.0\.0\.1:9\b/);
+  assert.equal(health.status, 0, `HEALTHCHECK command: ${health.stdout}${health.stderr}`);
+  assert.equal(health.stdout, '127.0.0.1:9090/healthz: 200\n');
+});
+
+test('the runtime image checks its own health with the binary it ships (no shell, no curl)', () => {
+  const runtime = byName.get('runtime').body;
+  const checks = runtime.filter((i) => i.keyword === 'HEALTHCHECK');
+  assert.equal(checks.length, 1, 'one HEALTHCHECK in the runtime stage');
+  const m = /^((?:--\S+\s+)*)CMD\s+(\[.*\])$/.exec(checks[0].args);
+  assert.ok(m, `HEALTHCHECK CMD in exec form: ${checks[0].args}`);
+  const options = Object.fromEntries([...m[1].matchAll(/--([a-z-]+)=(\S+)/g)].map((o) => [o[1], o[2]]));
+  const argv = JSON.parse(m[2]);
+  assert.deepEqual(argv.slice(0, 2), ['/usr/local/bin/tokenmeter', 'healthcheck']);
+  // The probe's own deadline (2 s by default) ends before Docker's, so it reports why it failed.
+  assert.ok(!argv.includes('--timeout'), 'the probe keeps its default 2 s deadline');
+  assert.ok(parseFloat(options.timeout) > 2, `HEALTHCHECK --timeout ${options.timeout} must exceed 2s`);
+  for (const key of ['interval', 'start-period', 'retries']) assert.ok(options[key], `--${key}`);
+});
+
+test('OCI labels: source, revision, version and licenses, from build arguments', () => {
+  const runtime = byName.get('runtime').body;
+  const args = new Set(runtime.filter((i) => i.keyword === 'ARG').map((i) => i.args.split('=')[0]));
+  const labels = runtime.filter((i) => i.keyword === 'LABEL').map((i) => i.args).join(' ');
+  const label = (key) => new RegExp(`org\\.opencontainers\\.image\\.${key}="([^"]*)"`).exec(labels)?.[1];
+  for (const [key, arg] of [['source', 'SOURCE'], ['revision', 'REVISION'], ['version', 'VERSION']]) {
+    assert.equal(label(key), `\${${arg}}`, `${key} label from the ${arg} build argument`);
+    assert.ok(args.has(arg), `ARG ${arg} in the runtime stage (an ARG before FROM is not visible)`);
+  }
+  // The license named is the one the repository carries, and it ships in the image.
+  assert.equal(label('licenses'), 'Apache-2.0');
+  assert.match(readFileSync(path.join(root, 'LICENSE'), 'utf8'), /Apache License\s+Version 2\.0/);
+  const copies = runtime.filter((i) => i.keyword === 'COPY').map((i) => i.args.split(/\s+/));
+  assert.ok(copies.some((c) => c.slice(0, -1).includes('LICENSE')), 'LICENSE copied into the image');
 });
 
 test('every COPY from the build context exists', () => {
@@ -160,10 +214,37 @@ test('every COPY from the build context exists', () => {
   }
 });
 
-test('.dockerignore keeps build trees and node_modules out of the context', () => {
-  const ignore = readFileSync(path.join(root, '.dockerignore'), 'utf8');
-  assert.match(ignore, /^build\*$/m);
-  assert.match(ignore, /node_modules/);
+// .dockerignore as the builder reads it: each line a path pattern from the context root ('*' and
+// '?' within one path element, '**' across any number), matching a path or one of its parents;
+// a later '!' line re-includes. Returns whether `file` is left out of the context.
+function ignoredBy(patterns, file) {
+  let ignored = false;
+  for (const raw of patterns) {
+    const negate = raw.startsWith('!');
+    const pattern = path.posix.normalize((negate ? raw.slice(1) : raw).replace(/^\/+/, ''));
+    const re = new RegExp(`^${pattern.split('/').map((part) => (part === '**' ? '.*'
+      : part.replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '[^/]*').replace(/\?/g, '[^/]')))
+      .join('/').replace(/\.\*\//g, '(?:.*/)?')}$`);
+    const parts = file.split('/');
+    if (parts.some((_, i) => re.test(parts.slice(0, i + 1).join('/')))) ignored = !negate;
+  }
+  return ignored;
+}
+
+test('.dockerignore keeps caches, build trees, node_modules and git out, and no COPY source', () => {
+  const patterns = readFileSync(path.join(root, '.dockerignore'), 'utf8').split('\n')
+    .map((l) => l.trim()).filter((l) => l && !l.startsWith('#'));
+  for (const file of ['.cache/tokenizers/llama3/tokenizer.json', 'tests/parity/.cache/x.json',
+    'build/proxy/tokenmeter', 'build-asan/CMakeCache.txt', 'build-tsan/x',
+    'tests/deploy/node_modules/yaml/package.json', 'tests/e2e/node_modules/openai/index.js',
+    '.git/HEAD', 'out/report.txt', 'tokenmeter_0.1.0_amd64.deb']) {
+    assert.ok(ignoredBy(patterns, file), `${file} must not reach the build context`);
+  }
+  const sources = dockerfile.flatMap((s) => s.body.filter((i) => i.keyword === 'COPY' && !i.args.startsWith('--from'))
+    .flatMap((i) => i.args.split(/\s+/).slice(0, -1)));
+  for (const file of [...sources, 'proxy/main.cpp', 'CMakeLists.txt', 'tests/CMakeLists.txt']) {
+    assert.ok(!ignoredBy(patterns, file), `${file} is needed by the build`);
+  }
 });
 
 const compose = parse(readFileSync(path.join(dockerDir, 'compose.yaml'), 'utf8'));
