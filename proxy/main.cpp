@@ -36,7 +36,9 @@ int main(int argc, char** argv) {
             std::printf("tokenmeter %s\n", TOKENMETER_VERSION);
             return 0;
         case app::command_line::action::check_config:
-            return app::check_config(flags.check_config_path);
+            return app::check_config(flags);
+        case app::command_line::action::print_config:
+            return app::print_config(flags);
         case app::command_line::action::run:
             break;
     }

@@ -5,6 +5,7 @@
 #include <boost/program_options.hpp>
 #include <cstdio>
 
+#include "app/config_files.hpp"
 #include "app/module_options.hpp"
 #include "app/tokenizers.hpp"
 #include "usage/report.hpp"
@@ -16,7 +17,8 @@ namespace po = boost::program_options;
 namespace {
 
 constexpr std::string_view help_text = R"(usage: tokenmeter [options]
-       tokenmeter --check-config FILE
+       tokenmeter --check-config FILE [options] [--print-config]
+       tokenmeter --print-config [options]
        tokenmeter usage [--spool DIR] [--from T] [--to T] [--tenant X] [--plan] [--json]
        tokenmeter tokenize --tokenizer SPEC [--ids] [--tokenizer-dir DIR]   (see tokenize --help)
        tokenmeter healthcheck [--admin HOST:PORT] [--config FILE] [--ready]  (see healthcheck --help)
@@ -32,7 +34,11 @@ options (flags override the config file; --flag VALUE or --flag=VALUE):
   --threads N          worker threads (0 = one per core)
   --log-level LEVEL    trace|debug|info|warn|error|off
   --access-log         log one line per request
-  --check-config FILE  validate FILE, print every error with its key, exit 0 if valid
+  --check-config FILE  validate FILE with the other flags on top, loading every certificate,
+                       key, CA, token file, environment variable and tokenizer it names; print
+                       every error with its key, exit 0 if valid
+  --print-config       print the effective configuration (file, then flags) as YAML, with the
+                       API-key hashes of tenants.api_key_names redacted
   --version            print the version
   --help               this text
 )";
@@ -52,7 +58,8 @@ po::options_description flag_table() {
         ("admin", po::value<many>(), "")                   //
         ("threads", po::value<many>(), "")                 //
         ("log-level", po::value<many>(), "")               //
-        ("access-log", po::value<many>()->zero_tokens(), "");
+        ("access-log", po::value<many>()->zero_tokens(), "")  //
+        ("print-config", po::value<many>()->zero_tokens(), "");
     return flags;
 }
 
@@ -106,8 +113,18 @@ parsed_command_line parse_command_line(const std::vector<std::string>& args) {
     } else if (vm.count("check-config") != 0) {
         out.what = command_line::action::check_config;
         out.check_config_path = *text_of(vm, "check-config");
+    } else if (vm.count("print-config") != 0) {
+        out.what = command_line::action::print_config;
     }
+    out.print_config = vm.count("print-config") != 0;
     out.config_path = text_of(vm, "config").value_or("");
+    if (!out.check_config_path.empty()) {
+        // The file checked is the file the proxy would run with.
+        if (!out.config_path.empty() && out.config_path != out.check_config_path) {
+            return {std::nullopt, "--check-config and --config name different files"};
+        }
+        out.config_path = out.check_config_path;
+    }
     out.listen = text_of(vm, "listen");
     out.upstream = text_of(vm, "upstream");
     out.admin = text_of(vm, "admin");
@@ -117,20 +134,12 @@ parsed_command_line parse_command_line(const std::vector<std::string>& args) {
     return {out, {}};
 }
 
-config::load_result build_settings(const command_line& flags) {
-    config::load_result loaded;
-    loaded.value = config::default_settings();
-    if (!flags.config_path.empty()) {
-        loaded = config::load_file(flags.config_path);
-        if (!loaded.ok()) {
-            auto modules = module_errors(loaded.value);
-            loaded.errors.insert(loaded.errors.end(), modules.begin(), modules.end());
-            return loaded;
-        }
-    }
-    config::settings& settings = loaded.value;
-    std::vector<config::config_error>& errors = loaded.errors;
-    config::unknown_words words;
+namespace {
+
+// The flags on top of `settings`; a flag that does not parse is an error in `errors`, a log
+// level that names none is left in `words` for config::validate.
+void apply_flags(const command_line& flags, config::settings& settings,
+                 std::vector<config::config_error>& errors, config::unknown_words& words) {
     if (flags.listen) {
         if (auto e = config::parse_endpoint(*flags.listen)) {
             settings.listen = *e;
@@ -173,6 +182,31 @@ config::load_result build_settings(const command_line& flags) {
     if (flags.access_log) {
         settings.log.access_log = true;
     }
+}
+
+}  // namespace
+
+config::load_result build_settings(const command_line& flags) {
+    config::load_result loaded;
+    loaded.value = config::default_settings();
+    config::settings& settings = loaded.value;
+    std::vector<config::config_error>& errors = loaded.errors;
+    config::unknown_words words;
+    if (!flags.config_path.empty()) {
+        loaded = config::load_file(flags.config_path);
+        if (!loaded.ok()) {
+            // The file's errors include its validation; the flags' own are added, so that one
+            // run names every error.
+            apply_flags(flags, settings, errors, words);
+            for (const auto& [key, word] : words) {
+                errors.push_back({key, "unknown value '" + word + "'"});
+            }
+            auto modules = module_errors(settings);
+            errors.insert(errors.end(), modules.begin(), modules.end());
+            return loaded;
+        }
+    }
+    apply_flags(flags, settings, errors, words);
     auto semantic = config::validate(settings, words);
     errors.insert(errors.end(), semantic.begin(), semantic.end());
     auto modules = module_errors(settings);
@@ -191,10 +225,12 @@ void print_errors(const std::vector<config::config_error>& errors, const std::st
     }
 }
 
-int check_config(const std::string& path) {
-    auto result = config::load_file(path);
-    const auto modules = module_errors(result.value);
-    result.errors.insert(result.errors.end(), modules.begin(), modules.end());
+int check_config(const command_line& flags) {
+    const std::string& path = flags.config_path;
+    auto result = build_settings(flags);
+    // The files are checked even when keys are wrong: one run lists every error.
+    const auto files = referenced_file_errors(result.value);
+    result.errors.insert(result.errors.end(), files.begin(), files.end());
     if (result.ok()) {
         // The tokenizer files the config names must exist and load, or start-up would fail.
         auto tokenizers = load_tokenizers(result.value);
@@ -210,7 +246,21 @@ int check_config(const std::string& path) {
         std::fprintf(stderr, "%s: %zu error(s)\n", path.c_str(), result.errors.size());
         return 1;
     }
+    if (flags.print_config) {
+        std::fputs(config::to_yaml(redacted(result.value)).c_str(), stdout);
+        return 0;
+    }
     std::printf("%s: ok\n", path.c_str());
+    return 0;
+}
+
+int print_config(const command_line& flags) {
+    const auto result = build_settings(flags);
+    if (!result.ok()) {
+        print_errors(result.errors, flags.config_path.empty() ? "tokenmeter" : flags.config_path);
+        return 1;
+    }
+    std::fputs(config::to_yaml(redacted(result.value)).c_str(), stdout);
     return 0;
 }
 

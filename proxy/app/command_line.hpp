@@ -13,10 +13,11 @@
 namespace tokenmeter::app {
 
 struct command_line {
-    enum class action { run, help, version, check_config };
+    enum class action { run, help, version, check_config, print_config };
     action what = action::run;
-    std::string config_path;        // --config
+    std::string config_path;        // --config, or the file of --check-config
     std::string check_config_path;  // --check-config
+    bool print_config = false;      // --print-config (with --check-config: after the check)
     // Overrides, as written; build_settings parses and validates them.
     std::optional<std::string> listen;
     std::optional<std::string> upstream;
@@ -41,8 +42,14 @@ std::string_view usage_text();
 // module_errors. Called again on SIGHUP with the same command line.
 config::load_result build_settings(const command_line& flags);
 
-// --check-config FILE: prints every error with its key (and tokenizer warnings); exit status.
-int check_config(const std::string& path);
+// --check-config FILE with the proxy's flags on top: the settings as the proxy would build them,
+// then every file and secret they name and every tokenizer loaded; prints every error with its
+// key (and tokenizer warnings) and returns 1 when there is one, else 0.
+int check_config(const command_line& flags);
+
+// --print-config: the effective settings (file, then flags) as YAML on stdout, secrets redacted;
+// 1 with the errors when the settings are invalid.
+int print_config(const command_line& flags);
 
 // Prints errors as "source: key: message", one per line, to stderr.
 void print_errors(const std::vector<config::config_error>& errors, const std::string& source);

@@ -43,8 +43,7 @@ relay::session_settings session_settings_from(const config::settings& settings) 
     return out;
 }
 
-std::shared_ptr<ssl::context> upstream_tls_context(const config::upstream_tls_settings& t,
-                                                         bool warn) {
+net::tls_client_options upstream_tls_options(const config::upstream_tls_settings& t) {
     net::tls_client_options options;
     options.ca_file = t.ca_file;
     options.ca_file_key = "upstream_tls.ca_file";
@@ -53,7 +52,12 @@ std::shared_ptr<ssl::context> upstream_tls_context(const config::upstream_tls_se
     options.key_file = t.key_file;
     options.key_file_key = "upstream_tls.key_file";
     options.insecure_skip_verify = t.insecure_skip_verify;
-    auto loaded = net::load_tls_client_context(options);
+    return options;
+}
+
+std::shared_ptr<ssl::context> upstream_tls_context(const config::upstream_tls_settings& t,
+                                                   bool warn) {
+    auto loaded = net::load_tls_client_context(upstream_tls_options(t));
     if (!loaded.context) {
         throw start_up_error(loaded.error);
     }

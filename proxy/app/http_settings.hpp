@@ -2,6 +2,7 @@
 #pragma once
 
 #include "config/config.hpp"
+#include "net/tls_client.hpp"
 #include "relay/session_settings.hpp"
 #include "relay/upstream_pool.hpp"
 
@@ -17,5 +18,7 @@ relay::upstream_pool_settings pool_settings_from(const config::settings& setting
 // caches during handshakes are not shared between the main thread and the workers.
 std::shared_ptr<ssl::context> upstream_tls_context(const config::upstream_tls_settings& t,
                                                          bool warn = true);
+// upstream_tls as net/ loads it, errors naming the upstream_tls keys.
+net::tls_client_options upstream_tls_options(const config::upstream_tls_settings& t);
 
 }  // namespace tokenmeter::app

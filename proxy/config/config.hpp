@@ -337,6 +337,11 @@ load_result load_yaml(const std::string& yaml_text);
 // Reads and parses a file; an unreadable file is one error with key "".
 load_result load_file(const std::string& path);
 
+// Every key with its value, as YAML that load_yaml reads back as `s` (values unset in `s`, such
+// as an optional target, are left out). Secrets are never in settings: the config names them by
+// file or environment variable.
+std::string to_yaml(const settings& s);
+
 // Words given for a mode that name none of its values, by dotted key: the mode keeps its
 // default and validate() reports the word where that key's check runs.
 using unknown_words = std::map<std::string, std::string>;

@@ -624,6 +624,7 @@ field<S> reference_tokenizer_row() {
                "the tokenizer every model's output is also counted with, or none",
                {},
                {},
+               {},
                {}};
     f.read = [](walker& w, node_ref n, key_ref k, S& s) {
         if (const auto text = w.scalar(n, k, "a tokenizer name or a path to tokenizer.json")) {
@@ -634,6 +635,7 @@ field<S> reference_tokenizer_row() {
     f.check = [](checker& c, key_ref k, const S& s) {
         check_reference(c, k, s.reference_tokenizer);
     };
+    f.write = [](YAML::Node& out, const S& s) { out["reference_tokenizer"] = s.reference_tokenizer; };
     return f;
 }
 

@@ -73,6 +73,9 @@ struct field {
     std::function<void(checker&, key_ref, const S&)> check;  // empty: no range
     // Lists the child keys of a section under its dotted key; empty for a plain value.
     std::function<void(const std::string&, std::vector<documented_key>&)> children;
+    // Adds the key and its value, as read would accept it, to a YAML mapping; an optional value
+    // that is unset adds nothing.
+    std::function<void(YAML::Node&, const S&)> write;
 };
 
 template <typename S>
@@ -117,6 +120,32 @@ void check_objective(checker& c, key_ref key, const double& v);
 void check_optional_objective(checker& c, key_ref key, const std::optional<double>& v);
 void check_buckets(checker& c, key_ref key, const std::optional<std::vector<double>>& bounds);
 
+// ---- value writers (values.cpp): the text each reader reads back as the same value; the reader
+// picks the form where one type has several (a double is a percentage for read_objective).
+// A null node: nothing to write (an unset optional).
+YAML::Node to_node(value_reader<endpoint> read, const endpoint& v);
+YAML::Node to_node(value_reader<upstream_target> read, const upstream_target& v);
+YAML::Node to_node(value_reader<milliseconds> read, const milliseconds& v);
+YAML::Node to_node(value_reader<std::optional<milliseconds>> read,
+                   const std::optional<milliseconds>& v);
+YAML::Node to_node(value_reader<std::uint64_t> read, const std::uint64_t& v);
+YAML::Node to_node(value_reader<std::uint32_t> read, const std::uint32_t& v);
+YAML::Node to_node(value_reader<bool> read, const bool& v);
+YAML::Node to_node(value_reader<std::optional<bool>> read, const std::optional<bool>& v);
+YAML::Node to_node(value_reader<std::string> read, const std::string& v);
+YAML::Node to_node(value_reader<double> read, const double& v);
+YAML::Node to_node(value_reader<std::optional<double>> read, const std::optional<double>& v);
+YAML::Node to_node(value_reader<std::optional<std::int64_t>> read,
+                   const std::optional<std::int64_t>& v);
+YAML::Node to_node(value_reader<std::vector<std::string>> read,
+                   const std::vector<std::string>& v);
+YAML::Node to_node(value_reader<std::optional<std::vector<double>>> read,
+                   const std::optional<std::vector<double>>& v);
+YAML::Node to_node(value_reader<std::vector<std::uint64_t>> read,
+                   const std::vector<std::uint64_t>& v);
+YAML::Node to_node(value_reader<std::map<std::string, std::string>> read,
+                   const std::map<std::string, std::string>& v);
+
 template <typename T>
 constexpr value_shape shape_of() {
     if constexpr (std::is_same_v<T, std::vector<std::string>> ||
@@ -153,6 +182,16 @@ void check_section(checker& c, key_ref key, const table<S>& t, const S& s) {
     }
 }
 
+// Every key of `t` that has a value in `s`, as a YAML mapping.
+template <typename S>
+YAML::Node write_section(const table<S>& t, const S& s) {
+    YAML::Node out(YAML::NodeType::Map);
+    for (const field<S>& f : t) {
+        f.write(out, s);
+    }
+    return out;
+}
+
 template <typename S>
 void list_section(const std::string& prefix, const table<S>& t, std::vector<documented_key>& out) {
     for (const field<S>& f : t) {
@@ -170,11 +209,16 @@ void list_section(const std::string& prefix, const table<S>& t, std::vector<docu
 template <typename S, typename T>
 field<S> value(std::string_view key, T S::*member, value_reader<T> read, value_check<T> check,
                std::string_view doc) {
-    field<S> f{key, shape_of<T>(), doc, {}, {}, {}};
+    field<S> f{key, shape_of<T>(), doc, {}, {}, {}, {}};
     f.read = [member, read](walker& w, node_ref n, key_ref k, S& s) { read(w, n, k, s.*member); };
     if (check != nullptr) {
         f.check = [member, check](checker& c, key_ref k, const S& s) { check(c, k, s.*member); };
     }
+    f.write = [key, member, read](YAML::Node& out, const S& s) {
+        if (YAML::Node node = to_node(read, s.*member); !node.IsNull()) {
+            out[std::string(key)] = node;
+        }
+    };
     return f;
 }
 
@@ -188,7 +232,7 @@ field<S> choice(std::string_view key, M S::*member, std::string_view doc,
                    ? complaint(word)
                    : "must be one of " + word_list<M>() + ", got " + detail::quote(word);
     };
-    field<S> f{key, value_shape::scalar, doc, {}, {}, {}};
+    field<S> f{key, value_shape::scalar, doc, {}, {}, {}, {}};
     f.read = [member, message, at_load](walker& w, node_ref n, key_ref k, S& s) {
         std::string word;
         read_word(w, n, k, word);
@@ -208,6 +252,9 @@ field<S> choice(std::string_view key, M S::*member, std::string_view doc,
             c.error(k, message(*word));
         }
     };
+    f.write = [key, member](YAML::Node& out, const S& s) {
+        out[std::string(key)] = std::string(to_string(s.*member));
+    };
     return f;
 }
 
@@ -215,7 +262,7 @@ field<S> choice(std::string_view key, M S::*member, std::string_view doc,
 template <typename S, typename C>
 field<S> section(std::string_view key, C S::*member, const table<C>& (*child)(),
                  std::string_view doc, value_check<C> whole = nullptr) {
-    field<S> f{key, value_shape::mapping, doc, {}, {}, {}};
+    field<S> f{key, value_shape::mapping, doc, {}, {}, {}, {}};
     f.read = [member, child](walker& w, node_ref n, key_ref k, S& s) {
         read_section(w, n, k, child(), s.*member);
     };
@@ -228,6 +275,9 @@ field<S> section(std::string_view key, C S::*member, const table<C>& (*child)(),
     f.children = [child](const std::string& k, std::vector<documented_key>& out) {
         list_section(k, child(), out);
     };
+    f.write = [key, member, child](YAML::Node& out, const S& s) {
+        out[std::string(key)] = write_section(child(), s.*member);
+    };
     return f;
 }
 
@@ -236,7 +286,7 @@ template <typename S, typename C>
 field<S> optional_section(std::string_view key, std::optional<C> S::*member,
                           const table<C>& (*child)(), std::string_view doc,
                           value_check<C> whole = nullptr) {
-    field<S> f{key, value_shape::mapping, doc, {}, {}, {}};
+    field<S> f{key, value_shape::mapping, doc, {}, {}, {}, {}};
     f.read = [member, child](walker& w, node_ref n, key_ref k, S& s) {
         C c{};
         read_section(w, n, k, child(), c);
@@ -252,6 +302,11 @@ field<S> optional_section(std::string_view key, std::optional<C> S::*member,
     };
     f.children = [child](const std::string& k, std::vector<documented_key>& out) {
         list_section(k, child(), out);
+    };
+    f.write = [key, member, child](YAML::Node& out, const S& s) {
+        if (const auto& v = s.*member) {
+            out[std::string(key)] = write_section(child(), *v);
+        }
     };
     return f;
 }
@@ -276,7 +331,7 @@ template <typename S, typename C>
 field<S> named(std::string_view key, std::map<std::string, C> S::*member,
                const table<C>& (*child)(), name_map_words words, std::string_view doc,
                value_check<C> whole = nullptr) {
-    field<S> f{key, value_shape::mapping, doc, {}, {}, {}};
+    field<S> f{key, value_shape::mapping, doc, {}, {}, {}, {}};
     f.read = [member, child, words](walker& w, node_ref n, key_ref k, S& s) {
         auto& out = s.*member;
         read_name_map(
@@ -301,6 +356,13 @@ field<S> named(std::string_view key, std::map<std::string, C> S::*member,
     f.children = [child, placeholder](const std::string& k, std::vector<documented_key>& out) {
         list_section(join_key(k, placeholder), child(), out);
     };
+    f.write = [key, member, child](YAML::Node& out, const S& s) {
+        YAML::Node entries(YAML::NodeType::Map);
+        for (const auto& [name, entry] : s.*member) {
+            entries[name] = write_section(child(), entry);
+        }
+        out[std::string(key)] = entries;
+    };
     return f;
 }
 
@@ -308,7 +370,7 @@ field<S> named(std::string_view key, std::map<std::string, C> S::*member,
 template <typename S, typename C>
 field<S> section_list(std::string_view key, std::vector<C> S::*member, const table<C>& (*child)(),
                       std::string_view not_a_list, std::string_view doc) {
-    field<S> f{key, value_shape::list, doc, {}, {}, {}};
+    field<S> f{key, value_shape::list, doc, {}, {}, {}, {}};
     f.read = [member, child, not_a_list](walker& w, node_ref n, key_ref k, S& s) {
         if (n.IsNull()) {
             (s.*member).clear();
@@ -332,6 +394,13 @@ field<S> section_list(std::string_view key, std::vector<C> S::*member, const tab
     };
     f.children = [child](const std::string& k, std::vector<documented_key>& out) {
         list_section(k + "[]", child(), out);
+    };
+    f.write = [key, member, child](YAML::Node& out, const S& s) {
+        YAML::Node entries(YAML::NodeType::Sequence);
+        for (const C& entry : s.*member) {
+            entries.push_back(write_section(child(), entry));
+        }
+        out[std::string(key)] = entries;
     };
     return f;
 }

@@ -293,6 +293,22 @@ test('the tls overlay: a cert-manager Certificate whose Secret the sidecar mount
   // The sidecar runs as a non-root user; the Secret's files (owned by root) must be readable.
   assert.equal(volume.secret.defaultMode & 0o004, 0o004, 'readable by the sidecar\'s user');
   assert.ok(p.sidecar.volumeMounts.some((m) => m.name === 'tokenmeter-config'), 'the config is still mounted');
-  const ok = checkConfig(p.configMap.data['tokenmeter.yaml']);
-  assert.equal(ok.status, 0, `check-config failed: ${ok.stdout}${ok.stderr}`);
+  // --check-config loads the files: a certificate and key as cert-manager writes them stand in
+  // for the Secret's, in a directory that takes the mount's place.
+  const secretDir = mkdtempSync(path.join(tmpdir(), 'tokenmeter-k8s-tls-'));
+  try {
+    const made = spawnSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256',
+      '-nodes', '-days', '1', '-subj', `/CN=${service.metadata.name}`, '-keyout', path.join(secretDir, 'tls.key'),
+      '-out', path.join(secretDir, 'tls.crt')], { encoding: 'utf8' });
+    assert.equal(made.status, 0, made.stderr);
+    const text = p.configMap.data['tokenmeter.yaml'].replaceAll(`${mount.mountPath}/`, `${secretDir}/`);
+    const ok = checkConfig(text);
+    assert.equal(ok.status, 0, `check-config failed: ${ok.stdout}${ok.stderr}`);
+    // As in the pod before cert-manager has issued the certificate: the check says so.
+    const missing = checkConfig(p.configMap.data['tokenmeter.yaml']);
+    assert.equal(missing.status, 1);
+    assert.match(missing.stderr, /tls\.cert_file: cannot read/);
+  } finally {
+    rmSync(secretDir, { recursive: true, force: true });
+  }
 });
