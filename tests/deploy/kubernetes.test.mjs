@@ -43,8 +43,9 @@ const MODELS = {
   'cert-manager.io/v1/Certificate': Certificate,
 };
 
+// dir: under deploy/kubernetes, or absolute.
 function render(dir) {
-  const r = spawnSync('kubectl', ['kustomize', path.join(k8s, dir)], { encoding: 'utf8' });
+  const r = spawnSync('kubectl', ['kustomize', path.resolve(k8s, dir)], { encoding: 'utf8' });
   assert.equal(r.error, undefined, `kubectl kustomize ${dir}: ${r.error} (kubectl is part of the machine image)`);
   assert.equal(r.status, 0, `kubectl kustomize ${dir}: ${r.stderr}`);
   const docs = parseAllDocuments(r.stdout);
@@ -214,9 +215,35 @@ for (const [name, docs] of Object.entries(RENDERED)) {
 }
 
 test('the existing-vllm example leaves its own Deployment file untouched by tokenmeter', () => {
-  const own = parseAllDocuments(readFileSync(path.join(k8s, 'overlays/existing-vllm/vllm.yaml'), 'utf8'))
+  const own = parseAllDocuments(readFileSync(path.join(k8s, 'overlays/existing-vllm/app/vllm.yaml'), 'utf8'))
     .map((d) => d.toJS());
   assert.ok(!JSON.stringify(own).includes('tokenmeter'), 'vllm.yaml is what the user already has');
+});
+
+test('the Component changes only labelled Deployments and Services, not a web app beside them', () => {
+  const docs = render(path.join(root, 'tests/deploy/fixtures/bystander'));
+  const of = (kind, name) => docs.find((d) => d.kind === kind && d.metadata.name === name);
+  const sources = parseAllDocuments(readFileSync(path.join(root, 'tests/deploy/fixtures/bystander/apps.yaml'), 'utf8'))
+    .map((d) => d.toJS());
+  const source = (kind, name) => sources.find((d) => d.kind === kind && d.metadata.name === name);
+  // Unlabelled: exactly as written (its own preStop kept, its Service still on its own port).
+  assert.deepEqual(of('Deployment', 'web'), source('Deployment', 'web'));
+  assert.deepEqual(of('Service', 'web'), source('Service', 'web'));
+  // Labelled: the sidecar, the drain and the Service on tokenmeter's port.
+  const model = of('Deployment', 'model').spec.template.spec;
+  assert.ok(model.initContainers.some((c) => c.name === 'tokenmeter'));
+  assert.match(model.containers[0].lifecycle.preStop.httpGet.path, /^\/drain/);
+  assert.equal(of('Service', 'model').spec.ports[0].targetPort, 8080);
+});
+
+test('no patch in deploy/kubernetes picks an argument, command word or variable by its position', () => {
+  const files = spawnSync('git', ['ls-files', 'deploy/kubernetes'], { cwd: root, encoding: 'utf8' }).stdout
+    .split('\n').filter((f) => /\.ya?ml$/.test(f));
+  assert.ok(files.length > 10, files.join(' '));
+  for (const file of files) {
+    const text = readFileSync(path.join(root, file), 'utf8');
+    assert.doesNotMatch(text, /path:\s*\S*\/(args|command|env)\/\d+/, `${file}: a JSON patch by index`);
+  }
 });
 
 test('the sidecar memory request and limit fit the default tokenizer\'s row of the README table', () => {
