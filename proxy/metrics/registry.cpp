@@ -14,6 +14,7 @@
 #include <cstring>
 #include <string>
 
+#include "metrics/itl_batch.hpp"
 #include "metrics/native_histogram.hpp"
 #include "meter/billing.hpp"
 
@@ -252,192 +253,13 @@ registry::registry(const registry_options& options, const slo_options& slo)
       slo_(std::make_shared<const slo_options>(slo)),
       prompt_bounds_(options.prompt_classes),
       prompt_labels_(prompt_class_labels(options.prompt_classes)) {
-    using prometheus::BuildCounter;
-    using prometheus::BuildGauge;
-    using prometheus::BuildHistogram;
-    ttft_ = &BuildHistogram()
-                 .Name("tokenmeter_time_to_first_token_seconds")
-                 .Help(
-                     "Time from the request head received to the first streamed token (content, "
-                     "reasoning or tool-call text)")
-                 .Register(*registry_);
-    ttfct_ = &BuildHistogram()
-                  .Name("tokenmeter_time_to_first_content_token_seconds")
-                  .Help(
-                      "Time from the request head received to the first streamed answer text, "
-                      "after any reasoning or tool-call text")
-                  .Register(*registry_);
-    itl_ = &BuildHistogram()
-                .Name("tokenmeter_inter_token_latency_seconds")
-                .Help(
-                    "Gap between consecutive output tokens; a chunk of k tokens after a gap g "
-                    "gives k observations of g/k")
-                .Register(*registry_);
-    tpot_ = &BuildHistogram()
-                 .Name("tokenmeter_time_per_output_token_seconds")
-                 .Help("Per request: (last token time - first token time) / (output tokens - 1)")
-                 .Register(*registry_);
-    output_tps_ = &BuildHistogram()
-                       .Name("tokenmeter_output_tokens_per_second")
-                       .Help("Per request: output tokens / (end - request received)")
-                       .Register(*registry_);
-    decode_tps_ = &BuildHistogram()
-                       .Name("tokenmeter_decode_tokens_per_second")
-                       .Help("Per request: (output tokens - 1) / (last token - first token)")
-                       .Register(*registry_);
-    duration_ = &BuildHistogram()
-                     .Name("tokenmeter_request_duration_seconds")
-                     .Help("Time from the request head received to the end of the response")
-                     .Register(*registry_);
-    normalized_tps_ =
-        &BuildHistogram()
-             .Name("tokenmeter_normalized_output_tokens_per_second")
-             .Help(
-                 "Per request: output tokens counted with the reference tokenizer / (end - request "
-                 "received); comparable across models whatever their tokenizers")
-             .Register(*registry_);
-    input_tokens_ = &BuildHistogram()
-                         .Name("tokenmeter_request_input_tokens")
-                         .Help(
-                             "Per request: input tokens, the best count as in the usage records "
-                             "(OpenTelemetry gen_ai.client.token.usage buckets)")
-                         .Register(*registry_);
-    output_tokens_ = &BuildHistogram()
-                          .Name("tokenmeter_request_output_tokens")
-                          .Help(
-                              "Per request: output tokens (reasoning included), the best count as "
-                              "in the usage records (gen_ai.client.token.usage buckets)")
-                          .Register(*registry_);
-    output_chars_ = &BuildCounter()
-                         .Name("tokenmeter_output_chars_total")
-                         .Help("Bytes of output text (content, reasoning, tool-call arguments)")
-                         .Register(*registry_);
-    mismatch_ = &BuildCounter()
-                     .Name("tokenmeter_token_count_mismatch_total")
-                     .Help(
-                         "Requests whose reported token count differs from the native tokenizer's "
-                         "count by more than the tolerance (2 tokens and 2%)")
-                     .Register(*registry_);
-    requests_ = &BuildCounter()
-                     .Name("tokenmeter_requests_total")
-                     .Help("Requests by model, API, outcome and the status code the client got")
-                     .Register(*registry_);
-    // Each token once, from the best source (as the usage records choose): the sum over every
-    // label is the tokens billed. Reasoning and cached input are parts of output and input, and
-    // the per-source counts are alternatives to one another, so each has a family of its own.
-    tokens_ = &BuildCounter()
-                   .Name("tokenmeter_tokens_total")
-                   .Help(
-                       "Tokens billed, by type (input, output) and the source of the count "
-                       "(reported, native, normalized, counted), each token counted once as in "
-                       "the usage records")
-                   .Register(*registry_);
-    reasoning_tokens_ = &BuildCounter()
-                             .Name("tokenmeter_reasoning_tokens_total")
-                             .Help(
-                                 "Output tokens that were reasoning (part of "
-                                 "tokenmeter_tokens_total{type=\"output\"}), by source of the count")
-                             .Register(*registry_);
-    cached_input_tokens_ =
-        &BuildCounter()
-             .Name("tokenmeter_cached_input_tokens_total")
-             .Help(
-                 "Input tokens the server served from its prompt cache, as it reported them (part "
-                 "of tokenmeter_tokens_total{type=\"input\"})")
-             .Register(*registry_);
-    cache_write_tokens_ =
-        &BuildCounter()
-             .Name("tokenmeter_cache_write_tokens_total")
-             .Help(
-                 "Input tokens the server wrote to its prompt cache, as it reported them (part of "
-                 "tokenmeter_tokens_total{type=\"input\"})")
-             .Register(*registry_);
-    reported_tokens_ = &BuildCounter()
-                            .Name("tokenmeter_reported_tokens_total")
-                            .Help("Tokens as the model server's usage report counts them")
-                            .Register(*registry_);
-    native_tokens_ = &BuildCounter()
-                          .Name("tokenmeter_native_tokens_total")
-                          .Help("Tokens as the model's own tokenizer counts them (re-tokenized)")
-                          .Register(*registry_);
-    normalized_tokens_ =
-        &BuildCounter()
-             .Name("tokenmeter_normalized_tokens_total")
-             .Help(
-                 "Tokens as the reference tokenizer counts them, the same tokenizer for every "
-                 "model")
-             .Register(*registry_);
-    parse_errors_ =
-        &BuildCounter()
-             .Name("tokenmeter_parse_errors_total")
-             .Help(
-                 "Response bodies, events or lines that could not be understood, by API "
-                 "and reason; each was forwarded unchanged")
-             .Register(*registry_);
-    upstream_errors_ = &BuildCounter()
-                            .Name("tokenmeter_upstream_errors_total")
-                            .Help("Failures talking to the upstream, by reason")
-                            .Register(*registry_);
-    metering_failures_ =
-        &BuildCounter()
-             .Name("tokenmeter_metering_failures_total")
-             .Help(
-                 "Failures inside metering, by the phase of the request that failed; the "
-                 "response went on unchanged and its usage record is marked degraded")
-             .Register(*registry_);
-    streams_active_ = &BuildGauge()
-                           .Name("tokenmeter_streams_active")
-                           .Help("Responses currently being relayed")
-                           .Register(*registry_)
-                           .Add({});
-    BuildGauge()
-        .Name("tokenmeter_build_info")
-        .Help("Always 1; labels carry the version")
-        .Register(*registry_)
-        .Add({{"version", TOKENMETER_VERSION}})
-        .Set(1);
-    slo_requests_ = &BuildCounter()
-                         .Name("tokenmeter_slo_requests_total")
-                         .Help(
-                             "Requests counted against a model's SLOs: for ttft and tpot good "
-                             "when the measurement is at most the target, for availability good "
-                             "when served without a 5xx, an error in the stream or a cut")
-                         .Register(*registry_);
-    slo_objective_ = &BuildGauge()
-                          .Name("tokenmeter_slo_objective_ratio")
-                          .Help("The configured fraction of requests that must be good")
-                          .Register(*registry_);
-    slo_target_ = &BuildGauge()
-                       .Name("tokenmeter_slo_target_seconds")
-                       .Help("The configured latency target of an SLO")
-                       .Register(*registry_);
-    // The batch bounds for inter-token latency (see inter_token_latency_bounds()).
-    const std::vector<double>& classic = buckets_.inter_token_latency;
-    itl_batch_bounds_ = classic;
-    if (natives_ || options.fine_inter_token_latency) {
-        // Every native boundary from 2^-17 s (7.6 us: below it a gap counts as 0) to 2^8 s; a
-        // gap above 256 s is counted in the top native bucket.
-        for (int i = -17 * 16; i <= 8 * 16; ++i) {
-            itl_batch_bounds_.push_back(std::exp2(static_cast<double>(i) / 16.0));
-        }
-        std::sort(itl_batch_bounds_.begin(), itl_batch_bounds_.end());
-        itl_batch_bounds_.erase(std::unique(itl_batch_bounds_.begin(), itl_batch_bounds_.end()),
-                                itl_batch_bounds_.end());
-        // Each batch bucket (previous bound, bound] lies inside one classic and one native
-        // bucket, since both sets of boundaries are among the batch's.
-        for (std::size_t j = 0; j <= itl_batch_bounds_.size(); ++j) {
-            const bool overflow = j == itl_batch_bounds_.size();
-            const double upper = overflow ? itl_batch_bounds_.back() : itl_batch_bounds_[j];
-            itl_classic_index_.push_back(
-                overflow ? classic.size()
-                         : static_cast<std::size_t>(
-                               std::lower_bound(classic.begin(), classic.end(), upper) -
-                               classic.begin()));
-            if (natives_) {
-                itl_native_index_.push_back(native_bucket_index(upper));
-            }
-        }
-    }
+    register_families();
+    itl_batch layout = make_itl_batch(buckets_.inter_token_latency,
+                                      natives_ != nullptr || options.fine_inter_token_latency,
+                                      natives_ != nullptr);
+    itl_batch_bounds_ = std::move(layout.bounds);
+    itl_classic_index_ = std::move(layout.classic_index);
+    itl_native_index_ = std::move(layout.native_index);
     // Models named in the SLO section take their label slots now, so that they never end up
     // as "other" behind a crowd of earlier names, and their targets are visible before traffic.
     for (const auto& [name, target] : slo.models) {

@@ -226,6 +226,8 @@ class registry {
 
     histogram_buckets buckets_;
     model_labels models_;
+    void register_families();  // metrics/registry_families.cpp
+
     std::unique_ptr<native_histograms> natives_;
     std::vector<double> itl_batch_bounds_;
     std::vector<std::size_t> itl_classic_index_;  // per batch bucket: its classic bucket
