@@ -3,7 +3,7 @@
 # the resident memory it adds, each measured in a fresh `tokenmeter tokenize --verbose` process
 # (the same numbers the proxy's start-up log prints per tokenizer: steady-clock time around
 # tokenizer::load; VmRSS after minus before the load, after malloc_trim so that memory freed by
-# parsing is not counted), the median of ROUNDS runs, against the targets of issue 14.
+# parsing is not counted), the median of ROUNDS runs, against the targets in the table below.
 #
 # Usage: scripts/bench-tokenizer-memory.sh [BUILD_DIR]     (default: build/)
 # Environment: ROUNDS=5, TOKENMETER_TOKENIZER_DIR (default .cache/tokenizers; fetched if missing)
@@ -17,7 +17,7 @@ dir=${TOKENMETER_TOKENIZER_DIR:-$root/.cache/tokenizers}
 [[ -x $bin ]] || { echo "bench-tokenizer-memory: no $bin (build it first)" >&2; exit 2; }
 "$root/scripts/fetch-tokenizers.sh" "$dir" >&2
 
-# spec | label | target MiB | target ms   (targets: issue 14; "-" = none)
+# spec | label | target MiB | target ms   ("-" = no target)
 cases=(
   "o200k_base|o200k_base (built in)|10|100"
   "cl100k_base|cl100k_base (built in)|-|-"

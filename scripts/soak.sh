@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
-# soak.sh: a long run of mixed normal and hostile traffic through the built proxy (issue 10: "a
-# documented 30-minute soak command ... leaves the process up with flat RSS"). Not a test, and
-# not run by ctest. Builds nothing: it uses BUILD_DIR/proxy/tokenmeter and
+# soak.sh: a long run of mixed normal and hostile traffic through the built proxy, which must
+# leave the process up with flat RSS (30 minutes by default). Not a test, and not run by ctest. Builds nothing: it uses BUILD_DIR/proxy/tokenmeter and
 # BUILD_DIR/tests/sim/tokenmeter-sim as they are.
 #
 #   scripts/soak.sh [--minutes N] [--build DIR] [--concurrency N] [--only REGEX] [--skip REGEX]

@@ -5,9 +5,9 @@
 #include <string>
 
 #include "admin/status_page.hpp"
+#include "metrics/native_histogram.hpp"
 #include "net/tls_server.hpp"
 #include "net/tls_stream.hpp"
-#include "metrics/native_histogram.hpp"
 
 namespace tokenmeter::admin {
 namespace {
@@ -374,8 +374,8 @@ void admin_listener::serve(socket_type socket) {
     if (tls_.server != nullptr) {
         // The context current now; a certificate reload after this affects later connections.
         const auto context = tls_.server->current();
-        std::make_shared<admin_session<net::tls_stream>>(net::tls_stream(std::move(socket), *context), state_,
-                                                    tls_.handshakes)
+        std::make_shared<admin_session<net::tls_stream>>(
+            net::tls_stream(std::move(socket), *context), state_, tls_.handshakes)
             ->start();
         return;
     }

@@ -6,17 +6,17 @@
 #pragma once
 
 #include <atomic>
-#include <functional>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string_view>
 
-#include "net/beast.hpp"
-#include "net/listener.hpp"
 #include "metrics/registry.hpp"
 #include "metrics/status_board.hpp"
+#include "net/beast.hpp"
+#include "net/listener.hpp"
 
 namespace tokenmeter::net {
 class tls_server;

@@ -69,9 +69,8 @@ void readiness_probe::on_resolved(error_code ec, const tcp::resolver::results_ty
     }
     // One deadline for the connect and the handshake.
     lowest->expires_after(connect_timeout_);
-    lowest->async_connect(results, [this](error_code connect_ec, const tcp::endpoint&) {
-        on_connected(connect_ec);
-    });
+    lowest->async_connect(
+        results, [this](error_code connect_ec, const tcp::endpoint&) { on_connected(connect_ec); });
 }
 
 void readiness_probe::on_connected(error_code ec) {
@@ -100,8 +99,8 @@ void readiness_probe::on_connected(error_code ec) {
 
 void readiness_probe::report(bool ready, const std::string& why) {
     if (ready != ready_.load()) {
-        spdlog::info("upstream {}{}{}", ready ? "reachable" : "unreachable", why.empty() ? "" : ": ",
-                     why);
+        spdlog::info("upstream {}{}{}", ready ? "reachable" : "unreachable",
+                     why.empty() ? "" : ": ", why);
     }
     ready_ = ready;
     // Closed without close_notify: the probe sent nothing, and the server sees a plain hang-up.

@@ -9,6 +9,8 @@
 #include <optional>
 #include <thread>
 
+#include "admin/admin.hpp"
+#include "admin/readiness_probe.hpp"
 #include "app/allocator.hpp"
 #include "app/cpu_quota.hpp"
 #include "app/drain.hpp"
@@ -23,10 +25,6 @@
 #include "app/usage_parts.hpp"
 #include "app/workers.hpp"
 #include "core/time.hpp"
-#include "admin/admin.hpp"
-#include "net/listener.hpp"
-#include "relay/proxy_context.hpp"
-#include "admin/readiness_probe.hpp"
 #include "metrics/billing.hpp"
 #include "metrics/process.hpp"
 #include "metrics/registry.hpp"
@@ -34,10 +32,12 @@
 #include "metrics/tasks.hpp"
 #include "metrics/tls.hpp"
 #include "metrics/tokenizer_info.hpp"
+#include "net/listener.hpp"
 #include "observe/guarded_observer.hpp"
 #include "observe/metering_observer.hpp"
 #include "observe/task_meter.hpp"
 #include "protocol/json_limits.hpp"
+#include "relay/proxy_context.hpp"
 #include "usage/record.hpp"
 #include "usage/tenant.hpp"
 #include "usage/throughput.hpp"
@@ -185,8 +185,8 @@ int run(const config::settings& settings, const reloader& reload, const metering
         },
         [&] { return context.client_connections.load(std::memory_order_relaxed) >= fd_budget; });
     admin::admin_listener admin(main_ioc, resolve_listen(main_ioc, settings.admin, "admin"),
-                               admin_state, context.edge,
-                               {admin_tls ? &admin_tls->server() : nullptr, &admin_handshakes});
+                                admin_state, context.edge,
+                                {admin_tls ? &admin_tls->server() : nullptr, &admin_handshakes});
     admin::readiness_probe probe(
         main_ioc, settings.upstream.host, std::to_string(settings.upstream.port),
         settings.readiness.probe_interval, settings.timeouts.upstream_connect, upstream_ready);

@@ -1,5 +1,5 @@
 // app/command_line: flags → command_line → settings. Boost.Program_options does the parsing;
-// validation stays in config/ (main no longer re-checks --threads).
+// validation stays in config/.
 #include "app/command_line.hpp"
 
 #include <boost/program_options.hpp>
@@ -48,16 +48,16 @@ options (flags override the config file; --flag VALUE or --flag=VALUE):
 po::options_description flag_table() {
     using many = std::vector<std::string>;
     po::options_description flags;
-    flags.add_options()                                    //
-        ("help,h", po::value<many>()->zero_tokens(), "")   //
-        ("version", po::value<many>()->zero_tokens(), "")  //
-        ("check-config", po::value<many>(), "")            //
-        ("config", po::value<many>(), "")                  //
-        ("listen", po::value<many>(), "")                  //
-        ("upstream", po::value<many>(), "")                //
-        ("admin", po::value<many>(), "")                   //
-        ("threads", po::value<many>(), "")                 //
-        ("log-level", po::value<many>(), "")               //
+    flags.add_options()                                       //
+        ("help,h", po::value<many>()->zero_tokens(), "")      //
+        ("version", po::value<many>()->zero_tokens(), "")     //
+        ("check-config", po::value<many>(), "")               //
+        ("config", po::value<many>(), "")                     //
+        ("listen", po::value<many>(), "")                     //
+        ("upstream", po::value<many>(), "")                   //
+        ("admin", po::value<many>(), "")                      //
+        ("threads", po::value<many>(), "")                    //
+        ("log-level", po::value<many>(), "")                  //
         ("access-log", po::value<many>()->zero_tokens(), "")  //
         ("print-config", po::value<many>()->zero_tokens(), "");
     return flags;
@@ -158,8 +158,8 @@ void apply_flags(const command_line& flags, config::settings& settings,
         if (auto u = config::parse_upstream(*flags.upstream)) {
             settings.upstream = *u;
         } else {
-            errors.push_back(
-                {"--upstream", "expected http[s]://HOST:PORT[/base], got '" + *flags.upstream + "'"});
+            errors.push_back({"--upstream", "expected http[s]://HOST:PORT[/base], got '" +
+                                                *flags.upstream + "'"});
         }
     }
     if (flags.threads) {

@@ -42,8 +42,8 @@ class collector {
     }
 
     // A secret by environment variable or file, as start-up reads it.
-    void secret(const std::string& env_key, const std::string& env_name, const std::string& file_key,
-                const std::string& file_path) {
+    void secret(const std::string& env_key, const std::string& env_name,
+                const std::string& file_key, const std::string& file_path) {
         try {
             (void)configured_secret(env_key, env_name, file_key, file_path);
         } catch (const std::exception& e) {
@@ -88,7 +88,8 @@ std::vector<config::config_error> referenced_file_errors(const config::settings&
     const auto& sink = s.usage.sink;
     if (!sink.url.empty()) {
         if (!sink.ca_file.empty() && c.readable("usage.sink.ca_file", sink.ca_file)) {
-            c.loader_error(net::load_tls_client_context({sink.ca_file, "usage.sink.ca_file"}).error);
+            c.loader_error(
+                net::load_tls_client_context({sink.ca_file, "usage.sink.ca_file"}).error);
         }
         c.secret("usage.sink.token_env", sink.token_env, "usage.sink.token_file", sink.token_file);
     }

@@ -84,8 +84,8 @@ int connect_to(const config::endpoint& target, clock_type::time_point deadline, 
     why = "no address for " + target.host;
     int connected = -1;
     for (const addrinfo* a = found; a != nullptr && connected < 0; a = a->ai_next) {
-        const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                                a->ai_protocol);
+        const int fd =
+            ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
         if (fd < 0) {
             why = std::string("socket: ") + std::strerror(errno);
             continue;
@@ -205,8 +205,9 @@ int healthcheck_command(const std::vector<std::string>& args) {
     if (fd.get() < 0) {
         return unhealthy(why);
     }
-    const std::string request = "GET " + path + " HTTP/1.1\r\nHost: " + config::to_string(target) +
-                                "\r\nUser-Agent: tokenmeter-healthcheck\r\nConnection: close\r\n\r\n";
+    const std::string request =
+        "GET " + path + " HTTP/1.1\r\nHost: " + config::to_string(target) +
+        "\r\nUser-Agent: tokenmeter-healthcheck\r\nConnection: close\r\n\r\n";
     std::size_t sent = 0;
     while (sent < request.size()) {
         if (!wait_for(fd.get(), POLLOUT, deadline)) {

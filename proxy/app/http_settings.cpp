@@ -1,8 +1,8 @@
 #include "app/http_settings.hpp"
 
-#include <string>
-
 #include <spdlog/spdlog.h>
+
+#include <string>
 
 #include "app/config_checks.hpp"
 #include "app/module_options.hpp"

@@ -17,7 +17,7 @@ relay::upstream_pool_settings pool_settings_from(const config::settings& setting
 // The readiness probe on the main thread gets one of its own: OpenSSL objects that a context
 // caches during handshakes are not shared between the main thread and the workers.
 std::shared_ptr<ssl::context> upstream_tls_context(const config::upstream_tls_settings& t,
-                                                         bool warn = true);
+                                                   bool warn = true);
 // upstream_tls as net/ loads it, errors naming the upstream_tls keys.
 net::tls_client_options upstream_tls_options(const config::upstream_tls_settings& t);
 

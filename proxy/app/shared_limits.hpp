@@ -7,9 +7,9 @@
 #include <memory>
 
 #include "config/config.hpp"
-#include "outbound/redis_store.hpp"
 #include "metrics/shared_limit.hpp"
 #include "observe/shared_limit.hpp"
+#include "outbound/redis_store.hpp"
 #include "usage/throughput.hpp"
 
 namespace prometheus {

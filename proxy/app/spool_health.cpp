@@ -3,17 +3,19 @@
 #include <algorithm>
 #include <chrono>
 
-#include "outbound/usage_shipper.hpp"
 #include "metrics/billing.hpp"
+#include "outbound/usage_shipper.hpp"
 #include "usage/spool.hpp"
 
 namespace tokenmeter::app {
 
-static_assert(outbound::ship_failure_count == 6, "spool_health::ship_errors_seen_ has one per reason");
+static_assert(outbound::ship_failure_count == 6,
+              "spool_health::ship_errors_seen_ has one per reason");
 
 spool_health::spool_health(asio::io_context& ioc, usage::spool_writer& spool,
-                           const outbound::usage_shipper* shipper, metrics::billing_metrics& metrics,
-                           std::atomic<bool>& failing, std::uint64_t unacknowledged_at_start)
+                           const outbound::usage_shipper* shipper,
+                           metrics::billing_metrics& metrics, std::atomic<bool>& failing,
+                           std::uint64_t unacknowledged_at_start)
     : spool_(spool),
       shipper_(shipper),
       metrics_(metrics),
@@ -58,9 +60,9 @@ void spool_health::update() {
     } else {
         pending = stats.appended - stats.durable;
         if (stats.pending_bytes > 0) {
-            oldest_age =
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - stats.oldest_pending)
-                    .count();
+            oldest_age = std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                                       stats.oldest_pending)
+                             .count();
         }
     }
     metrics_.set_spool(pending, oldest_age);

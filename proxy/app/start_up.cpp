@@ -13,8 +13,8 @@
 #include "app/module_options.hpp"
 #include "app/tokenizers.hpp"
 #include "core/secret_file.hpp"
-#include "relay/headers.hpp"
 #include "net/listener.hpp"
+#include "relay/headers.hpp"
 #include "usage/tenant.hpp"
 
 namespace tokenmeter::app {
@@ -40,8 +40,7 @@ std::string describe(const tcp::endpoint& endpoint) {
 
 }  // namespace
 
-start_up_error::start_up_error(const std::string& line)
-    : std::runtime_error(line), lines_{line} {}
+start_up_error::start_up_error(const std::string& line) : std::runtime_error(line), lines_{line} {}
 
 start_up_error::start_up_error(std::vector<std::string> lines)
     : std::runtime_error(lines.empty() ? std::string() : lines.front()), lines_(std::move(lines)) {}
@@ -70,11 +69,11 @@ std::int64_t open_files_budget() {
 }
 
 tcp::endpoint resolve_listen(asio::io_context& ioc, const config::endpoint& endpoint,
-                                   const char* what) {
+                             const char* what) {
     tcp::resolver resolver(ioc);
     error_code ec;
-    auto results = resolver.resolve(endpoint.host, std::to_string(endpoint.port),
-                                    tcp::resolver::passive, ec);
+    auto results =
+        resolver.resolve(endpoint.host, std::to_string(endpoint.port), tcp::resolver::passive, ec);
     if (ec || results.empty()) {
         throw std::runtime_error(std::string("cannot resolve the ") + what + " address " +
                                  endpoint.host + ":" + std::to_string(endpoint.port) + ": " +
@@ -83,7 +82,8 @@ tcp::endpoint resolve_listen(asio::io_context& ioc, const config::endpoint& endp
     return results.begin()->endpoint();
 }
 
-std::shared_ptr<const tokenizer::catalog> load_tokenizers_or_explain(const config::settings& settings) {
+std::shared_ptr<const tokenizer::catalog> load_tokenizers_or_explain(
+    const config::settings& settings) {
     auto loaded = load_tokenizers(settings);
     for (const auto& warning : loaded.warnings) {
         spdlog::warn("{}", warning);
@@ -152,7 +152,7 @@ void announce(const config::settings& settings, const tcp::endpoint& proxy,
     const std::string upstream_text =
         settings.upstream.scheme + "://" +
         relay::upstream_host_header({settings.upstream.scheme, settings.upstream.host,
-                                    settings.upstream.port, settings.upstream.base_path}) +
+                                     settings.upstream.port, settings.upstream.base_path}) +
         settings.upstream.base_path;
     std::printf("tokenmeter listening: proxy=%s admin=%s upstream=%s\n", listen_text.c_str(),
                 admin_text.c_str(), upstream_text.c_str());

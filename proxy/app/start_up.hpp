@@ -34,10 +34,11 @@ void configure_logging(const config::log_settings& log);
 std::int64_t open_files_budget();
 // Throws std::runtime_error naming `what` and the address when it does not resolve.
 tcp::endpoint resolve_listen(asio::io_context& ioc, const config::endpoint& endpoint,
-                                   const char* what);
+                             const char* what);
 // Loads every tokenizer the config names and logs what was loaded; throws start_up_error with
 // each error by its key.
-std::shared_ptr<const tokenizer::catalog> load_tokenizers_or_explain(const config::settings& settings);
+std::shared_ptr<const tokenizer::catalog> load_tokenizers_or_explain(
+    const config::settings& settings);
 // A secret the config names by an environment variable (env_key = its dotted key, env_name its
 // value) or a file (file_key, file_path); "" when both are empty. Throws start_up_error naming
 // the key, never holding the secret.

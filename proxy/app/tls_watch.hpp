@@ -11,9 +11,9 @@
 #include <string>
 
 #include "config/config.hpp"
+#include "metrics/tls.hpp"
 #include "net/beast.hpp"
 #include "net/tls_server.hpp"
-#include "metrics/tls.hpp"
 
 namespace tokenmeter::app {
 

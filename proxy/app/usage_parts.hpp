@@ -6,14 +6,15 @@
 #include <memory>
 
 #include "config/config.hpp"
-#include "outbound/usage_shipper.hpp"
 #include "observe/metering_observer.hpp"
+#include "outbound/usage_shipper.hpp"
 #include "usage/spool.hpp"
 
 namespace tokenmeter::app {
 
 struct usage_parts {
-    std::unique_ptr<outbound::usage_shipper> shipper;  // before the spool: the spool's commits wake it
+    std::unique_ptr<outbound::usage_shipper>
+        shipper;  // before the spool: the spool's commits wake it
     std::unique_ptr<usage::spool_writer> spool;
     std::unique_ptr<observe::spool_sink> sink;
     std::uint64_t unacknowledged_at_start = 0;

@@ -4,13 +4,12 @@
 #include <optional>
 #include <utility>
 
-#include "relay/client_connection.hpp"
 #include "net/listener.hpp"
 #include "net/mailbox.hpp"
 #include "net/tls_server.hpp"
+#include "relay/client_connection.hpp"
 
 namespace tokenmeter::app {
-
 
 worker_pool::worker_pool(std::uint32_t threads, const relay::upstream_pool_settings& pool,
                          relay::proxy_context& context, std::int64_t max_client_connections)
@@ -21,8 +20,7 @@ worker_pool::worker_pool(std::uint32_t threads, const relay::upstream_pool_setti
     share.max_connections = pool.max_connections == 0
                                 ? 0
                                 : std::max(1u, (pool.max_connections + threads - 1) / threads);
-    share.max_idle =
-        pool.max_idle == 0 ? 0 : std::max(1u, (pool.max_idle + threads - 1) / threads);
+    share.max_idle = pool.max_idle == 0 ? 0 : std::max(1u, (pool.max_idle + threads - 1) / threads);
     for (std::uint32_t i = 0; i < threads; ++i) {
         worker& w = workers_.emplace_back(share, resolver_);
         // Before any thread runs it: the mailbox registers its eventfd with the reactor.
@@ -31,7 +29,9 @@ worker_pool::worker_pool(std::uint32_t threads, const relay::upstream_pool_setti
     }
 }
 
-worker_pool::~worker_pool() { stop(); }
+worker_pool::~worker_pool() {
+    stop();
+}
 
 asio::io_context& worker_pool::next() {
     worker& target = *ring_[next_];
@@ -53,8 +53,9 @@ void worker_pool::serve(net::accepted_descriptor handed, asio::io_context& ioc) 
         context_.edge.connection_refused();
         net::post_from_any_thread(ioc, [&ioc, h = std::move(handed)]() mutable {
             if (auto s = h.take(ioc)) {
-                net::refuse_connection(std::move(*s), "too_many_connections",
-                                  "the proxy is at limits.max_client_connections; retry shortly");
+                net::refuse_connection(
+                    std::move(*s), "too_many_connections",
+                    "the proxy is at limits.max_client_connections; retry shortly");
             }
         });
         return;
@@ -64,17 +65,17 @@ void worker_pool::serve(net::accepted_descriptor handed, asio::io_context& ioc) 
     // A descriptor the worker cannot take is no connection: uncounted again there.
     if (tls_ != nullptr) {
         // The context current now; a certificate reload after this affects later connections.
-        net::post_from_any_thread(ioc, [target, this, h = std::move(handed),
-                                   tls = tls_->current()]() mutable {
-            auto s = h.take(target->ioc);
-            if (!s) {
-                context_.client_connections.fetch_sub(1, std::memory_order_relaxed);
-                return;
-            }
-            std::make_shared<relay::client_connection<net::tls_stream>>(
-                net::tls_stream(std::move(*s), *tls), context_, target->pool, target->sessions)
-                ->start();
-        });
+        net::post_from_any_thread(
+            ioc, [target, this, h = std::move(handed), tls = tls_->current()]() mutable {
+                auto s = h.take(target->ioc);
+                if (!s) {
+                    context_.client_connections.fetch_sub(1, std::memory_order_relaxed);
+                    return;
+                }
+                std::make_shared<relay::client_connection<net::tls_stream>>(
+                    net::tls_stream(std::move(*s), *tls), context_, target->pool, target->sessions)
+                    ->start();
+            });
         return;
     }
     net::post_from_any_thread(ioc, [target, this, h = std::move(handed)]() mutable {
@@ -84,7 +85,7 @@ void worker_pool::serve(net::accepted_descriptor handed, asio::io_context& ioc) 
             return;
         }
         std::make_shared<relay::client_connection<tcp_stream>>(tcp_stream(std::move(*s)), context_,
-                                                        target->pool, target->sessions)
+                                                               target->pool, target->sessions)
             ->start();
     });
 }

@@ -57,7 +57,7 @@ class worker_pool {
         // itself, ThreadSanitizer found a real race on the reactor's pooled per-socket state.
         // Other threads reach this context only through its mailbox (net/mailbox), installed
         // before the thread starts; Asio's resolver, which answers through the scheduler's lock,
-        // is replaced by the pool's name_resolver. Saves about 140 instructions per chunk.
+        // is replaced by the pool's name_resolver.
         asio::io_context ioc{BOOST_ASIO_CONCURRENCY_HINT_UNSAFE};
         relay::upstream_pool pool;
         std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard;

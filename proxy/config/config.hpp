@@ -44,11 +44,11 @@ struct limits_settings {
 };
 
 struct upstream_pool_settings {
-    std::uint32_t max_connections = 0;        // total, across worker threads; 0: no cap
+    std::uint32_t max_connections = 0;  // total, across worker threads; 0: no cap
     // kept alive for reuse, across worker threads; 0: every one a finished request leaves
     std::uint32_t max_idle_connections = 0;
-    milliseconds idle_keepalive{60'000};      // drop idle upstream connections after this long
-    milliseconds acquire_timeout{5'000};      // wait for a free slot before answering 503
+    milliseconds idle_keepalive{60'000};  // drop idle upstream connections after this long
+    milliseconds acquire_timeout{5'000};  // wait for a free slot before answering 503
     bool operator==(const upstream_pool_settings&) const = default;
 };
 
@@ -144,7 +144,7 @@ struct tenants_settings {
     milliseconds provisioned_burst{1'000};  // bucket size = rate x burst
     // Output tokens reserved at admission for a request that names no output limit.
     std::uint32_t default_output_reservation = 512;
-    shared_limits_settings shared_limits;   // one limit across replicas
+    shared_limits_settings shared_limits;  // one limit across replicas
     bool operator==(const tenants_settings&) const = default;
 };
 

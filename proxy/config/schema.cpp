@@ -347,9 +347,9 @@ const table<N>& tenants_table() {
                        "429 a new request while its tenant's bucket is in debt"),
         value("provisioned_burst", &N::provisioned_burst, read_duration, check_positive,
               "bucket size = provisioned rate x this"),
-        value<N, std::uint32_t>("default_output_reservation", &N::default_output_reservation,
-                                read_count, nullptr,
-              "output tokens reserved at admission when the request names no output limit"),
+        value<N, std::uint32_t>(
+            "default_output_reservation", &N::default_output_reservation, read_count, nullptr,
+            "output tokens reserved at admission when the request names no output limit"),
         section("shared_limits", &N::shared_limits, shared_limits_table,
                 "one tenant limit across replicas"),
     };
@@ -635,7 +635,9 @@ field<S> reference_tokenizer_row() {
     f.check = [](checker& c, key_ref k, const S& s) {
         check_reference(c, k, s.reference_tokenizer);
     };
-    f.write = [](YAML::Node& out, const S& s) { out["reference_tokenizer"] = s.reference_tokenizer; };
+    f.write = [](YAML::Node& out, const S& s) {
+        out["reference_tokenizer"] = s.reference_tokenizer;
+    };
     return f;
 }
 

@@ -137,8 +137,7 @@ YAML::Node to_node(value_reader<double> read, const double& v);
 YAML::Node to_node(value_reader<std::optional<double>> read, const std::optional<double>& v);
 YAML::Node to_node(value_reader<std::optional<std::int64_t>> read,
                    const std::optional<std::int64_t>& v);
-YAML::Node to_node(value_reader<std::vector<std::string>> read,
-                   const std::vector<std::string>& v);
+YAML::Node to_node(value_reader<std::vector<std::string>> read, const std::vector<std::string>& v);
 YAML::Node to_node(value_reader<std::optional<std::vector<double>>> read,
                    const std::optional<std::vector<double>>& v);
 YAML::Node to_node(value_reader<std::vector<std::uint64_t>> read,

@@ -45,8 +45,8 @@ class histogram_batch {
         std::uint64_t count;  // never 0
     };
     const std::vector<double>* bounds_;
-    std::size_t last_index_ = 0;  // the bucket of the last value observed
-    std::size_t last_slot_ = 0;   // where buckets_ holds it
+    std::size_t last_index_ = 0;   // the bucket of the last value observed
+    std::size_t last_slot_ = 0;    // where buckets_ holds it
     std::vector<bucket> buckets_;  // the buckets hit, by index
     double sum_ = 0.0;
     std::uint64_t count_ = 0;

@@ -26,10 +26,10 @@ itl_batch make_itl_batch(const std::vector<double>& classic, bool fine, bool nat
         const bool overflow = j == out.bounds.size();
         const double upper = overflow ? out.bounds.back() : out.bounds[j];
         out.classic_index.push_back(
-            overflow ? classic.size()
-                     : static_cast<std::size_t>(
-                           std::lower_bound(classic.begin(), classic.end(), upper) -
-                           classic.begin()));
+            overflow
+                ? classic.size()
+                : static_cast<std::size_t>(std::lower_bound(classic.begin(), classic.end(), upper) -
+                                           classic.begin()));
         if (native) {
             out.native_index.push_back(native_bucket_index(upper));
         }

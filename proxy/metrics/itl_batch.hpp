@@ -8,9 +8,9 @@
 namespace tokenmeter::metrics {
 
 struct itl_batch {
-    std::vector<double> bounds;               // the batch's bucket upper bounds, ascending
-    std::vector<std::size_t> classic_index;   // per batch bucket (and overflow): its classic one
-    std::vector<int> native_index;            // per batch bucket: its native one (when native)
+    std::vector<double> bounds;              // the batch's bucket upper bounds, ascending
+    std::vector<std::size_t> classic_index;  // per batch bucket (and overflow): its classic one
+    std::vector<int> native_index;           // per batch bucket: its native one (when native)
 };
 
 // `classic`: the classic histogram's bounds. `fine`: the batch also holds every native boundary

@@ -14,9 +14,9 @@
 #include <cstring>
 #include <string>
 
+#include "meter/billing.hpp"
 #include "metrics/itl_batch.hpp"
 #include "metrics/native_histogram.hpp"
-#include "meter/billing.hpp"
 
 namespace tokenmeter::metrics {
 namespace {
@@ -203,9 +203,10 @@ registry::model_series& registry::series_of(const std::string& model_label,
     std::lock_guard lock(series_mutex_);
     auto found = model_series_.find(key);
     if (found == model_series_.end()) {
-        found = model_series_
-                    .emplace(std::string(key), std::make_unique<model_series>(prompt_labels_.size()))
-                    .first;
+        found =
+            model_series_
+                .emplace(std::string(key), std::make_unique<model_series>(prompt_labels_.size()))
+                .first;
     }
     return *found->second;
 }
@@ -277,8 +278,7 @@ void registry::set_slo(const slo_options& slo) {
 
 registry::~registry() = default;
 
-std::string registry::bounded_model(protocol::api_kind api, std::string_view model,
-                                   bool served) {
+std::string registry::bounded_model(protocol::api_kind api, std::string_view model, bool served) {
     return api == protocol::api_kind::none ? "none" : models_.label_for(model, served);
 }
 
@@ -292,8 +292,7 @@ void registry::record(const meter::request_summary& s, const meter::billed_count
 }
 
 void registry::record_details(const std::string& model, model_series& m,
-                              const meter::request_summary& s,
-                              const meter::billed_counts& counts) {
+                              const meter::request_summary& s, const meter::billed_counts& counts) {
     std::string api(protocol::to_string(s.api));
     for (std::size_t i = 0; i < s.parse_errors_by_reason.size(); ++i) {
         if (s.parse_errors_by_reason[i] > 0) {
@@ -365,9 +364,8 @@ void registry::record_details(const std::string& model, model_series& m,
 
 // OpenTelemetry's advice for gen_ai.client.token.usage: powers of 4 from 1 to 4^13.
 const std::vector<double>& token_usage_bounds() {
-    static const std::vector<double> bounds{1,      4,       16,       64,       256,
-                                            1024,   4096,    16384,    65536,    262144,
-                                            1048576, 4194304, 16777216, 67108864};
+    static const std::vector<double> bounds{
+        1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864};
     return bounds;
 }
 
@@ -606,9 +604,8 @@ void registry::observe_inter_token_latency(model_series& m, const label_list& la
     }
 }
 
-void registry::observe(prometheus::Family<prometheus::Histogram>* family,
-                       const label_list& labels, const std::vector<double>& bounds,
-                       double value) {
+void registry::observe(prometheus::Family<prometheus::Histogram>* family, const label_list& labels,
+                       const std::vector<double>& bounds, double value) {
     series(family, labels, bounds).Observe(value);
     if (natives_) {
         natives_->observe(family->GetName(), labels.to_map(), value);
@@ -616,9 +613,8 @@ void registry::observe(prometheus::Family<prometheus::Histogram>* family,
 }
 
 void registry::observe(std::atomic<prometheus::Histogram*>& slot,
-                       prometheus::Family<prometheus::Histogram>* family,
-                       const label_list& labels, const std::vector<double>& bounds,
-                       double value) {
+                       prometheus::Family<prometheus::Histogram>* family, const label_list& labels,
+                       const std::vector<double>& bounds, double value) {
     cached(slot, family, labels, bounds).Observe(value);
     if (natives_) {
         natives_->observe(family->GetName(), labels.to_map(), value);
@@ -645,7 +641,8 @@ void registry::metering_failure(std::string_view phase) {
 
 void registry::parse_errors(protocol::api_kind api, protocol::parse_error reason,
                             std::uint64_t count) {
-    series(parse_errors_, {{"api", protocol::to_string(api)}, {"reason", protocol::to_string(reason)}})
+    series(parse_errors_,
+           {{"api", protocol::to_string(api)}, {"reason", protocol::to_string(reason)}})
         .Increment(static_cast<double>(count));
 }
 

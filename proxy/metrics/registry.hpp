@@ -189,8 +189,8 @@ class registry {
     void count_slo(const std::string& model_label, const meter::request_summary& s);
     void count_slo_result(const std::string& model_label, std::string_view slo, bool good);
     std::string bounded_model(protocol::api_kind api, std::string_view model, bool served);
-    void record_details(const std::string& model, model_series& m,
-                        const meter::request_summary& s, const meter::billed_counts& counts);
+    void record_details(const std::string& model, model_series& m, const meter::request_summary& s,
+                        const meter::billed_counts& counts);
     void count_tokens(model_series& m, const label_list& labels, const meter::request_summary& s,
                       const meter::billed_counts& counts);
     void count_request(protocol::api_kind api, const std::string& model_label, model_series& m,
@@ -205,7 +205,7 @@ class registry {
 
     // The series of `family` with these labels, found once and then kept (series are never
     // removed, so the reference stays valid): Family::Add builds a label map, hashes it and
-    // locks the family on every call, some 3,000 instructions, about 20 times per request.
+    // locks the family on every call, and a request updates some twenty series.
     // `extra` is passed to Add when the series is new (a histogram's bucket bounds).
     template <typename T, typename... Extra>
     T& series(prometheus::Family<T>* family, const label_list& labels, const Extra&... extra);
@@ -241,16 +241,16 @@ class registry {
     prometheus::Family<prometheus::Histogram>* decode_tps_;
     prometheus::Family<prometheus::Histogram>* duration_;
     prometheus::Family<prometheus::Histogram>* normalized_tps_;
-    prometheus::Family<prometheus::Histogram>* input_tokens_;   // per request, verbosity
+    prometheus::Family<prometheus::Histogram>* input_tokens_;  // per request, verbosity
     prometheus::Family<prometheus::Histogram>* output_tokens_;
     prometheus::Family<prometheus::Counter>* output_chars_;
     prometheus::Family<prometheus::Counter>* mismatch_;
     prometheus::Family<prometheus::Counter>* requests_;
-    prometheus::Family<prometheus::Counter>* tokens_;           // billed: best source, once
-    prometheus::Family<prometheus::Counter>* reasoning_tokens_;  // part of output
+    prometheus::Family<prometheus::Counter>* tokens_;               // billed: best source, once
+    prometheus::Family<prometheus::Counter>* reasoning_tokens_;     // part of output
     prometheus::Family<prometheus::Counter>* cached_input_tokens_;  // part of input
     prometheus::Family<prometheus::Counter>* cache_write_tokens_;   // part of input
-    prometheus::Family<prometheus::Counter>* reported_tokens_;   // per source, for comparison
+    prometheus::Family<prometheus::Counter>* reported_tokens_;      // per source, for comparison
     prometheus::Family<prometheus::Counter>* native_tokens_;
     prometheus::Family<prometheus::Counter>* normalized_tokens_;
     prometheus::Family<prometheus::Counter>* parse_errors_;

@@ -1,7 +1,5 @@
 // metrics/registry_families: every Prometheus family of the registry, one row each (member,
 // name, help), registered in one loop per type.
-#include "metrics/registry.hpp"
-
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
 #include <prometheus/gauge.h>
@@ -9,6 +7,8 @@
 #include <prometheus/registry.h>
 
 #include <array>
+
+#include "metrics/registry.hpp"
 
 namespace tokenmeter::metrics {
 

@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -116,8 +115,8 @@ void listener::on_ready(error_code ec) {
             wait_then_accept(capacity_poll);
             return;
         }
-        const int fd = ::accept4(acceptor_.native_handle(), nullptr, nullptr,
-                                 SOCK_NONBLOCK | SOCK_CLOEXEC);
+        const int fd =
+            ::accept4(acceptor_.native_handle(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             const int error = errno;
             if (error == EAGAIN || error == EWOULDBLOCK) {

@@ -10,7 +10,9 @@ namespace tokenmeter::net {
 
 name_resolver::name_resolver() : work_(asio::make_work_guard(ioc_)), resolver_(ioc_) {}
 
-name_resolver::~name_resolver() { stop(); }
+name_resolver::~name_resolver() {
+    stop();
+}
 
 void name_resolver::start() {
     if (thread_.joinable()) {

@@ -181,5 +181,4 @@ std::string describe_tls_client_error(const error_code& ec, SSL* ssl) {
     return out;
 }
 
-
 }  // namespace tokenmeter::net

@@ -1,8 +1,8 @@
 // observe/shared_limit: one tenant limit for the whole fleet. Each admission is one call of an
-// atomic bucket script on a shared store (Redis, through outbound/redis_store); the end of a request
-// settles the real tokens with one more call; nothing is sent per token. While the store fails,
-// this replica's local bucket decides per on_error, and the tokens the store has not seen are
-// kept and sent with the tenant's next successful call. Asio-free: the store is an interface,
+// atomic bucket script on a shared store (Redis, through outbound/redis_store); the end of a
+// request settles the real tokens with one more call; nothing is sent per token. While the store
+// fails, this replica's local bucket decides per on_error, and the tokens the store has not seen
+// are kept and sent with the tenant's next successful call. Asio-free: the store is an interface,
 // replies are data, so every decision is unit-tested with a fake store.
 #pragma once
 

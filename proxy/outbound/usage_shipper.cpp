@@ -152,7 +152,8 @@ bool usage_shipper::connect(outcome& out) {
         c->run();
         if (ec) {
             out.failure = ec == beast::error::timeout ? ship_failure::timeout : ship_failure::tls;
-            out.error = "TLS handshake: " + net::describe_tls_client_error(ec, c->tls->native_handle());
+            out.error =
+                "TLS handshake: " + net::describe_tls_client_error(ec, c->tls->native_handle());
             return false;
         }
     }
@@ -311,8 +312,7 @@ void usage_shipper::run() {
         failures_in_a_row += 1;
         // The first failure, a new reason, and then every tenth, so a long outage does not flood
         // the log.
-        if (failures_in_a_row == 1 || sent.failure != last_failure ||
-            failures_in_a_row % 10 == 0) {
+        if (failures_in_a_row == 1 || sent.failure != last_failure || failures_in_a_row % 10 == 0) {
             spdlog::warn(
                 "usage shipper: sink {} did not accept {} records ({}: {}); attempt {}, "
                 "retrying with backoff",

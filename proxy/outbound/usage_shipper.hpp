@@ -27,7 +27,7 @@ namespace tokenmeter::outbound {
 
 // Where and how usage records are posted (usage.sink in the config).
 struct shipper_options {
-    std::string url;          // as configured, for log lines
+    std::string url;               // as configured, for log lines
     net::upstream_address target;  // parsed from url; scheme "https": TLS with verification
     std::uint32_t batch_size = 100;
     std::chrono::milliseconds backoff_initial{200};

@@ -45,5 +45,8 @@ request_info parse_json_request(std::string_view body, bool stream_default);
 // naming both max_tokens and max_completion_tokens reserves for the larger); a negative or
 // fractional value (llama.cpp's -1: no limit) names none.
 void read_output_limit(const nlohmann::json& root, request_info& info);
+// The member `key` of `object`; null when `object` is not an object or the member is absent or
+// null.
+[[nodiscard]] const nlohmann::json* json_member(const nlohmann::json& object, const char* key);
 
 }  // namespace tokenmeter::protocol

@@ -1,8 +1,8 @@
 // protocol/dialects: the dialect table and the registry functions over it.
 #include "protocol/dialects.hpp"
 
-#include <array>
 #include <algorithm>
+#include <array>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -47,14 +47,7 @@ std::string_view path_of(std::string_view target) noexcept {
 using json = nlohmann::json;
 
 const json* member(const json& object, const char* key) {
-    if (!object.is_object()) {
-        return nullptr;
-    }
-    auto it = object.find(key);
-    if (it == object.end() || it->is_null()) {
-        return nullptr;
-    }
-    return &*it;
+    return json_member(object, key);
 }
 
 // Text a prompt carries: a string, or parts/blocks with "text" (OpenAI, Anthropic, Gemini).
@@ -168,8 +161,8 @@ void read_output_limit(const json& root, request_info& info) {
     for (const auto& [key, value] : root.items()) {
         if (value.is_number_unsigned() && names_output_limit("", key)) {
             take(value);
-        } else if (value.is_object() && (key == "generationConfig" || key == "options" ||
-                                         key == "parameters")) {
+        } else if (value.is_object() &&
+                   (key == "generationConfig" || key == "options" || key == "parameters")) {
             for (const auto& [inner, limit] : value.items()) {
                 if (limit.is_number_unsigned() && names_output_limit(key, inner)) {
                     take(limit);
@@ -246,6 +239,17 @@ bool can_inject_usage(api_kind api, const request_info& info) noexcept {
 std::unique_ptr<adapter> make_adapter(api_kind api) {
     const dialect* d = find_dialect(api);
     return d != nullptr ? d->make_adapter() : nullptr;
+}
+
+const nlohmann::json* json_member(const nlohmann::json& object, const char* key) {
+    if (!object.is_object()) {
+        return nullptr;
+    }
+    auto it = object.find(key);
+    if (it == object.end() || it->is_null()) {
+        return nullptr;
+    }
+    return &*it;
 }
 
 }  // namespace tokenmeter::protocol

@@ -102,7 +102,9 @@ class chat_chunk_reader {
     }
 
     // After an accepted read from the beginning: the first "choices" array's '[' (at 0: none).
-    [[nodiscard]] resume_point choices_at() const noexcept { return {choices_at_, text_field::none, {}}; }
+    [[nodiscard]] resume_point choices_at() const noexcept {
+        return {choices_at_, text_field::none, {}};
+    }
     // After an accepted read that did not start at a text value: the first delta text value
     // with nothing of effect before it (at 0: none).
     [[nodiscard]] resume_point value_at() const noexcept { return value_at_; }

@@ -14,14 +14,7 @@ namespace {
 using json = nlohmann::json;
 
 const json* member(const json& object, const char* key) {
-    if (!object.is_object()) {
-        return nullptr;
-    }
-    auto it = object.find(key);
-    if (it == object.end() || it->is_null()) {
-        return nullptr;
-    }
-    return &*it;
+    return json_member(object, key);
 }
 
 }  // namespace
@@ -173,8 +166,7 @@ class request_walk final : public json_visitor {
                 return slot::other;
             }
             case 2:
-                if (path[0] == "stream_options" && options_object_ &&
-                    path[1] == "include_usage") {
+                if (path[0] == "stream_options" && options_object_ && path[1] == "include_usage") {
                     mark(options_seen_, key_bit::include_usage);
                     return slot::include_usage;
                 }
@@ -312,7 +304,7 @@ class request_walk final : public json_visitor {
 
   private:
     request_info& info_;
-    std::string prompt_items_;  // the completion prompt's texts, back to back
+    std::string prompt_items_;              // the completion prompt's texts, back to back
     std::vector<std::size_t> prompt_ends_;  // where each ends in prompt_items_
     std::size_t root_members_ = 0;
     std::uint8_t root_seen_ = 0;
@@ -346,6 +338,5 @@ request_info parse_openai_request(std::string_view body) {
     walk.join_texts();
     return info;
 }
-
 
 }  // namespace tokenmeter::protocol

@@ -19,13 +19,13 @@ class body_decoder {
     enum class framing : std::uint8_t { length, chunked, until_close };
     enum class failure : std::uint8_t {
         none,
-        bad_chunk_size,     // no hex digit where a chunk size is due, or one too large
-        bad_chunk_line,     // a chunk size line not ended by CRLF
+        bad_chunk_size,  // no hex digit where a chunk size is due, or one too large
+        bad_chunk_line,  // a chunk size line not ended by CRLF
         chunk_line_too_long,
-        bad_chunk_end,      // chunk data not followed by CRLF
-        bad_trailer,        // a control byte in a trailer field, or no LF after its CR
+        bad_chunk_end,  // chunk data not followed by CRLF
+        bad_trailer,    // a control byte in a trailer field, or no LF after its CR
         trailers_too_long,
-        cut_short,          // the connection closed before the body's end
+        cut_short,  // the connection closed before the body's end
     };
     // A chunk size line ("1a;ext=x\r\n") longer than this is refused.
     static constexpr std::size_t max_line_bytes = 4096;

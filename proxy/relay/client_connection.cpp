@@ -6,8 +6,8 @@
 #include <utility>
 
 #include "net/direct_io.hpp"
-#include "relay/headers.hpp"
 #include "net/mailbox.hpp"
+#include "relay/headers.hpp"
 #include "relay/request_plan.hpp"
 #include "relay/request_target.hpp"
 
@@ -68,7 +68,8 @@ void client_connection<Stream>::on_handshake(error_code ec) {
             if (reason == "plaintext_http") {
                 // A readable answer in plain HTTP (net/tls_stream), then the close.
                 lowest().expires_after(context_.settings.client_write);
-                asio::async_write(lowest().socket(), asio::buffer(net::plain_http_on_tls_port_answer()),
+                asio::async_write(lowest().socket(),
+                                  asio::buffer(net::plain_http_on_tls_port_answer()),
                                   guarded([this](error_code, std::size_t) { linger_close(); }));
                 return;
             }
@@ -368,9 +369,9 @@ void client_connection<Stream>::respond_local(const failure_answer& answer,
     local_response_->keep_alive(!close);
     local_response_->prepare_payload();
     lowest().expires_after(context_.settings.client_write);
-    bhttp::async_write(client_, *local_response_, guarded([this, close](error_code ec, std::size_t) {
-                           on_write_local(ec, close);
-                       }));
+    bhttp::async_write(
+        client_, *local_response_,
+        guarded([this, close](error_code ec, std::size_t) { on_write_local(ec, close); }));
 }
 
 template <class Stream>

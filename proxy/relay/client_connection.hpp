@@ -12,12 +12,12 @@
 #include <string_view>
 
 #include "net/beast.hpp"
+#include "net/tls_stream.hpp"
+#include "observe/observer.hpp"
 #include "relay/local_failure.hpp"
 #include "relay/proxy_context.hpp"
-#include "net/tls_stream.hpp"
 #include "relay/upstream_exchange.hpp"
 #include "relay/upstream_pool.hpp"
-#include "observe/observer.hpp"
 
 namespace tokenmeter::relay {
 
@@ -125,9 +125,9 @@ class client_connection : public idle_closable,
     // The forwarded request is over: the observer records it.
     void finish_exchange(observe::end_reason reason);
     void close_client();
-    // A close the proxy chose after a response (no operation pending): over TLS a close_notify first
-    // (bounded by close_notify_time), so the client knows the stream was not cut and keeps its
-    // session for resumption; over TCP close_client().
+    // A close the proxy chose after a response (no operation pending): over TLS a close_notify
+    // first (bounded by close_notify_time), so the client knows the stream was not cut and keeps
+    // its session for resumption; over TCP close_client().
     void close_gracefully();
     void linger_close();
     void on_linger_read(error_code ec, std::size_t bytes);

@@ -11,10 +11,9 @@
 
 #include <algorithm>
 #include <array>
+#include <boost/asio/detail/socket_ops.hpp>
 #include <cerrno>
 #include <utility>
-
-#include <boost/asio/detail/socket_ops.hpp>
 
 namespace tokenmeter::relay {
 
@@ -128,7 +127,8 @@ void hangup_watch::on_ready() {
             break;
         }
         for (int i = 0; i < n; ++i) {
-            const auto index = static_cast<std::size_t>(events[static_cast<std::size_t>(i)].data.fd);
+            const auto index =
+                static_cast<std::size_t>(events[static_cast<std::size_t>(i)].data.fd);
             if (index >= closed_.size()) {
                 closed_.resize(std::max<std::size_t>(index + 1, closed_.size() * 2), 0);
             }

@@ -17,11 +17,10 @@
 // again at once.
 //
 // Written against Boost 1.81's epoll reactor (Debian 12); elsewhere start() returns false and
-// the caller reads as before.
+// the caller reads with async_read_some.
 #pragma once
 
 #include <boost/version.hpp>
-
 #include <cstddef>
 #include <cstdint>
 #include <memory>

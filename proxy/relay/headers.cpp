@@ -17,8 +17,8 @@ namespace {
 // Content-Length is not hop-by-hop, but the proxy re-frames every message, so it sets its own.
 // Beast's parser names every one of them by its enum, whatever the case it came in.
 constexpr std::array<bhttp::field, 8> hop_by_hop = {
-    bhttp::field::connection, bhttp::field::keep_alive,        bhttp::field::proxy_connection,
-    bhttp::field::te,         bhttp::field::trailer,           bhttp::field::transfer_encoding,
+    bhttp::field::connection, bhttp::field::keep_alive,    bhttp::field::proxy_connection,
+    bhttp::field::te,         bhttp::field::trailer,       bhttp::field::transfer_encoding,
     bhttp::field::upgrade,    bhttp::field::content_length};
 
 // Calls f(token) for each non-empty comma-separated token of every instance of a field, in
@@ -126,7 +126,8 @@ void append_field(std::string& out, std::string_view name, std::string_view valu
 void append_field(std::string& out, std::string_view name, std::uint64_t value) {
     char digits[20];  // the most a 64-bit value takes
     const auto written = std::to_chars(std::begin(digits), std::end(digits), value);
-    append_field(out, name, std::string_view(digits, static_cast<std::size_t>(written.ptr - digits)));
+    append_field(out, name,
+                 std::string_view(digits, static_cast<std::size_t>(written.ptr - digits)));
 }
 
 void append_end_to_end_fields(const bhttp::fields& from, std::string& out) {

@@ -8,9 +8,9 @@
 #include <string_view>
 #include <vector>
 
-#include "relay/session_settings.hpp"
 #include "net/beast_http.hpp"
 #include "protocol/types.hpp"
+#include "relay/session_settings.hpp"
 
 namespace tokenmeter::relay {
 
@@ -39,8 +39,7 @@ void append_field(std::string& out, std::string_view name, std::string_view valu
 void append_field(std::string& out, std::string_view name, std::uint64_t value);
 
 // "HTTP/1.1 200 OK\r\n": the version (11 or 10), the three-digit code and the reason phrase.
-void append_status_line(unsigned version, unsigned code, std::string_view reason,
-                        std::string& out);
+void append_status_line(unsigned version, unsigned code, std::string_view reason, std::string& out);
 
 // Why a request head must be refused before its body is read, or nullopt.
 struct head_problem {

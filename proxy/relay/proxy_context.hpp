@@ -8,8 +8,8 @@
 
 #include "core/time.hpp"
 #include "net/edge.hpp"
-#include "relay/session_settings.hpp"
 #include "observe/observer.hpp"
+#include "relay/session_settings.hpp"
 
 namespace tokenmeter::relay {
 

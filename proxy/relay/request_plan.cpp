@@ -4,8 +4,8 @@
 #include <string>
 #include <utility>
 
-#include "relay/headers.hpp"
 #include "protocol/dialects.hpp"
+#include "relay/headers.hpp"
 
 namespace tokenmeter::relay {
 namespace {
@@ -72,9 +72,8 @@ request_plan plan_request(bhttp::request<bhttp::string_body>& request,
         }
         if (route.usage_injection && protocol::can_inject_usage(plan.api, plan.info)) {
             // The one place the proxy changes bytes: usage on every stream (see usage_filter).
-            if (auto body =
-                    protocol::inject_usage_request(request.body(), route.continuous_usage,
-                                                   &plan.info)) {
+            if (auto body = protocol::inject_usage_request(request.body(), route.continuous_usage,
+                                                           &plan.info)) {
                 request.body() = std::move(*body);
                 plan.usage_injected = true;
                 plan.continuous_usage = route.continuous_usage;
@@ -99,7 +98,7 @@ request_plan plan_request(bhttp::request<bhttp::string_body>& request,
     const auto policy = settings.forwarded_for;
     const bool client_host_kept = settings.preserve_host && !request[bhttp::field::host].empty();
     const bool append_for = policy == forwarded_for_policy::append && !origin.address.empty();
-    std::string joined_for;       // with append_for: the client's X-Forwarded-For lines
+    std::string joined_for;        // with append_for: the client's X-Forwarded-For lines
     std::string joined_forwarded;  // over TLS: the client's Forwarded lines
     const auto connection_named = connection_options(request.base());
     for (const auto& field : request.base()) {  // the trailer fields are gone (above)

@@ -9,8 +9,8 @@
 #include <string_view>
 
 #include "net/beast_http.hpp"
-#include "relay/session_settings.hpp"
 #include "protocol/types.hpp"
+#include "relay/session_settings.hpp"
 
 namespace tokenmeter::relay {
 

@@ -13,21 +13,17 @@
 #include <type_traits>
 #include <utility>
 
-#include "relay/client_connection.hpp"
 #include "net/direct_io.hpp"
+#include "net/mailbox.hpp"
+#include "relay/client_connection.hpp"
 #include "relay/headers.hpp"
 #include "relay/response_plan.hpp"
-#include "net/mailbox.hpp"
 
 namespace tokenmeter::relay {
 
 template <class Stream>
-upstream_exchange<Stream>::upstream_exchange(client_connection<Stream>& owner,
-                                             upstream_pool& pool)
-    : owner_(owner),
-      pool_(pool),
-      body_watch_(owner.lowest().get_executor()),
-      body_capacity_(0) {}
+upstream_exchange<Stream>::upstream_exchange(client_connection<Stream>& owner, upstream_pool& pool)
+    : owner_(owner), pool_(pool), body_watch_(owner.lowest().get_executor()), body_capacity_(0) {}
 
 template <class Stream>
 void upstream_exchange<Stream>::resize_body_buffer_after(std::size_t bytes_read) {
@@ -89,11 +85,10 @@ void upstream_exchange<Stream>::abort() noexcept {
 template <class Stream>
 void upstream_exchange<Stream>::acquire(bool allow_reuse) {
     enter(exchange_stage::acquiring);
-    pool_.acquire(allow_reuse,
-                  owner_.guarded([this](error_code ec, upstream_ptr connection, bool reused,
-                                        std::string detail) {
-                      on_upstream(ec, std::move(connection), reused, std::move(detail));
-                  }));
+    pool_.acquire(allow_reuse, owner_.guarded([this](error_code ec, upstream_ptr connection,
+                                                     bool reused, std::string detail) {
+        on_upstream(ec, std::move(connection), reused, std::move(detail));
+    }));
 }
 
 template <class Stream>
@@ -191,8 +186,9 @@ void upstream_exchange<Stream>::on_head_bytes(error_code ec, std::size_t bytes) 
     r_.head_bytes += bytes;
     if (ec == asio::error::eof) {
         // Closed before a whole head: with nothing at all, the pooled-connection retry applies.
-        ec = r_.head_bytes == 0 && !r_.parser->got_some() ? error_code(bhttp::error::end_of_stream)
-                                                      : error_code(bhttp::error::partial_message);
+        ec = r_.head_bytes == 0 && !r_.parser->got_some()
+                 ? error_code(bhttp::error::end_of_stream)
+                 : error_code(bhttp::error::partial_message);
     }
     if (ec) {
         on_head(ec);
@@ -239,10 +235,10 @@ void upstream_exchange<Stream>::on_head(error_code ec) {
     if (const auto length = r_.parser->content_length()) {
         content_length = *length;
     }
-    response_plan plan = plan_response(
-        upstream_head{head, has_body, content_length},
-        response_context{request.version, request.keep_alive, owner_.draining(),
-                         r_.options.filter_usage});
+    response_plan plan =
+        plan_response(upstream_head{head, has_body, content_length},
+                      response_context{request.version, request.keep_alive, owner_.draining(),
+                                       r_.options.filter_usage});
     // The head is kept only until it is written.
     r_.head_text = std::move(plan.head);
     r_.framing = plan.framing;
@@ -250,7 +246,7 @@ void upstream_exchange<Stream>::on_head(error_code ec) {
     r_.usage_filter.reset();
     if (plan.filter_usage) {
         r_.usage_filter.emplace(protocol::usage_filter::default_max_held_bytes,
-                              r_.options.continuous_usage);
+                                r_.options.continuous_usage);
     }
     r_.end_written = false;
 
@@ -293,8 +289,9 @@ void upstream_exchange<Stream>::forward_interim() {
     r_.interim_response->version(11);
     copy_end_to_end_fields(head.base(), r_.interim_response->base());
     owner_.lowest().expires_after(owner_.context().settings.client_write);
-    bhttp::async_write(owner_.stream(), *r_.interim_response,
-                       owner_.guarded([this](error_code ec, std::size_t) { on_write_interim(ec); }));
+    bhttp::async_write(
+        owner_.stream(), *r_.interim_response,
+        owner_.guarded([this](error_code ec, std::size_t) { on_write_interim(ec); }));
 }
 
 template <class Stream>

@@ -16,6 +16,7 @@
 #include <string_view>
 
 #include "net/beast.hpp"
+#include "protocol/usage_filter.hpp"
 #include "relay/body_decoder.hpp"
 #include "relay/drained_read.hpp"
 #include "relay/local_failure.hpp"
@@ -23,7 +24,6 @@
 #include "relay/request_plan.hpp"
 #include "relay/response_plan.hpp"
 #include "relay/upstream_pool.hpp"
-#include "protocol/usage_filter.hpp"
 
 namespace tokenmeter::relay {
 
@@ -56,11 +56,11 @@ enum class exchange_stage : std::uint8_t {
 // How an exchange ends; finish() turns each into what the upstream connection, the observer and
 // the client connection are told.
 enum class exchange_end : std::uint8_t {
-    complete,           // the whole response reached the client
-    client_gone,        // the client hung up, or a write to it failed
-    upstream_closed,    // the upstream closed before answering: retried once on a pooled one
-    failed,             // the upstream failed before the response began: a local answer
-    cut,                // the upstream failed mid-body: the client connection is cut
+    complete,         // the whole response reached the client
+    client_gone,      // the client hung up, or a write to it failed
+    upstream_closed,  // the upstream closed before answering: retried once on a pooled one
+    failed,           // the upstream failed before the response began: a local answer
+    cut,              // the upstream failed mid-body: the client connection is cut
 };
 
 template <class Stream>
@@ -113,8 +113,8 @@ class upstream_exchange {
     void write_last_body();
     // The one way an exchange ends. `ec`, `stage` and `detail` say what failed (for
     // upstream_closed, failed and cut).
-    void finish(exchange_end how, error_code ec = {}, upstream_stage stage = upstream_stage::connect,
-                std::string_view detail = {});
+    void finish(exchange_end how, error_code ec = {},
+                upstream_stage stage = upstream_stage::connect, std::string_view detail = {});
     void enter(exchange_stage stage) noexcept { r_.stage = stage; }
     // While the body streams, one coarse timer per exchange enforces timeouts.upstream_idle on
     // the read and timeouts.client_write on the write in flight, in place of Beast's timer per

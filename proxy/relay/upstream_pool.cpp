@@ -1,8 +1,9 @@
 #include "relay/upstream_pool.hpp"
-#include "net/direct_io.hpp"
 
 #include <charconv>
 #include <utility>
+
+#include "net/direct_io.hpp"
 
 namespace tokenmeter::relay {
 namespace {
@@ -71,8 +72,8 @@ upstream_pool::upstream_pool(asio::io_context& ioc, upstream_pool_settings setti
     const auto* last = first + settings_.port.size();
     const auto parsed = std::from_chars(first, last, port);
     if (!ec && parsed.ec == std::errc() && parsed.ptr == last) {
-        literal_ = tcp::resolver::results_type::create(tcp::endpoint(address, port),
-                                                       settings_.host, settings_.port);
+        literal_ = tcp::resolver::results_type::create(tcp::endpoint(address, port), settings_.host,
+                                                       settings_.port);
     }
 }
 
@@ -192,22 +193,22 @@ void upstream_pool::handshake(upstream_ptr connection, acquire_handler handler) 
         return;
     }
     sessions_.attach(tls.native_handle());
-    tls.async_handshake(ssl::stream_base::client, [this, h = std::move(handler),
-                                                   c = std::move(connection)](
-                                                      error_code ec) mutable {
-        SSL* ssl = c->stream.tls()->native_handle();
-        if (ec) {
-            // A session the server no longer takes is not offered again.
-            sessions_.forget();
-            fail_connect(h, ec, net::describe_tls_client_error(ec, ssl));
-            return;
-        }
-        if (settings_.on_tls_handshake) {
-            settings_.on_tls_handshake(SSL_session_reused(ssl) == 1);
-        }
-        c->stream.expires_never();
-        h({}, std::move(c), false, {});
-    });
+    tls.async_handshake(
+        ssl::stream_base::client,
+        [this, h = std::move(handler), c = std::move(connection)](error_code ec) mutable {
+            SSL* ssl = c->stream.tls()->native_handle();
+            if (ec) {
+                // A session the server no longer takes is not offered again.
+                sessions_.forget();
+                fail_connect(h, ec, net::describe_tls_client_error(ec, ssl));
+                return;
+            }
+            if (settings_.on_tls_handshake) {
+                settings_.on_tls_handshake(SSL_session_reused(ssl) == 1);
+            }
+            c->stream.expires_never();
+            h({}, std::move(c), false, {});
+        });
 }
 
 void upstream_pool::release(upstream_ptr connection, bool reusable) {

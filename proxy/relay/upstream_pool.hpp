@@ -8,18 +8,18 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
-#include <optional>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "net/beast.hpp"
-#include "relay/drained_read.hpp"
 #include "net/name_resolver.hpp"
 #include "net/tls_client.hpp"
 #include "net/tls_stream.hpp"
+#include "relay/drained_read.hpp"
 
 namespace tokenmeter::relay {
 
@@ -49,9 +49,8 @@ class upstream_stream {
     template <class MutableBuffers, class Handler>
     void async_read_some(const MutableBuffers& buffers, Handler&& handler) {
         if (tls_) {
-            tls_->async_read_some(buffers,
-                                  truncation_as_eof<std::decay_t<Handler>>{
-                                      std::forward<Handler>(handler)});
+            tls_->async_read_some(
+                buffers, truncation_as_eof<std::decay_t<Handler>>{std::forward<Handler>(handler)});
         } else {
             plain_->async_read_some(buffers, std::forward<Handler>(handler));
         }
@@ -98,7 +97,7 @@ struct upstream_pool_settings {
     std::string host;
     std::string port;
     std::uint32_t max_connections = 64;  // 0: no cap (bounded by open files)
-    std::uint32_t max_idle = 16;  // 0: no cap (each is closed after idle_keepalive)
+    std::uint32_t max_idle = 16;         // 0: no cap (each is closed after idle_keepalive)
     std::chrono::milliseconds connect_timeout{5000};
     std::chrono::milliseconds idle_keepalive{60000};
     std::chrono::milliseconds acquire_timeout{5000};
@@ -132,7 +131,8 @@ class upstream_pool {
 
     // A host name is resolved by `names` (a worker's io_context cannot run Asio's own resolver,
     // net/name_resolver), which must outlive the pool; an IP literal is not resolved at all.
-    upstream_pool(asio::io_context& ioc, upstream_pool_settings settings, net::name_resolver& names);
+    upstream_pool(asio::io_context& ioc, upstream_pool_settings settings,
+                  net::name_resolver& names);
     upstream_pool(const upstream_pool&) = delete;
     upstream_pool& operator=(const upstream_pool&) = delete;
 
@@ -179,7 +179,7 @@ class upstream_pool {
     std::uint64_t next_resolution_ = 0;
     std::deque<upstream_ptr> idle_;  // the most recently used at the back
     std::deque<std::shared_ptr<waiter>> waiters_;
-    std::uint32_t open_ = 0;  // idle + in use + connecting
+    std::uint32_t open_ = 0;           // idle + in use + connecting
     net::tls_session_cache sessions_;  // this worker's last upstream TLS session
     hangup_watch hangups_;
 };

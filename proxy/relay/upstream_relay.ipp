@@ -159,8 +159,7 @@ void upstream_exchange<Stream>::on_drained_read(void* self, error_code ec, std::
             // The upstream closed while the read waited: read what is left (and the close) now,
             // unless the exchange has moved on meanwhile (then the wait was cancelled).
             if (!exchange->watch_cut_ && exchange->upstream_ &&
-                exchange->upstream_->stream.socket().is_open() &&
-                exchange->start_drained_read()) {
+                exchange->upstream_->stream.socket().is_open() && exchange->start_drained_read()) {
                 return;
             }
             ec = asio::error::operation_aborted;
@@ -262,11 +261,11 @@ std::optional<error_code> upstream_exchange<Stream>::write_client_body(std::stri
     }
     if (r_.framing == body_framing::chunked) {
         if (!bytes.empty()) {
-            auto [end, ec] = std::to_chars(chunk_head_.data(), chunk_head_.data() + 16,
-                                           bytes.size(), 16);
+            auto [end, ec] =
+                std::to_chars(chunk_head_.data(), chunk_head_.data() + 16, bytes.size(), 16);
             std::memcpy(end, crlf.data(), crlf.size());
-            pieces[count++] = asio::buffer(
-                chunk_head_.data(), static_cast<std::size_t>(end - chunk_head_.data()) + 2);
+            pieces[count++] = asio::buffer(chunk_head_.data(),
+                                           static_cast<std::size_t>(end - chunk_head_.data()) + 2);
             pieces[count++] = asio::buffer(bytes.data(), bytes.size());
             pieces[count++] = asio::buffer(last ? crlf_last_chunk : crlf);
         } else if (last) {
@@ -280,11 +279,12 @@ std::optional<error_code> upstream_exchange<Stream>::write_client_body(std::stri
     if constexpr (std::is_same_v<Stream, tcp_stream>) {
         // Over plain TCP the write is tried at once, without blocking: a client that keeps up
         // takes it whole, and the relay goes on to the next read without a trip through the
-        // event loop. What the kernel could not take is written asynchronously, as before.
+        // event loop. What the kernel could not take is written asynchronously.
         std::array<iovec, 4> vectors{};
         std::size_t total = 0;
         for (std::size_t i = 0; i < count; ++i) {
-            vectors[i].iov_base = const_cast<void*>(pieces[i].data());  // NOLINT: iovec is not const
+            vectors[i].iov_base =
+                const_cast<void*>(pieces[i].data());  // NOLINT: iovec is not const
             vectors[i].iov_len = pieces[i].size();
             total += pieces[i].size();
         }
@@ -294,9 +294,8 @@ std::optional<error_code> upstream_exchange<Stream>::write_client_body(std::stri
         msghdr message{};
         message.msg_iov = vectors.data();
         message.msg_iovlen = count;
-        const ssize_t sent =
-            net::direct_io::sendmsg(owner_.socket().native_handle(), &message,
-                               MSG_DONTWAIT | MSG_NOSIGNAL);
+        const ssize_t sent = net::direct_io::sendmsg(owner_.socket().native_handle(), &message,
+                                                     MSG_DONTWAIT | MSG_NOSIGNAL);
         if (sent >= 0 && static_cast<std::size_t>(sent) == total) {
             return error_code{};
         }
@@ -314,9 +313,9 @@ std::optional<error_code> upstream_exchange<Stream>::write_client_body(std::stri
         std::array<asio::const_buffer, 4> rest;
         std::copy(pieces.begin() + static_cast<std::ptrdiff_t>(first),
                   pieces.begin() + static_cast<std::ptrdiff_t>(count), rest.begin());
-        asio::async_write(
-            owner_.socket(), rest,
-            owner_.guarded([this](error_code ec, std::size_t) { on_write_client_body(ec); }));
+        asio::async_write(owner_.socket(), rest, owner_.guarded([this](error_code ec, std::size_t) {
+            on_write_client_body(ec);
+        }));
     } else {
         asio::async_write(
             owner_.stream(), pieces,

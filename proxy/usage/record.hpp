@@ -24,10 +24,10 @@ inline constexpr std::size_t max_model_bytes = 256;
 bool cut_model_name(std::string& model);
 
 // The counts and their sources are meter/billing's: one rule for records and metrics alike.
+using meter::to_string;
 using meter::token_count;
 using meter::token_source;
 using meter::token_source_from;
-using meter::to_string;
 
 struct usage_record {
     std::string id;          // idempotency id: unique across restarts, kept by crash recovery

@@ -1,5 +1,5 @@
 // tokenmeter-json-walk-bench: protocol::walk_json per chunk, the hand-written scanner against the
-// nlohmann-based walker it replaced (issue 13), side by side in one run. Walks every JSON data
+// nlohmann-based reference walker, side by side in one run. Walks every JSON data
 // line of the recorded fixtures and a typical OpenAI chat chunk; thread CPU time, median of
 // interleaved rounds.
 //

@@ -15,14 +15,14 @@
 #include <variant>
 
 #include "net/beast.hpp"
+#include "protocol/dialect.hpp"
+#include "protocol/dialects.hpp"
+#include "protocol/json_limits.hpp"
+#include "protocol/openai.hpp"
+#include "protocol/python_json.hpp"
 #include "relay/headers.hpp"
 #include "relay/request_plan.hpp"
 #include "relay/request_target.hpp"
-#include "protocol/dialect.hpp"
-#include "protocol/dialects.hpp"
-#include "protocol/python_json.hpp"
-#include "protocol/json_limits.hpp"
-#include "protocol/openai.hpp"
 
 namespace {
 
@@ -60,16 +60,14 @@ void check_openai_reader(std::string_view body) {
 
 // The head the proxy writes for the upstream, from these fields, is one complete HTTP/1.1
 // request head that Beast's parser reads back, with the body's length.
-void check_upstream_head(const bhttp::request<bhttp::string_body>& parsed,
-                         std::size_t size) {
+void check_upstream_head(const bhttp::request<bhttp::string_body>& parsed, std::size_t size) {
     auto normalized = relay::normalize_target(parsed.target());
     const auto* target = std::get_if<std::string>(&normalized);
     if (target == nullptr) {
         return;
     }
     auto request = parsed;
-    const auto fields =
-        static_cast<std::size_t>(std::distance(request.begin(), request.end()));
+    const auto fields = static_cast<std::size_t>(std::distance(request.begin(), request.end()));
     relay::session_settings settings;
     settings.upstream = {"http", "model", 8000, size % 3 == 0 ? "" : "/base"};
     settings.forwarded_for = static_cast<relay::forwarded_for_policy>(size % 3);

@@ -1,9 +1,9 @@
 // The admin listener's /drain?wait= durations (the endpoint itself: drain_prestop.test.mjs).
+#include "admin/admin.hpp"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
-
-#include "admin/admin.hpp"
 
 namespace tokenmeter::admin {
 namespace {

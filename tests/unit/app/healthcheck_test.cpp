@@ -1,8 +1,8 @@
 // app/healthcheck_command: which address a probe uses for the admin listener's, and how it reads
 // the status line.
-#include "app/healthcheck_command.hpp"
-
 #include <gtest/gtest.h>
+
+#include "app/healthcheck_command.hpp"
 
 namespace tokenmeter::app {
 namespace {

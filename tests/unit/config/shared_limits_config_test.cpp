@@ -1,5 +1,4 @@
-// tenants.shared_limits.redis (issue 17): loading, the URL rules (rediss:// refused until TLS
-// support), on_error, the password's two sources.
+// tenants.shared_limits.redis: loading, the URL rules, on_error, the password's two sources.
 #include <gtest/gtest.h>
 
 #include <string>

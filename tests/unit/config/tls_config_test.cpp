@@ -1,4 +1,4 @@
-// tls, admin_tls and forwarded_for (issue 12): loading, and the combinations that can never
+// tls, admin_tls and forwarded_for: loading, and the combinations that can never
 // work, each error naming its key. The files themselves are read by app/ at start (integration
 // tests).
 #include <gtest/gtest.h>

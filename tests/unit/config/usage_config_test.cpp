@@ -1,4 +1,4 @@
-// The tenants: and usage: sections (issue 5): loading, did-you-mean, and their semantic rules.
+// The tenants: and usage: sections: loading, did-you-mean, and their semantic rules.
 #include <gtest/gtest.h>
 
 #include <string>

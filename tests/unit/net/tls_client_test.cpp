@@ -67,8 +67,9 @@ TEST(TlsClient, ClientCertificateErrorsNameTheirKeys) {
     o.key_file_key = "upstream_tls.key_file";
     auto missing = load_tls_client_context(o);
     EXPECT_FALSE(missing.context);
-    EXPECT_EQ(missing.error, "upstream_tls.cert_file: cannot read /nonexistent/client.pem: No such "
-                             "file or directory");
+    EXPECT_EQ(missing.error,
+              "upstream_tls.cert_file: cannot read /nonexistent/client.pem: No such "
+              "file or directory");
     o.key_file.clear();
     auto alone = load_tls_client_context(o);
     EXPECT_FALSE(alone.context);

@@ -1,4 +1,4 @@
-// The walk_json that nlohmann/json's SAX parser did (up to issue 13), kept for the tests only: the
+// A walk_json on nlohmann/json's SAX parser, kept for the tests only as the oracle: the
 // hand-written scanner must report exactly what this reports, for any bytes. The differential
 // unit test, the json_walk fuzzer and the json_walk benchmark (as "before") use it.
 #pragma once

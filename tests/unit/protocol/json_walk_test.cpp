@@ -345,7 +345,7 @@ TEST(JsonWalk, SeededMutationsMatchTheReference) {
         count = std::strtoull(env, nullptr, 10);
     }
     differential walkers;
-    std::mt19937_64 rng(13);  // issue 13; fixed so that a failure reproduces
+    std::mt19937_64 rng(13);  // fixed so that a failure reproduces
     std::size_t failures = 0;
     std::size_t valid = 0;
     for (std::size_t i = 0; i < count && failures < 5; ++i) {

@@ -54,7 +54,9 @@ outcome decode_whole(body_decoder decoder, const std::string& wire) {
     return decode_in_pieces(decoder, wire, {});
 }
 
-body_decoder chunked() { return body_decoder::chunked(8192); }
+body_decoder chunked() {
+    return body_decoder::chunked(8192);
+}
 
 TEST(BodyDecoder, ContentLengthStopsAtTheLength) {
     auto out = decode_whole(body_decoder::with_length(5), "helloEXTRA");
@@ -156,8 +158,8 @@ TEST(BodyDecoder, FaultsAreNamedAndKeepThePayloadBeforeThem) {
         {"100000000000000\r\n", failure::bad_chunk_size, ""},
         {"1;" + std::string(5000, 'e') + "\r\nx\r\n", failure::chunk_line_too_long, ""},
         {std::string(5000, '0') + "1\r\nx\r\n", failure::chunk_line_too_long, ""},
-        {"1\r\nx\r\n0\r\nX-Long: " + std::string(9000, 't') + "\r\n\r\n", failure::trailers_too_long,
-         "x"},
+        {"1\r\nx\r\n0\r\nX-Long: " + std::string(9000, 't') + "\r\n\r\n",
+         failure::trailers_too_long, "x"},
     };
     for (const auto& f : faults) {
         auto out = decode_whole(chunked(), f.wire);
@@ -196,7 +198,8 @@ outcome beast_decode(const std::string& wire) {
     error_code ec;
     std::size_t used = 0;
     while (used < message.size() && !parser.is_done()) {
-        const std::size_t n = parser.put(asio::buffer(message.data() + used, message.size() - used), ec);
+        const std::size_t n =
+            parser.put(asio::buffer(message.data() + used, message.size() - used), ec);
         used += n;
         if (ec || n == 0) {
             break;

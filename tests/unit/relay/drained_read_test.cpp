@@ -3,6 +3,7 @@
 #include "relay/drained_read.hpp"
 
 #include <gtest/gtest.h>
+#include <poll.h>
 
 #include <array>
 #include <chrono>
@@ -79,6 +80,13 @@ struct rig {
     reader r{pair.ours, watch};
 };
 
+// Waits (bounded) until the kernel holds the peer's close behind whatever bytes came first on
+// `socket`: the state the tests below need before the event loop looks.
+bool peer_close_queued(socket_type& socket) {
+    pollfd watch{socket.native_handle(), POLLIN | POLLRDHUP, 0};
+    return ::poll(&watch, 1, 5000) == 1 && (watch.revents & POLLRDHUP) != 0;
+}
+
 void run_until(asio::io_context& ioc, const std::function<bool()>& done) {
     const auto deadline = std::chrono::steady_clock::now() + 5s;
     while (!done() && std::chrono::steady_clock::now() < deadline) {
@@ -121,8 +129,8 @@ TEST(DrainedRead, ACloseQueuedBehindTheLastBytesIsSeen) {
         auto [ioc, pair, r] = std::tie(t.ioc, t.pair, t.r);
         asio::write(pair.peer, asio::buffer(std::string("last bytes")));
         pair.peer.shutdown(tcp::socket::shutdown_send);
-        std::this_thread::sleep_for(1ms);
-        ioc.run_for(10ms);
+        ASSERT_TRUE(peer_close_queued(pair.ours));
+        ioc.poll();  // the event loop takes the readiness of the bytes and the close
         ioc.restart();
         ASSERT_TRUE(r.start());
         run_until(ioc, [&] { return r.results.size() >= 2; });
@@ -143,8 +151,8 @@ TEST(DrainedRead, ACloseSeenBeforeTheBodyBeginsIsRemembered) {
         const std::string body(1000, 'b');
         asio::write(pair.peer, asio::buffer(body));
         pair.peer.shutdown(tcp::socket::shutdown_send);
-        std::this_thread::sleep_for(1ms);
-        ioc.run_for(10ms);
+        ASSERT_TRUE(peer_close_queued(pair.ours));
+        ioc.poll();  // the event loop takes the readiness of the bytes and the close
         ioc.restart();
         r.read.begin(pair.ours, t.watch);  // a new body on the same connection
         ASSERT_TRUE(r.start());

@@ -249,9 +249,10 @@ TEST(HeadText, ClientResponseHeadIsWhatBeastWritesForTheCopiedFields) {
     append_field(text, "Transfer-Encoding", "chunked");
     text += "\r\n";
     EXPECT_EQ(text, beast_head(copied));
-    EXPECT_EQ(text, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nX-Request-Id: abc\r\n"
-                    "set-cookie: a=1\r\nSet-Cookie: b=2\r\nx-empty: \r\n"
-                    "Transfer-Encoding: chunked\r\n\r\n");
+    EXPECT_EQ(text,
+              "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nX-Request-Id: abc\r\n"
+              "set-cookie: a=1\r\nSet-Cookie: b=2\r\nx-empty: \r\n"
+              "Transfer-Encoding: chunked\r\n\r\n");
 }
 
 TEST(HeadText, StatusLineIsWhatBeastWrites) {

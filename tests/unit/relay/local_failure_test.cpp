@@ -2,13 +2,11 @@
 #include "relay/local_failure.hpp"
 
 #include <gtest/gtest.h>
-
-#include <nlohmann/json.hpp>
-
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
 #include <boost/asio/ssl/error.hpp>
+#include <nlohmann/json.hpp>
 
 #include "relay/upstream_pool.hpp"
 
@@ -38,7 +36,8 @@ TEST(LocalFailure, EachFailureHasItsAnswer) {
 }
 
 TEST(LocalFailure, UpstreamErrorsGetTheirMetricLabelAndAnswer) {
-    auto refused = classify_upstream_error(asio::error::connection_refused, upstream_stage::connect);
+    auto refused =
+        classify_upstream_error(asio::error::connection_refused, upstream_stage::connect);
     EXPECT_EQ(refused.reason, "connect_refused");
     EXPECT_EQ(refused.failure, local_failure::upstream_unreachable);
 
@@ -56,21 +55,22 @@ TEST(LocalFailure, UpstreamErrorsGetTheirMetricLabelAndAnswer) {
     EXPECT_EQ(exhausted.reason, "pool_exhausted");
     EXPECT_EQ(exhausted.failure, local_failure::pool_exhausted);
 
-    auto closed = classify_upstream_error(bhttp::error::end_of_stream,
-                                          upstream_stage::response_header);
+    auto closed =
+        classify_upstream_error(bhttp::error::end_of_stream, upstream_stage::response_header);
     EXPECT_EQ(closed.reason, "connection_closed");
     EXPECT_EQ(closed.failure, local_failure::upstream_closed);
 
-    auto garbage = classify_upstream_error(bhttp::error::bad_version,
-                                           upstream_stage::response_header);
+    auto garbage =
+        classify_upstream_error(bhttp::error::bad_version, upstream_stage::response_header);
     EXPECT_EQ(garbage.reason, "bad_response");
     EXPECT_EQ(garbage.failure, local_failure::upstream_bad_response);
     EXPECT_NE(garbage.message.find("not valid HTTP/1.1"), std::string::npos);
 }
 
 TEST(LocalFailure, UpstreamTlsFailuresAreTheirOwnReason) {
-    const error_code verify(static_cast<int>(ERR_PACK(ERR_LIB_SSL, 0, SSL_R_CERTIFICATE_VERIFY_FAILED)),
-                            asio::error::get_ssl_category());
+    const error_code verify(
+        static_cast<int>(ERR_PACK(ERR_LIB_SSL, 0, SSL_R_CERTIFICATE_VERIFY_FAILED)),
+        asio::error::get_ssl_category());
     auto failed = classify_upstream_error(verify, upstream_stage::connect,
                                           "certificate verify failed: certificate has expired");
     EXPECT_EQ(failed.reason, "tls");

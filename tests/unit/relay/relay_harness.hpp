@@ -5,13 +5,12 @@
 #pragma once
 
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
@@ -46,13 +45,16 @@ namespace tokenmeter::relay::testing {
 inline constexpr std::chrono::milliseconds patience{3000};
 using deadline = std::chrono::steady_clock::time_point;
 
-inline deadline after(std::chrono::milliseconds d) { return std::chrono::steady_clock::now() + d; }
+inline deadline after(std::chrono::milliseconds d) {
+    return std::chrono::steady_clock::now() + d;
+}
 
 // One end of a loopback TCP connection, used with blocking calls bounded by a deadline.
 class wire {
   public:
     explicit wire(int fd = -1) : fd_(fd) {}
-    wire(wire&& other) noexcept : fd_(std::exchange(other.fd_, -1)), buffer_(std::move(other.buffer_)) {}
+    wire(wire&& other) noexcept
+        : fd_(std::exchange(other.fd_, -1)), buffer_(std::move(other.buffer_)) {}
     wire& operator=(wire&&) = delete;
     wire(const wire&) = delete;
     ~wire() { close(); }
@@ -62,7 +64,7 @@ class wire {
         sockaddr_in address{};
         address.sin_family = AF_INET;
         address.sin_port = htons(port);
-        address.sin_addr.s_addr = htonl(0x7f000001u)  /* 127.0.0.1 */;
+        address.sin_addr.s_addr = htonl(0x7f000001u) /* 127.0.0.1 */;
         if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
             ADD_FAILURE() << "connect to port " << port << ": " << std::strerror(errno);
         }
@@ -85,7 +87,8 @@ class wire {
     }
 
     // The bytes up to and including `needle`, or nullopt when the peer closed or time ran out.
-    std::optional<std::string> read_until(std::string_view needle, deadline until = after(patience)) {
+    std::optional<std::string> read_until(std::string_view needle,
+                                          deadline until = after(patience)) {
         for (;;) {
             if (const auto at = buffer_.find(needle); at != std::string::npos) {
                 std::string taken = buffer_.substr(0, at + needle.size());
@@ -171,7 +174,7 @@ class listener {
     explicit listener(int backlog = 16) : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
         sockaddr_in address{};
         address.sin_family = AF_INET;
-        address.sin_addr.s_addr = htonl(0x7f000001u)  /* 127.0.0.1 */;
+        address.sin_addr.s_addr = htonl(0x7f000001u) /* 127.0.0.1 */;
         socklen_t size = sizeof address;
         if (::bind(fd_, reinterpret_cast<sockaddr*>(&address), size) != 0 ||
             ::listen(fd_, backlog) != 0 ||
@@ -484,8 +487,8 @@ class relay_rig {
                 context_.client_connections.fetch_sub(1);
                 return;
             }
-            std::make_shared<client_connection<tcp_stream>>(tcp_stream(std::move(accepted)), context_,
-                                                            *pool_, sessions_)
+            std::make_shared<client_connection<tcp_stream>>(tcp_stream(std::move(accepted)),
+                                                            context_, *pool_, sessions_)
                 ->start();
         });
         return ours;
@@ -557,7 +560,8 @@ inline std::string chunk(std::string_view data) {
 
 // Chunked payload read until `bytes` of it came, or the final chunk; nullopt on a close or a
 // timeout. `finished` tells whether the final chunk was read.
-inline std::optional<std::string> read_chunked(wire& from, std::size_t bytes, bool* finished = nullptr) {
+inline std::optional<std::string> read_chunked(wire& from, std::size_t bytes,
+                                               bool* finished = nullptr) {
     std::string payload;
     if (finished != nullptr) {
         *finished = false;

@@ -2,12 +2,12 @@
 // worker-like io_context, between a test client and a test upstream on loopback sockets. Each
 // test plays the upstream step by step and asserts what crosses the sockets and what the
 // observer is told, so the tests hold whatever shape the relay's classes take.
-#include "relay_harness.hpp"
-
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
+
+#include "relay_harness.hpp"
 
 namespace tokenmeter::relay::testing {
 namespace {

@@ -68,8 +68,7 @@ TEST(RequestPlan, StreamedChatGetsUsageInjectedAndAnUpstreamHead) {
     EXPECT_EQ(up.target(), "/base/v1/chat/completions");
     EXPECT_EQ(up[bhttp::field::host], "model:8000");
     EXPECT_EQ(up["x-tenant-id"], "acme");
-    EXPECT_EQ(up[bhttp::field::content_length],
-              std::to_string(plan.upstream.body.size()));
+    EXPECT_EQ(up[bhttp::field::content_length], std::to_string(plan.upstream.body.size()));
     // The client's header fields stay for the observer; only the body moved.
     EXPECT_EQ(request["x-tenant-id"], "acme");
 }
@@ -222,16 +221,16 @@ TEST(RequestPlan, UpstreamHeadIsTheEndToEndFieldsInOrderThenTheProxysOwn) {
     settings.forwarded_for = forwarded_for_policy::append;
     auto plan = plan_request(request, "/v1/completions", field_count(request), settings,
                              client_origin{false, "10.0.0.1"});
-    EXPECT_EQ(plan.upstream.head, "POST /base/v1/completions HTTP/1.1\r\n"
-                                  "Authorization: Bearer k\r\n"
-                                  "accept: text/event-stream\r\n"
-                                  "x-empty: \r\n"
-                                  "X-Forwarded-For: 203.0.113.7, 10.0.0.1\r\n"
-                                  "Host: model:8000\r\n"
-                                  "Accept-Encoding: identity\r\n"
-                                  "Content-Length: " +
-                                      std::to_string(plan.upstream.body.size()) +
-                                      "\r\n\r\n");
+    EXPECT_EQ(plan.upstream.head,
+              "POST /base/v1/completions HTTP/1.1\r\n"
+              "Authorization: Bearer k\r\n"
+              "accept: text/event-stream\r\n"
+              "x-empty: \r\n"
+              "X-Forwarded-For: 203.0.113.7, 10.0.0.1\r\n"
+              "Host: model:8000\r\n"
+              "Accept-Encoding: identity\r\n"
+              "Content-Length: " +
+                  std::to_string(plan.upstream.body.size()) + "\r\n\r\n");
     EXPECT_EQ(plan.upstream.body, R"({"model":"m","prompt":"x"})");
 }
 
@@ -273,7 +272,8 @@ TEST(RequestPlan, AMeteredBodyWithoutItsModelIsRefusedUnlessForwardingIsConfigur
     // TGI and llama.cpp serve one model and name none in the body.
     for (const char* path : {"/generate", "/completion"}) {
         auto request = post(path, R"({"inputs":"x","prompt":"x"})");
-        EXPECT_FALSE(plan_request(request, path, field_count(request), settings_for()).model_missing)
+        EXPECT_FALSE(
+            plan_request(request, path, field_count(request), settings_for()).model_missing)
             << path;
     }
 }

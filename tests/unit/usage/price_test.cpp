@@ -152,7 +152,7 @@ TEST(Price, TheRecordCarriesCostAndCurrencyAndReadsThemBack) {
     const std::string null_line = encode_close(unknown);
     EXPECT_NE(null_line.find("\"cost\":null,\"currency\":\"USD\""), std::string::npos) << null_line;
 
-    // Not priced: no cost fields at all (format v1 as before).
+    // Not priced: no cost fields at all (format v1).
     auto plain = counts(1000, 200);
     const std::string plain_line = encode_close(plain);
     EXPECT_EQ(plain_line.find("cost"), std::string::npos) << plain_line;

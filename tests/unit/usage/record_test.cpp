@@ -46,7 +46,7 @@ TEST(UsageTime, FormatsAndParsesUtc) {
     }
 }
 
-// The edges of the calendar arithmetic (std::chrono's year_month_day since issue 11): times
+// The edges of the calendar arithmetic (std::chrono's year_month_day): times
 // before 1970 fall in the day before, century leap years, and a day past the month's end, which
 // was always accepted and counts on into the next month.
 TEST(UsageTime, CalendarEdges) {
