@@ -1,11 +1,15 @@
 #include "admin/admin.hpp"
 
+#include <spdlog/spdlog.h>
+
+#include <cctype>
 #include <charconv>
 #include <chrono>
 #include <string>
 
 #include "admin/status_page.hpp"
 #include "metrics/native_histogram.hpp"
+#include "net/error_body.hpp"
 #include "net/tls_server.hpp"
 #include "net/tls_stream.hpp"
 
@@ -174,7 +178,14 @@ class admin_session : public std::enable_shared_from_this<admin_session<Stream>>
         std::string_view target = request_.target();
         std::string_view path = target.substr(0, target.find('?'));
         bool get = request_.method() == bhttp::verb::get || request_.method() == bhttp::verb::head;
-        if (!get) {
+        if (path == "/undrain") {
+            if (request_.method() == bhttp::verb::post) {
+                undrain();
+            } else {
+                respond(bhttp::status::method_not_allowed, "text/plain", "only POST\n");
+                response_.set(bhttp::field::allow, "POST");
+            }
+        } else if (!get) {
             respond(bhttp::status::method_not_allowed, "text/plain", "only GET\n");
         } else if (path == "/metrics") {
             if (state_.before_scrape) {
@@ -192,8 +203,10 @@ class admin_session : public std::enable_shared_from_this<admin_session<Stream>>
         } else if (serve_status_page(path)) {
             // answered
         } else if (path == "/drain") {
-            start_drain(target);
-            return;
+            if (may_change_drain("GET /drain")) {
+                start_drain(target);
+                return;
+            }
         } else if (path == "/healthz") {
             respond(bhttp::status::ok, "text/plain", "ok\n");
         } else if (path == "/readyz") {
@@ -210,8 +223,8 @@ class admin_session : public std::enable_shared_from_this<admin_session<Stream>>
             }
         } else {
             respond(bhttp::status::not_found, "text/plain",
-                    "not found; try /metrics, /healthz, /readyz, /drain, / (the status page) or "
-                    "/status.json\n");
+                    "not found; try /metrics, /healthz, /readyz, /drain, /undrain, / (the status "
+                    "page) or /status.json\n");
         }
         write();
     }
@@ -263,6 +276,60 @@ class admin_session : public std::enable_shared_from_this<admin_session<Stream>>
             beast::bind_front_handler(&admin_session::on_write, this->shared_from_this()));
     }
 
+    std::string peer() {
+        error_code ec;
+        const auto remote = lowest().socket().remote_endpoint(ec);
+        if (ec) {
+            return "an unknown address";
+        }
+        return remote.address().to_string() + ":" + std::to_string(remote.port());
+    }
+
+    // False, with the refusal answered, when this request may not start or end a drain.
+    bool may_change_drain(std::string_view what) {
+        const bool from_a_page = request_.find(bhttp::field::origin) != request_.end() ||
+                                 request_.find(bhttp::field::referer) != request_.end();
+        switch (judge_drain_request(from_a_page, request_[bhttp::field::authorization],
+                                    state_.drain_token)) {
+            case drain_verdict::allowed:
+                return true;
+            case drain_verdict::cross_site:
+                spdlog::warn("{} from {} refused: sent by a web page (Origin or Referer)", what,
+                             peer());
+                respond(bhttp::status::forbidden, "application/json",
+                        net::error_body("cross_site",
+                                        "drain requests with an Origin or Referer header are "
+                                        "refused: a web page cannot drain the proxy"));
+                return false;
+            case drain_verdict::unauthorized:
+                spdlog::warn("{} from {} refused: no valid bearer token (admin_auth)", what,
+                             peer());
+                respond(bhttp::status::unauthorized, "application/json",
+                        net::error_body("unauthorized",
+                                        "Authorization: Bearer <admin_auth token> required"));
+                response_.set(bhttp::field::www_authenticate, "Bearer");
+                return false;
+        }
+        return false;
+    }
+
+    void undrain() {
+        if (!may_change_drain("POST /undrain")) {
+            return;
+        }
+        if (state_.exiting != nullptr && state_.exiting->load()) {
+            spdlog::warn("POST /undrain from {} refused: the process is shutting down", peer());
+            respond(bhttp::status::conflict, "application/json",
+                    net::error_body("shutting_down",
+                                    "a signal started the shutdown; it cannot be undone"));
+            return;
+        }
+        const bool was = state_.draining.exchange(false);
+        spdlog::warn("drain {} by POST /undrain from {}", was ? "ended" : "was not on; unchanged",
+                     peer());
+        respond(bhttp::status::ok, "text/plain", was ? "undrained\n" : "not draining\n");
+    }
+
     // A GET, so that a Kubernetes preStop httpGet can call it: the model container's preStop
     // holds the model server up until the streams through the sidecar are done (Kubernetes stops
     // a native sidecar only after the main containers exit, so the sidecar's own preStop and
@@ -280,7 +347,9 @@ class admin_session : public std::enable_shared_from_this<admin_session<Stream>>
             }
             wait = std::min(*parsed, max_drain_wait);
         }
-        state_.draining.store(true);
+        const bool was = state_.draining.exchange(true);
+        spdlog::warn("drain {} by GET /drain from {} (answers within {} ms)",
+                     was ? "already on, requested again" : "started", peer(), wait.count());
         drain_deadline_ = std::chrono::steady_clock::now() + wait;
         check_drained();
     }
@@ -338,6 +407,38 @@ class admin_session : public std::enable_shared_from_this<admin_session<Stream>>
 };
 
 }  // namespace
+
+bool bearer_token_matches(std::string_view authorization, std::string_view token) {
+    constexpr std::string_view scheme = "bearer ";
+    if (token.empty() || authorization.size() < scheme.size()) {
+        return false;
+    }
+    for (std::size_t i = 0; i < scheme.size(); ++i) {
+        if (std::tolower(static_cast<unsigned char>(authorization[i])) != scheme[i]) {
+            return false;
+        }
+    }
+    const std::string_view sent = authorization.substr(scheme.size());
+    // Every byte of the token is compared whatever the sent one holds; only the length (not a
+    // secret worth keeping: tokens are generated at a fixed length) ends it early.
+    unsigned difference = sent.size() == token.size() ? 0U : 1U;
+    for (std::size_t i = 0; i < token.size(); ++i) {
+        const unsigned char s = i < sent.size() ? static_cast<unsigned char>(sent[i]) : 0U;
+        difference |= s ^ static_cast<unsigned char>(token[i]);
+    }
+    return difference == 0;
+}
+
+drain_verdict judge_drain_request(bool has_origin_or_referer, std::string_view authorization,
+                                  std::string_view token) {
+    if (has_origin_or_referer) {
+        return drain_verdict::cross_site;
+    }
+    if (!token.empty() && !bearer_token_matches(authorization, token)) {
+        return drain_verdict::unauthorized;
+    }
+    return drain_verdict::allowed;
+}
 
 std::optional<std::chrono::milliseconds> parse_drain_wait(std::string_view text) {
     std::int64_t n = 0;

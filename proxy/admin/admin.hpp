@@ -1,8 +1,9 @@
 // admin/admin: the admin listener: /metrics (Prometheus text), /healthz (alive), /readyz (the
 // upstream accepts connections and the proxy is not draining), /drain (start draining: /readyz
-// fails from now on; answers once no request is in flight, or when its wait is over), and the
-// status page: / and /status (HTML; its CSS, JS and icon under /status/), /status.json. Plain
-// HTTP, or TLS with admin_tls (the same session code over either stream).
+// fails from now on; answers once no request is in flight, or when its wait is over), /undrain
+// (POST: ready again), and the status page: / and /status (HTML; its CSS, JS and icon under
+// /status/), /status.json. Plain HTTP, or TLS with admin_tls (the same session code over either
+// stream).
 #pragma once
 
 #include <atomic>
@@ -11,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "metrics/registry.hpp"
@@ -26,7 +28,7 @@ namespace tokenmeter::admin {
 
 struct admin_state {
     metrics::registry& metrics;
-    // Set by /drain as by SIGTERM; read by /readyz.
+    // Set by /drain as by SIGTERM, cleared by /undrain; read by /readyz.
     std::atomic<bool>& draining;
     const std::atomic<bool>& upstream_ready;
     // Set when usage.readyz_fail_on_spool_error: /readyz fails while the usage spool cannot write.
@@ -37,7 +39,21 @@ struct admin_state {
     const std::atomic<std::int64_t>* requests_in_flight = nullptr;
     // The status page's data (metrics.status_page). Null: the page and /status.json answer 404.
     metrics::status_board* status = nullptr;
+    // Set once a signal has started the shutdown: /undrain cannot take that back.
+    const std::atomic<bool>* exiting = nullptr;
+    // admin_auth: the bearer token /drain and /undrain require. "": none required.
+    std::string drain_token{};
 };
+
+// Whether a request may start or end a drain. A browser names the page that sent a request in
+// Origin or Referer; kubelet's preStop, curl and scripts send neither, so either header means a
+// page on some site is making the call (a simple GET needs no CORS preflight) and it is refused.
+enum class drain_verdict : std::uint8_t { allowed, cross_site, unauthorized };
+drain_verdict judge_drain_request(bool has_origin_or_referer, std::string_view authorization,
+                                  std::string_view token);
+// authorization is "Bearer <token>" (scheme case-insensitive). The comparison takes the same
+// time wherever the first difference is, so timing tells nothing about the token.
+bool bearer_token_matches(std::string_view authorization, std::string_view token);
 
 // The headers of every status page response: the page runs only its own script and style and
 // fetches only from this origin; nothing is cached or sniffed.

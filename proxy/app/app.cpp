@@ -163,9 +163,15 @@ int run(const config::settings& settings, const reloader& reload, const metering
     }
     std::atomic<bool> upstream_ready{false};
     std::atomic<bool> spool_failing{false};
+    // Set when a signal starts the shutdown: /undrain cannot take that back.
+    std::atomic<bool> exiting{false};
     admin::admin_state admin_state{registry, context.draining, upstream_ready};
-    admin_state.before_scrape = [&process_metrics, &tasks, &clock] {
+    admin_state.exiting = &exiting;
+    admin_state.drain_token = configured_secret("", "", "admin_auth.token_file",
+                                                settings.admin_auth.token_file);
+    admin_state.before_scrape = [&process_metrics, &edge_metrics, &context, &tasks, &clock] {
         process_metrics.update();
+        edge_metrics.set_draining(context.draining.load());
         if (tasks) {
             tasks->sweep(clock.now());
         }
@@ -219,6 +225,7 @@ int run(const config::settings& settings, const reloader& reload, const metering
     drain_controller drain(main_ioc, settings.timeouts.drain, context.draining,
                            context.requests_in_flight,
                            {[&] {
+                                exiting = true;
                                 proxy_listener.stop();
                                 workers.close_idle();
                             },

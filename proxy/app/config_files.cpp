@@ -76,6 +76,9 @@ std::vector<config::config_error> referenced_file_errors(const config::settings&
     collector c(out);
     check_listener_tls(c, s.tls, "tls");
     check_listener_tls(c, s.admin_tls, "admin_tls");
+    if (!s.admin_auth.token_file.empty()) {
+        c.secret("", "", "admin_auth.token_file", s.admin_auth.token_file);
+    }
     if (s.upstream.scheme == "https") {
         const auto& t = s.upstream_tls;
         const bool ca = c.readable("upstream_tls.ca_file", t.ca_file);

@@ -52,6 +52,12 @@ struct upstream_pool_settings {
     bool operator==(const upstream_pool_settings&) const = default;
 };
 
+// Who may drain the proxy over HTTP (/drain, /undrain). Off while token_file is empty.
+struct admin_auth_settings {
+    std::string token_file;  // the bearer token those requests must send; a trailing newline dropped
+    bool operator==(const admin_auth_settings&) const = default;
+};
+
 struct readiness_settings {
     // how often /readyz checks that the upstream accepts connections
     milliseconds probe_interval{5'000};
@@ -282,6 +288,7 @@ struct settings {
     tls_settings tls;
     upstream_tls_settings upstream_tls;
     tls_settings admin_tls;  // the admin listener's own certificate and client policy
+    admin_auth_settings admin_auth;
     timeouts_settings timeouts;
     limits_settings limits;
     upstream_pool_settings upstream_pool;

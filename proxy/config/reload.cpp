@@ -25,6 +25,7 @@ reload_diff diff_for_reload(const settings& running, const settings& next) {
     // SIGHUP reads the certificate files again, but other paths or policies need a restart.
     check(running.tls != next.tls, "tls", false);
     check(running.admin_tls != next.admin_tls, "admin_tls", false);
+    check(running.admin_auth != next.admin_auth, "admin_auth", false);
     check(running.timeouts != next.timeouts, "timeouts", false);
     check(running.limits != next.limits, "limits", false);
     check(running.upstream_pool != next.upstream_pool, "upstream_pool", false);

@@ -213,6 +213,15 @@ const table<R>& readiness_table() {
     return t;
 }
 
+using AA = admin_auth_settings;
+const table<AA>& admin_auth_table() {
+    static const table<AA> t{
+        value<AA, std::string>("token_file", &AA::token_file, read_string, nullptr,
+                               "file holding the bearer token /drain and /undrain require"),
+    };
+    return t;
+}
+
 using ML = model_label_settings;
 const table<ML>& model_labels_table() {
     static const table<ML> t{
@@ -661,6 +670,8 @@ const table<S>& root() {
                 "TLS to an https:// upstream"),
         section("admin_tls", &S::admin_tls, tls_table,
                 "TLS on the admin listener (/metrics, probes, status page)"),
+        section("admin_auth", &S::admin_auth, admin_auth_table,
+                "a bearer token for /drain and /undrain"),
         section("timeouts", &S::timeouts, timeouts_table, "timeouts; each greater than 0"),
         section("limits", &S::limits, limits_table, "size limits"),
         section("upstream_pool", &S::upstream_pool, upstream_pool_table, "upstream connections"),

@@ -163,7 +163,13 @@ edge_metrics::edge_metrics(prometheus::Registry& registry)
                             .Register(registry)
                             .Add({})),
       reloads_ok_(nullptr),
-      reloads_rejected_(nullptr) {
+      reloads_rejected_(nullptr),
+      draining_(&prometheus::BuildGauge()
+                     .Name("tokenmeter_draining")
+                     .Help("1 while the proxy is draining (GET /drain or a signal; /readyz "
+                           "fails), 0 otherwise; POST /undrain sets it back to 0.")
+                     .Register(registry)
+                     .Add({})) {
     auto& reloads = prometheus::BuildCounter()
                         .Name("tokenmeter_config_reloads_total")
                         .Help(
@@ -179,6 +185,10 @@ edge_metrics::edge_metrics(prometheus::Registry& registry)
 
 void edge_metrics::accept_error(std::string_view reason) {
     accept_errors_->Add({{"reason", std::string(reason)}}).Increment();
+}
+
+void edge_metrics::set_draining(bool draining) {
+    draining_->Set(draining ? 1.0 : 0.0);
 }
 
 void edge_metrics::connection_refused() {

@@ -59,6 +59,8 @@ class edge_metrics {
     void internal_error();
     // result: ok | rejected
     void config_reload(bool ok);
+    // 1 while /readyz fails for a drain (by /drain or a signal), 0 otherwise.
+    void set_draining(bool draining);
 
   private:
     prometheus::Family<prometheus::Counter>* accept_errors_;
@@ -66,6 +68,7 @@ class edge_metrics {
     prometheus::Counter* internal_errors_;
     prometheus::Counter* reloads_ok_;
     prometheus::Counter* reloads_rejected_;
+    prometheus::Gauge* draining_;
 };
 
 }  // namespace tokenmeter::metrics
