@@ -11,38 +11,48 @@
 
 #include "admin/admin.hpp"
 #include "admin/readiness_probe.hpp"
-#include "app/allocator.hpp"
 #include "app/cpu_quota.hpp"
 #include "app/drain.hpp"
 #include "app/http_settings.hpp"
-#include "app/module_options.hpp"
+#include "app/metering_stack.hpp"
 #include "app/reload_signal.hpp"
 #include "app/shared_limits.hpp"
 #include "app/spool_health.hpp"
 #include "app/start_up.hpp"
 #include "app/tls_watch.hpp"
-#include "app/tokenizers.hpp"
 #include "app/usage_parts.hpp"
 #include "app/workers.hpp"
 #include "core/time.hpp"
-#include "metrics/billing.hpp"
-#include "metrics/process.hpp"
 #include "metrics/registry.hpp"
-#include "metrics/status_board.hpp"
-#include "metrics/tasks.hpp"
 #include "metrics/tls.hpp"
-#include "metrics/tokenizer_info.hpp"
 #include "net/listener.hpp"
-#include "observe/guarded_observer.hpp"
-#include "observe/metering_observer.hpp"
-#include "observe/task_meter.hpp"
 #include "protocol/json_limits.hpp"
 #include "relay/proxy_context.hpp"
-#include "usage/record.hpp"
-#include "usage/tenant.hpp"
-#include "usage/throughput.hpp"
 
 namespace tokenmeter::app {
+namespace {
+
+// Runs `f` on each of the optional parts that is there.
+template <typename F, typename... Parts>
+void each_present(const F& f, Parts&... parts) {
+    ((parts ? f(*parts) : void()), ...);
+}
+
+// A listener's certificate, watched and reloaded, when its section is enabled.
+void open_tls_watch(std::optional<tls_watch>& slot, asio::io_context& ioc,
+                    const config::tls_settings& tls, prometheus::Registry& registry,
+                    const char* listener) {
+    if (!tls.enabled()) {
+        return;
+    }
+    try {
+        slot.emplace(ioc, tls, registry, listener);
+    } catch (const std::exception& e) {
+        throw start_up_error(e.what());
+    }
+}
+
+}  // namespace
 
 // Construction in order; each part outlives the ones declared after it (the sessions a worker
 // still owns at shutdown use the observer, the metrics and the spool as they are destroyed).
@@ -59,70 +69,12 @@ int run(const config::settings& settings, const reloader& reload, const metering
     const std::uint32_t threads = threads_chosen.threads;
     core::steady_clock_source clock;
 
-    // Building the tables frees megabytes (decompressed blobs, a parsed tokenizer.json) that the
-    // allocator would otherwise keep resident.
-    auto tokenizers = [&] {
-        const prompt_release release;
-        return load_tokenizers_or_explain(settings);
-    }();
-    metrics::registry registry(registry_options(settings), slo_options(settings));
-    metrics::register_tokenizer_info(*registry.prometheus_registry(), tokenizers->entries());
-    metrics::process_metrics process_metrics(*registry.prometheus_registry());
-    metrics::edge_metrics edge_metrics(*registry.prometheus_registry());
-
-    usage::tenant_resolver tenants(tenant_options(settings),
-                                   tenant_secret_or_throw(tenant_options(settings)));
-    usage::provisioned_throughput throughput(throughput_options(settings));
-    usage::id_generator ids;
-    metrics::billing_metrics billing_metrics(registry, billing_options(settings));
-    usage_parts usage = open_usage(settings.usage);
-    shared_limit_parts shared_limits =
-        open_shared_limits(settings, throughput, *registry.prometheus_registry());
-
-    const usage::price_table prices = price_table(settings);
-    std::optional<metrics::status_board> status;
-    if (settings.metrics.status_page) {
-        status.emplace(
-            registry, &billing_metrics, clock,
-            [] {
-                return std::chrono::duration_cast<std::chrono::milliseconds>(
-                           std::chrono::system_clock::now().time_since_epoch())
-                    .count();
-            },
-            status_options(settings));
-    }
-    // Task time: only with allowed task names; sessions end on sweeps (request ends, scrapes),
-    // and those still open at shutdown end with the process, unobserved.
-    std::optional<metrics::task_metrics> task_metrics;
-    std::optional<observe::task_meter> tasks;
-    if (const auto options = task_options(settings)) {
-        task_metrics.emplace(*registry.prometheus_registry());
-        tasks.emplace(*options, *task_metrics,
-                      [&registry](std::string_view model) { return registry.model_label(model); });
-    }
-    observe::metering_parts parts{&registry,
-                                  tokenizers.get(),
-                                  &tenants,
-                                  &throughput,
-                                  &ids,
-                                  &billing_metrics,
-                                  usage.sink.get(),
-                                  {},
-                                  shared_limits.limiter.get(),
-                                  prices.empty() ? nullptr : &prices};
-    parts.tasks = tasks ? &*tasks : nullptr;
-    parts.status = status ? &*status : nullptr;
-    observe::metering_observer metering(std::move(parts), metering_options_from(settings));
-    const std::unique_ptr<observe::observer> wrapped = wrap ? wrap(metering) : nullptr;
-    // Sessions see metering only through the guard: nothing it throws reaches a stream.
-    observe::guarded_observer observer(
-        wrapped ? *wrapped : static_cast<observe::observer&>(metering),
-        [&registry](observe::metering_phase phase) {
-            registry.metering_failure(observe::to_string(phase));
-        });
+    metering_stack m(settings, clock, wrap);
+    auto& registry = m.registry;
+    auto& observer = *m.observer;
     const relay::session_settings session_settings = session_settings_from(settings);
     relay::proxy_context context{session_settings, observer, clock};
-    context.edge.attach(&edge_metrics);
+    context.edge.attach(&m.edge_metrics);
     relay::upstream_pool_settings pool_settings = pool_settings_from(settings);
     std::optional<metrics::upstream_tls_metrics> upstream_tls;
     if (pool_settings.tls) {
@@ -140,25 +92,17 @@ int run(const config::settings& settings, const reloader& reload, const metering
     // After main_ioc (its file-watch timer lives there); connections keep the OpenSSL context
     // they were accepted with, so destroying this before the workers is safe.
     std::optional<tls_watch> tls;
-    if (settings.tls.enabled()) {
-        try {
-            tls.emplace(main_ioc, settings.tls, *registry.prometheus_registry(), "proxy");
-        } catch (const std::exception& e) {
-            throw start_up_error(e.what());
-        }
+    open_tls_watch(tls, main_ioc, settings.tls, *registry.prometheus_registry(), "proxy");
+    if (tls) {
         context.edge.attach_tls(&tls->counters());
         workers.serve_tls(&tls->server());
     }
     // The admin listener's own certificate (admin_tls), watched and reloaded like the proxy's.
     std::optional<tls_watch> admin_tls;
+    open_tls_watch(admin_tls, main_ioc, settings.admin_tls, *registry.prometheus_registry(),
+                   "admin");
     net::tls_handshake_counters admin_handshakes{"admin"};
-    if (settings.admin_tls.enabled()) {
-        try {
-            admin_tls.emplace(main_ioc, settings.admin_tls, *registry.prometheus_registry(),
-                              "admin");
-        } catch (const std::exception& e) {
-            throw start_up_error(e.what());
-        }
+    if (admin_tls) {
         admin_handshakes.attach(&admin_tls->counters());
     }
     std::atomic<bool> upstream_ready{false};
@@ -167,17 +111,17 @@ int run(const config::settings& settings, const reloader& reload, const metering
     std::atomic<bool> exiting{false};
     admin::admin_state admin_state{registry, context.draining, upstream_ready};
     admin_state.exiting = &exiting;
-    admin_state.drain_token = configured_secret("", "", "admin_auth.token_file",
-                                                settings.admin_auth.token_file);
-    admin_state.before_scrape = [&process_metrics, &edge_metrics, &context, &tasks, &clock] {
-        process_metrics.update();
-        edge_metrics.set_draining(context.draining.load());
-        if (tasks) {
-            tasks->sweep(clock.now());
+    admin_state.drain_token =
+        configured_secret("", "", "admin_auth.token_file", settings.admin_auth.token_file);
+    admin_state.before_scrape = [&m, &context, &clock] {
+        m.process_metrics.update();
+        m.edge_metrics.set_draining(context.draining.load());
+        if (m.tasks) {
+            m.tasks->sweep(clock.now());
         }
     };
     admin_state.requests_in_flight = &context.requests_in_flight;
-    admin_state.status = status ? &*status : nullptr;
+    admin_state.status = m.status ? &*m.status : nullptr;
     if (settings.usage.readyz_fail_on_spool_error) {
         admin_state.spool_failing = &spool_failing;
     }
@@ -203,72 +147,53 @@ int run(const config::settings& settings, const reloader& reload, const metering
                       pool_settings.tls_server_name);
     }
     std::optional<spool_health> health;
-    if (usage.spool) {
-        health.emplace(main_ioc, *usage.spool, usage.shipper.get(), billing_metrics, spool_failing,
-                       usage.unacknowledged_at_start);
+    if (m.usage.spool) {
+        health.emplace(main_ioc, *m.usage.spool, m.usage.shipper.get(), m.billing_metrics,
+                       spool_failing, m.usage.unacknowledged_at_start);
     }
     // SIGHUP: reload what can change in place; streams are not touched.
     reload_signal hangups(main_ioc, settings, reload,
-                          {&tenants, &registry, &edge_metrics, [&tls, &admin_tls, &usage] {
-                               if (tls) {
-                                   tls->reload("SIGHUP");
-                               }
-                               if (admin_tls) {
-                                   admin_tls->reload("SIGHUP");
-                               }
-                               if (usage.shipper) {
-                                   if (auto e = usage.shipper->reload_tls(); !e.empty()) {
+                          {&m.tenants, &registry, &m.edge_metrics, [&tls, &admin_tls, &m] {
+                               each_present([](tls_watch& w) { w.reload("SIGHUP"); }, tls,
+                                            admin_tls);
+                               if (m.usage.shipper) {
+                                   if (auto e = m.usage.shipper->reload_tls(); !e.empty()) {
                                        spdlog::error("usage shipper: {}; the CAs in use stay", e);
                                    }
                                }
                            }});
-    drain_controller drain(main_ioc, settings.timeouts.drain, context.draining,
-                           context.requests_in_flight,
-                           {[&] {
-                                exiting = true;
-                                proxy_listener.stop();
-                                workers.close_idle();
-                            },
-                            [&] {
-                                probe.stop();
-                                if (health) {
-                                    health->stop();
-                                }
-                                hangups.stop();
-                                if (tls) {
-                                    tls->stop();
-                                }
-                                if (admin_tls) {
-                                    admin_tls->stop();
-                                }
-                                admin.stop();
-                                drain.stop();
-                                workers.stop();
-                                main_ioc.stop();
-                            }});
+    drain_controller drain(
+        main_ioc, settings.timeouts.drain, context.draining, context.requests_in_flight,
+        {[&] {
+             exiting = true;
+             proxy_listener.stop();
+             workers.close_idle();
+         },
+         [&] {
+             probe.stop();
+             hangups.stop();
+             each_present([](auto& part) { part.stop(); }, health, tls, admin_tls);
+             admin.stop();
+             drain.stop();
+             workers.stop();
+             main_ioc.stop();
+         }});
 
     workers.start();
     admin.start();
     proxy_listener.start();
     hangups.start();
-    if (tls) {
-        tls->start();
-    }
-    if (admin_tls) {
-        admin_tls->start();
-    }
+    each_present([](auto& part) { part.start(); }, tls, admin_tls);
     drain.start();
     probe.start();
-    if (health) {
-        health->start();
-    }
+    each_present([](auto& part) { part.start(); }, health);
     announce(settings, proxy_listener.local_endpoint(), admin.local_endpoint(), threads_chosen);
 
     run_loop(main_ioc, context.edge);
     workers.stop();
-    shared_limits.stop();
+    m.shared_limits.stop();
     // Last commit; sessions destroyed from here on write their close entries synchronously.
-    usage.stop();
+    m.usage.stop();
     // Sessions still alive are destroyed with their io_contexts after this and may log, so the
     // logger stays up; flush what is written so far.
     spdlog::default_logger()->flush();

@@ -1,0 +1,73 @@
+#include "app/metering_stack.hpp"
+
+#include <chrono>
+#include <string_view>
+
+#include "app/allocator.hpp"
+#include "app/module_options.hpp"
+#include "app/start_up.hpp"
+#include "app/tokenizers.hpp"
+#include "metrics/tokenizer_info.hpp"
+
+namespace tokenmeter::app {
+namespace {
+
+// Building the tables frees megabytes (decompressed blobs, a parsed tokenizer.json) that the
+// allocator would otherwise keep resident.
+std::shared_ptr<const tokenizer::catalog> load_released(const config::settings& settings) {
+    const prompt_release release;
+    return load_tokenizers_or_explain(settings);
+}
+
+std::int64_t unix_ms_now() {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
+
+}  // namespace
+
+metering_stack::metering_stack(const config::settings& settings, const core::clock& clock,
+                               const metering_wrap& wrap)
+    : tokenizers(load_released(settings)),
+      registry(registry_options(settings), slo_options(settings)),
+      process_metrics(*registry.prometheus_registry()),
+      edge_metrics(*registry.prometheus_registry()),
+      tenants(tenant_options(settings), tenant_secret_or_throw(tenant_options(settings))),
+      throughput(throughput_options(settings)),
+      billing_metrics(registry, billing_options(settings)),
+      usage(open_usage(settings.usage)),
+      shared_limits(open_shared_limits(settings, throughput, *registry.prometheus_registry())),
+      prices(price_table(settings)) {
+    metrics::register_tokenizer_info(*registry.prometheus_registry(), tokenizers->entries());
+    if (settings.metrics.status_page) {
+        status.emplace(registry, &billing_metrics, clock, unix_ms_now, status_options(settings));
+    }
+    if (const auto options = task_options(settings)) {
+        task_metrics.emplace(*registry.prometheus_registry());
+        tasks.emplace(*options, *task_metrics,
+                      [this](std::string_view model) { return registry.model_label(model); });
+    }
+    observe::metering_parts parts{&registry,
+                                  tokenizers.get(),
+                                  &tenants,
+                                  &throughput,
+                                  &ids,
+                                  &billing_metrics,
+                                  usage.sink.get(),
+                                  {},
+                                  shared_limits.limiter.get(),
+                                  prices.empty() ? nullptr : &prices};
+    parts.tasks = tasks ? &*tasks : nullptr;
+    parts.status = status ? &*status : nullptr;
+    metering = std::make_unique<observe::metering_observer>(std::move(parts),
+                                                            metering_options_from(settings));
+    wrapped = wrap ? wrap(*metering) : nullptr;
+    observer = std::make_unique<observe::guarded_observer>(
+        wrapped ? *wrapped : static_cast<observe::observer&>(*metering),
+        [this](observe::metering_phase phase) {
+            registry.metering_failure(observe::to_string(phase));
+        });
+}
+
+}  // namespace tokenmeter::app
