@@ -107,6 +107,25 @@ make_tree
 mkdir -p "$work/tree/proxy/observe" && echo '#include "core/time.hpp"' >"$work/tree/proxy/observe/o.cpp"
 expect "a module without a row fails" 1 'module observe has no row'
 
+# A "Kept apart" row: app may not reach sse through any chain. app.cpp includes meter/meter.hpp,
+# which includes nothing, so the tree passes; once meter.hpp includes sse (an allowed edge) the
+# chain app -> meter -> sse fails.
+kept_apart() {
+    printf '\n## Kept apart\n\n| Module | Never reaches | Why |\n|---|---|---|\n'
+    # shellcheck disable=SC2016 # the backticks are markdown, not a command
+    printf '| `app` | `sse` | test |\n'
+}
+
+make_tree
+kept_apart >>"$work/tree/architecture.md"
+expect "a module kept apart that reaches nothing forbidden passes" 0 ""
+
+make_tree
+kept_apart >>"$work/tree/architecture.md"
+printf '#pragma once\n#include "sse/parser.hpp"\n' >"$work/tree/proxy/meter/meter.hpp"
+expect "a chain of includes into a kept-apart module fails, with the chain" 1 \
+    '^proxy/app/app\.cpp: app must not reach sse through includes: proxy/app/app\.cpp -> proxy/meter/meter\.hpp -> proxy/sse/parser\.hpp'
+
 make_tree
 sed -i 's/## Dependencies/## Something else/' "$work/tree/architecture.md"
 expect "a missing table fails" 1 'no "## Dependencies" table'
