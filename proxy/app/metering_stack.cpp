@@ -40,6 +40,9 @@ metering_stack::metering_stack(const config::settings& settings, const core::clo
       shared_limits(open_shared_limits(settings, throughput, *registry.prometheus_registry())),
       prices(price_table(settings)) {
     metrics::register_tokenizer_info(*registry.prometheus_registry(), tokenizers->entries());
+    if (usage.spool) {
+        billing_metrics.add_spool_quarantined(usage.quarantined_at_start);
+    }
     if (settings.metrics.status_page) {
         status.emplace(registry, &billing_metrics, clock, unix_ms_now, status_options(settings));
     }

@@ -48,9 +48,28 @@ usage_parts open_usage(const config::usage_settings& settings) {
             "segments than needed",
             settings.spool_dir);
     }
+    parts.quarantined_at_start = report.malformed;
+    for (const auto& q : report.first_quarantined) {
+        spdlog::warn(
+            "usage spool: {}/{} line {} (offset {}) is not a usage entry; set aside in {}/{} and "
+            "skipped",
+            settings.spool_dir, q.file, q.line, q.offset, settings.spool_dir,
+            usage::quarantine_file::file_name);
+    }
+    if (report.malformed > report.first_quarantined.size()) {
+        spdlog::warn("usage spool: {} more line(s) that are not usage entries set aside in {}/{}",
+                     report.malformed - report.first_quarantined.size(), settings.spool_dir,
+                     usage::quarantine_file::file_name);
+    }
+    if (!report.quarantine_written) {
+        spdlog::error(
+            "usage spool: cannot write {}/{}; the lines stay in their segments (skipped) and are "
+            "set aside again at the next start",
+            settings.spool_dir, usage::quarantine_file::file_name);
+    }
     spdlog::info(
         "usage spool {}: {} segment(s), {} record(s), {} recovered as crash_recovered, {} "
-        "malformed line(s), {} cut tail(s)",
+        "line(s) quarantined, {} cut tail(s)",
         settings.spool_dir, report.segments, report.records, report.recovered, report.malformed,
         report.partial_tail);
     parts.sink = std::make_unique<observe::spool_sink>(*parts.spool);

@@ -18,6 +18,7 @@ struct usage_parts {
     std::unique_ptr<usage::spool_writer> spool;
     std::unique_ptr<observe::spool_sink> sink;
     std::uint64_t unacknowledged_at_start = 0;
+    std::uint64_t quarantined_at_start = 0;  // lines the recovery scan set aside
 
     // The last commit, then the shipper. Sessions destroyed after this write synchronously.
     void stop();

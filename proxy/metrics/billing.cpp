@@ -83,6 +83,11 @@ billing_metrics::billing_metrics(registry& base, const billing_options& options)
                          .Name("tokenmeter_usage_spool_errors_total")
                          .Help("Failed spool writes or fsyncs (entries are kept and retried)")
                          .Register(reg);
+    spool_quarantined_ =
+        &BuildCounter()
+             .Name("tokenmeter_usage_spool_quarantined_lines_total")
+             .Help("Spool lines that are not usage entries, set aside in quarantine.jsonl")
+             .Register(reg);
 }
 
 std::string billing_metrics::tenant_label(std::string_view tenant, bool served) {
@@ -138,6 +143,10 @@ void billing_metrics::add_ship_errors(std::string_view reason, std::uint64_t n) 
 
 void billing_metrics::add_spool_errors(std::uint64_t n) {
     spool_errors_->Add({}).Increment(static_cast<double>(n));
+}
+
+void billing_metrics::add_spool_quarantined(std::uint64_t n) {
+    spool_quarantined_->Add({}).Increment(static_cast<double>(n));
 }
 
 }  // namespace tokenmeter::metrics

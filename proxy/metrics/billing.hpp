@@ -53,6 +53,8 @@ class billing_metrics {
     // reason: connect, tls, timeout, unauthorized, status or protocol (outbound::ship_failure).
     void add_ship_errors(std::string_view reason, std::uint64_t n);
     void add_spool_errors(std::uint64_t n);
+    // Spool lines that are not usage entries, set aside in the quarantine at start-up.
+    void add_spool_quarantined(std::uint64_t n);
 
   private:
     model_labels tenants_;
@@ -69,6 +71,7 @@ class billing_metrics {
     prometheus::Family<prometheus::Gauge>* spool_oldest_age_;
     prometheus::Family<prometheus::Counter>* ship_errors_;
     prometheus::Family<prometheus::Counter>* spool_errors_;
+    prometheus::Family<prometheus::Counter>* spool_quarantined_;
 };
 
 }  // namespace tokenmeter::metrics

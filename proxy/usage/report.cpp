@@ -29,6 +29,8 @@ peak tokens per second.
   --tenant NAME    only this tenant
   --model NAME     only this model
   --json           JSON instead of a table
+  --strict         exit 1 when a spool line is not a usage entry (by default such lines are
+                   skipped, counted in the output and named in a warning on stderr)
 
   --plan           a capacity plan per model instead of totals: the mix of input and output
                    tokens (mean, p50, p95), tokens/s, concurrency and requests/s per one-minute
@@ -371,6 +373,7 @@ int run_usage_command(const std::vector<std::string>& args, const spool_dir_look
     report_filter filter;
     bool json = false;
     bool plan = false;
+    bool strict = false;
     plan_options plan_opts;
     for (std::size_t i = 0; i < args.size(); ++i) {
         const std::string& arg = args[i];
@@ -391,6 +394,10 @@ int run_usage_command(const std::vector<std::string>& args, const spool_dir_look
         }
         if (arg == "--plan") {
             plan = true;
+            continue;
+        }
+        if (arg == "--strict") {
+            strict = true;
             continue;
         }
         const bool takes_value = arg == "--spool" || arg == "--config" || arg == "--from" ||
@@ -449,14 +456,32 @@ int run_usage_command(const std::vector<std::string>& args, const spool_dir_look
     }
     std::vector<usage_record> records;
     std::uint64_t malformed = 0;
+    std::string first_malformed;
     for (const auto& segment : list_segments(spool)) {
-        auto counts = scan_segment(segment.path, 0, [&](const spool_entry& e, std::uint64_t) {
-            if (e.kind == entry_kind::close) {
-                records.push_back(e.record);
-            }
-            return true;
-        });
+        auto counts = scan_segment(
+            segment.path, 0,
+            [&](const spool_entry& e, std::uint64_t) {
+                if (e.kind == entry_kind::close) {
+                    records.push_back(e.record);
+                }
+                return true;
+            },
+            [&](std::string_view, std::uint64_t line, std::uint64_t) {
+                if (first_malformed.empty()) {
+                    first_malformed = segment.path.string() + " line " + std::to_string(line);
+                }
+            });
         malformed += counts.malformed;
+    }
+    if (malformed > 0) {
+        std::fprintf(stderr,
+                     "tokenmeter usage: %s: %llu line(s) that are not usage entries %s (the first: "
+                     "%s; the proxy sets them aside in quarantine.jsonl)\n",
+                     strict ? "error" : "warning", static_cast<unsigned long long>(malformed),
+                     strict ? "(--strict)" : "skipped", first_malformed.c_str());
+        if (strict) {
+            return 1;
+        }
     }
     if (plan) {
         const std::vector<model_plan> plans = build_plan(records, filter, plan_opts);

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -27,6 +28,8 @@ constexpr std::string_view segment_suffix = ".jsonl";
 constexpr const char* cursor_file = "shipper.cursor";
 constexpr const char* lock_file = ".lock";
 constexpr const char* recovery_mark_file = "recovered.mark";
+constexpr const char* segment_mark_file = "segments.mark";
+constexpr std::uint64_t last_segment_number = std::numeric_limits<std::uint64_t>::max();
 
 std::string errno_text(const std::string& what) {
     // Not strerror: its buffer is shared by every thread, and the shipper, the writer and the
@@ -125,9 +128,14 @@ spool_writer::spool_writer(spool_options options, error_log log)
         }
         throw std::runtime_error(message);
     }
-    std::uint64_t highest = 0;
-    for (const auto& segment : list_segments(options_.dir)) {
-        highest = std::max(highest, segment.number);
+    const std::uint64_t highest = highest_segment_in_use(options_.dir);
+    segment_mark_ = read_segment_mark(options_.dir).value_or(0);
+    if (highest == last_segment_number) {
+        ::close(lock_fd_);
+        throw std::runtime_error(
+            "usage spool " + options_.dir.string() + ": segment numbers are exhausted (a " +
+            "segment, shipper.cursor or segments.mark names " + std::to_string(highest) +
+            "); move the spool directory aside and start with an empty one");
     }
     if (!open_segment(highest + 1)) {
         ::close(lock_fd_);
@@ -153,6 +161,24 @@ spool_writer::~spool_writer() {
 
 bool spool_writer::open_segment(std::uint64_t number) {
     for (int attempt = 0; attempt < 100; ++attempt, ++number) {
+        if (number == 0) {
+            errno = EOVERFLOW;  // past 2^64-1: no number left that readers would order last
+            return false;
+        }
+        // The mark goes first: a segment on disk is never above it, so a number is not reused
+        // after every segment up to it was pruned.
+        if (number > segment_mark_) {
+            bool marked = false;
+            try {
+                marked = write_segment_mark(options_.dir, number);
+            } catch (const std::exception&) {
+                errno = ENOMEM;
+            }
+            if (!marked) {
+                return false;
+            }
+            segment_mark_ = number;
+        }
         const fs::path file = options_.dir / segment_name(number);
         int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
         if (fd < 0 && errno == EEXIST) {
@@ -369,7 +395,9 @@ bool spool_writer::write_batch(const std::string& batch) {
     if (fd_ < 0 && !open_segment(segment_number_ + 1)) {
         return false;
     }
-    if (segment_size_ > 0 && segment_size_ + batch.size() > options_.segment_bytes) {
+    // The last number is never rotated away from: its segment grows past segment_bytes instead.
+    if (segment_size_ > 0 && segment_size_ + batch.size() > options_.segment_bytes &&
+        segment_number_ != last_segment_number) {
         if (!open_segment(segment_number_ + 1)) {
             return false;
         }
@@ -409,8 +437,9 @@ namespace {
 
 // Lines of `text` (which starts at file offset `base`). Returns false if fn stopped the scan.
 bool scan_text(std::string_view text, std::uint64_t base, scan_counts& counts, const entry_fn& fn,
-               std::uint64_t* consumed_end) {
+               std::uint64_t* consumed_end, const malformed_fn& malformed = nullptr) {
     std::size_t pos = 0;
+    std::uint64_t line_number = 0;
     while (pos < text.size()) {
         std::size_t newline = text.find('\n', pos);
         if (newline == std::string_view::npos) {
@@ -418,8 +447,10 @@ bool scan_text(std::string_view text, std::uint64_t base, scan_counts& counts, c
             return true;
         }
         std::string_view line = text.substr(pos, newline - pos);
+        const std::uint64_t start = base + pos;
         std::uint64_t end = base + newline + 1;
         pos = newline + 1;
+        line_number += 1;
         if (line.empty()) {
             if (consumed_end != nullptr) {
                 *consumed_end = end;
@@ -433,6 +464,9 @@ bool scan_text(std::string_view text, std::uint64_t base, scan_counts& counts, c
         }
         if (!entry) {
             counts.malformed += 1;
+            if (malformed) {
+                malformed(line, line_number, start);
+            }
             continue;
         }
         if (!fn(*entry, end)) {
@@ -444,17 +478,19 @@ bool scan_text(std::string_view text, std::uint64_t base, scan_counts& counts, c
 
 }  // namespace
 
-scan_counts scan_segment(const fs::path& file, std::uint64_t offset, const entry_fn& fn) {
+scan_counts scan_segment(const fs::path& file, std::uint64_t offset, const entry_fn& fn,
+                         const malformed_fn& malformed) {
     scan_counts counts;
     std::string text;
     if (!read_from(file, offset, text)) {
         return counts;
     }
-    scan_text(text, offset, counts, fn, nullptr);
+    scan_text(text, offset, counts, fn, nullptr, malformed);
     return counts;
 }
 
-recovery_result find_unclosed(const fs::path& dir, std::uint64_t from_segment) {
+recovery_result find_unclosed(const fs::path& dir, std::uint64_t from_segment,
+                              const segment_malformed_fn& malformed) {
     recovery_result result;
     std::unordered_map<std::string, open_info> opens;
     std::vector<std::string> order;  // recovered records come out in the order they started
@@ -464,26 +500,36 @@ recovery_result find_unclosed(const fs::path& dir, std::uint64_t from_segment) {
             continue;
         }
         result.segments += 1;
-        auto counts = scan_segment(segment.path, 0, [&](const spool_entry& e, std::uint64_t) {
-            switch (e.kind) {
-                case entry_kind::open:
-                    if (opens.emplace(e.open.id, e.open).second) {
-                        order.push_back(e.open.id);
-                    }
-                    break;
-                case entry_kind::checkpoint:
-                    if (opens.contains(e.checkpoint.id)) {
-                        checkpoints[e.checkpoint.id] = e.checkpoint;
-                    }
-                    break;
-                case entry_kind::close:
-                    result.records += 1;
-                    opens.erase(e.record.id);
-                    checkpoints.erase(e.record.id);
-                    break;
-            }
-            return true;
-        });
+        const std::string file = segment.path.filename().string();
+        malformed_fn on_malformed;
+        if (malformed) {
+            on_malformed = [&](std::string_view line, std::uint64_t number, std::uint64_t offset) {
+                malformed(file, line, number, offset);
+            };
+        }
+        auto counts = scan_segment(
+            segment.path, 0,
+            [&](const spool_entry& e, std::uint64_t) {
+                switch (e.kind) {
+                    case entry_kind::open:
+                        if (opens.emplace(e.open.id, e.open).second) {
+                            order.push_back(e.open.id);
+                        }
+                        break;
+                    case entry_kind::checkpoint:
+                        if (opens.contains(e.checkpoint.id)) {
+                            checkpoints[e.checkpoint.id] = e.checkpoint;
+                        }
+                        break;
+                    case entry_kind::close:
+                        result.records += 1;
+                        opens.erase(e.record.id);
+                        checkpoints.erase(e.record.id);
+                        break;
+                }
+                return true;
+            },
+            on_malformed);
         result.counts.lines += counts.lines;
         result.counts.malformed += counts.malformed;
         result.counts.partial_tail += counts.partial_tail;
@@ -547,6 +593,76 @@ std::optional<std::uint64_t> read_recovery_mark(const fs::path& dir) {
 bool write_recovery_mark(const fs::path& dir, std::uint64_t first_unscanned) {
     nlohmann::json j = {{"closed_below_segment", first_unscanned}};
     return replace_file(dir, recovery_mark_file, j.dump() + "\n");
+}
+
+std::optional<std::uint64_t> read_segment_mark(const fs::path& dir) {
+    auto j = read_json_file(dir / segment_mark_file);
+    if (!j || !j->contains("highest_segment") || !(*j)["highest_segment"].is_number_unsigned()) {
+        return std::nullopt;
+    }
+    return (*j)["highest_segment"].get<std::uint64_t>();
+}
+
+bool write_segment_mark(const fs::path& dir, std::uint64_t highest) {
+    nlohmann::json j = {{"highest_segment", highest}};
+    return replace_file(dir, segment_mark_file, j.dump() + "\n");
+}
+
+std::uint64_t highest_segment_in_use(const fs::path& dir) {
+    std::uint64_t highest = read_segment_mark(dir).value_or(0);
+    if (auto c = read_cursor(dir)) {
+        highest = std::max(highest, c->segment);
+    }
+    for (const auto& segment : list_segments(dir)) {
+        highest = std::max(highest, segment.number);
+    }
+    return highest;
+}
+
+quarantine_file::~quarantine_file() {
+    if (fd_ >= 0) {
+        ::close(fd_);
+    }
+}
+
+bool quarantine_file::add(const std::string& file, std::uint64_t line_number, std::uint64_t offset,
+                          std::string_view text) {
+    lines_ += 1;
+    nlohmann::json j = {{"file", file},
+                        {"line", line_number},
+                        {"offset", offset},
+                        {"bytes", text.size()},
+                        {"text", std::string(text.substr(0, max_text_bytes))}};
+    pending_ += j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    pending_ += '\n';
+    return pending_.size() < (1u << 20) ? !failed_ : write_pending();
+}
+
+bool quarantine_file::write_pending() {
+    if (failed_) {
+        pending_.clear();
+        return false;
+    }
+    if (pending_.empty()) {
+        return true;
+    }
+    if (fd_ < 0) {
+        const fs::path path = dir_ / file_name;
+        std::error_code ec;
+        created_ = !fs::exists(path, ec);
+        fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    }
+    failed_ = fd_ < 0 || !write_all(fd_, pending_);
+    pending_.clear();
+    return !failed_;
+}
+
+bool quarantine_file::finish() {
+    if (!write_pending() || fd_ < 0) {
+        return !failed_;
+    }
+    failed_ = ::fsync(fd_) != 0 || (created_ && !fsync_dir(dir_));
+    return !failed_;
 }
 
 std::optional<cursor> read_cursor(const fs::path& dir) {

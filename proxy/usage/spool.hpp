@@ -3,6 +3,9 @@
 // and a segment is rotated when it would grow past its size limit. The writer commits in
 // groups: entries queue in memory, and a thread writes and fsyncs them at most once per
 // fsync interval, so a thousand closing streams cost one fsync, not a thousand.
+// Segment numbers only grow: a new segment is numbered after the highest of the segments
+// present, the shipper's cursor and the high-water mark (segments.mark, written before each new
+// segment), so pruning segments never makes a number come round again.
 // Reading (recovery scan, shipper batches, the usage command) lives here too: only usage/
 // touches these files.
 #pragma once
@@ -50,8 +53,9 @@ class spool_writer {
     using durable_callback = std::function<void(bool ok)>;
     using error_log = std::function<void(const std::string&)>;
 
-    // Creates the directory if needed and opens a new segment after the highest existing one.
-    // Throws std::runtime_error when that fails (start-up only).
+    // Creates the directory if needed and opens a new segment after the highest number in use
+    // (next_segment_number). Throws std::runtime_error when that fails (start-up only), and when
+    // the numbers are exhausted (a segment, cursor or mark at 2^64-1).
     spool_writer(spool_options options, error_log log);
     ~spool_writer();
     spool_writer(const spool_writer&) = delete;
@@ -107,6 +111,7 @@ class spool_writer {
     int fd_ = -1;
     int lock_fd_ = -1;  // flock'ed for the writer's lifetime
     std::uint64_t segment_number_ = 0;
+    std::uint64_t segment_mark_ = 0;  // the high-water mark as last written or read
     std::uint64_t segment_size_ = 0;
     std::uint64_t failures_in_a_row_ = 0;
     std::uint64_t first_segment_ = 0;
@@ -124,6 +129,13 @@ struct segment_file {
 std::vector<segment_file> list_segments(const std::filesystem::path& dir);
 std::string segment_name(std::uint64_t number);
 
+// The highest segment number a writer must not reuse: the highest of the segments present, the
+// cursor's segment and the high-water mark. 0 for an empty, new spool.
+std::uint64_t highest_segment_in_use(const std::filesystem::path& dir);
+// The high-water mark: the highest segment number ever opened in this directory.
+std::optional<std::uint64_t> read_segment_mark(const std::filesystem::path& dir);
+bool write_segment_mark(const std::filesystem::path& dir, std::uint64_t highest);
+
 struct scan_counts {
     std::uint64_t lines = 0;
     std::uint64_t malformed = 0;     // not JSON, unknown version or type
@@ -133,8 +145,44 @@ struct scan_counts {
 // Calls fn(entry, end_offset) for every complete, decodable line from `offset` on, until fn
 // returns false.
 using entry_fn = std::function<bool(const spool_entry&, std::uint64_t end_offset)>;
+// Called for every complete line that is not an entry: its text, its number (1 for the line at
+// `offset`, counting empty lines) and the offset where it starts.
+using malformed_fn =
+    std::function<void(std::string_view line, std::uint64_t line_number, std::uint64_t offset)>;
 scan_counts scan_segment(const std::filesystem::path& file, std::uint64_t offset,
-                         const entry_fn& fn);
+                         const entry_fn& fn, const malformed_fn& malformed = nullptr);
+
+// The quarantine: quarantine.jsonl in the spool directory, one JSON object per line that is not
+// an entry: {"file": segment file name, "line": its number, "offset": byte offset, "bytes": its
+// length, "text": the line (its first max_text_bytes; invalid UTF-8 replaced)}. The segment
+// itself is left as it is; readers skip the line. Appended by the recovery scan at start-up.
+class quarantine_file {
+  public:
+    static constexpr std::size_t max_text_bytes = std::size_t{64} * 1024;
+    static constexpr const char* file_name = "quarantine.jsonl";
+
+    explicit quarantine_file(std::filesystem::path dir) : dir_(std::move(dir)) {}
+    ~quarantine_file();
+    quarantine_file(const quarantine_file&) = delete;
+    quarantine_file& operator=(const quarantine_file&) = delete;
+
+    // Queues one line; writes when enough is queued. False once a write failed.
+    bool add(const std::string& file, std::uint64_t line_number, std::uint64_t offset,
+             std::string_view text);
+    // Writes what is queued and fsyncs the file (and the directory when it was created).
+    bool finish();
+    [[nodiscard]] std::uint64_t lines() const noexcept { return lines_; }
+
+  private:
+    bool write_pending();
+
+    std::filesystem::path dir_;
+    std::string pending_;
+    std::uint64_t lines_ = 0;
+    int fd_ = -1;
+    bool created_ = false;
+    bool failed_ = false;
+};
 
 // Every open entry without a close, as a crash_recovered record built from its last checkpoint.
 struct recovery_result {
@@ -143,8 +191,12 @@ struct recovery_result {
     std::uint64_t records = 0;  // close entries seen
     scan_counts counts;
 };
-// Only segments numbered from_segment or later are read (see recovery marks below).
-recovery_result find_unclosed(const std::filesystem::path& dir, std::uint64_t from_segment = 0);
+// Only segments numbered from_segment or later are read (see recovery marks below). Each line
+// that is not an entry goes to `malformed` with its segment's file name.
+using segment_malformed_fn = std::function<void(const std::string& file, std::string_view line,
+                                                std::uint64_t line_number, std::uint64_t offset)>;
+recovery_result find_unclosed(const std::filesystem::path& dir, std::uint64_t from_segment = 0,
+                              const segment_malformed_fn& malformed = nullptr);
 
 // The recovery mark: "every open entry in a segment numbered below N has its close". A process
 // writes it (N = its first segment) once its recovered records are on disk; the next start then

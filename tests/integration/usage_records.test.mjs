@@ -7,13 +7,13 @@
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 
 import {
   chatBody, completionBody, makeTempDir, request, startProxy, startSim, stopAll,
-  waitFor, waitMetrics,
+  waitFor, waitForLog, waitMetrics,
 } from './lib/harness.mjs';
 import { readRecords, runUsage, waitRecord } from './lib/usage.mjs';
 
@@ -304,4 +304,41 @@ test('tokenmeter usage: totals per tenant and model, time range, tenant filter, 
   const bad = await runUsage(['--spool', spool, '--from', 'yesterday']);
   assert.equal(bad.code, 2);
   assert.match(bad.stderr, /--from: expected a UTC time/);
+});
+
+test('a spool line that is not an entry is quarantined: the proxy starts, counts and names it; usage skips it', { timeout: 30_000 }, async () => {
+  const sim = await startSim();
+  const spool = makeTempDir('tokenmeter-spool-');
+  const segment = 'usage-00000000000000000007.jsonl';
+  const start = '2026-11-21T10:00:00.000Z';
+  writeFileSync(path.join(spool, segment), [
+    JSON.stringify({ v: 1, type: 'open', id: 'a'.repeat(32), tenant: 't', model: 'm', api: 'openai_chat', route: '/v1/chat/completions', request_id: null, start, streamed: true }),
+    JSON.stringify({ v: 1, type: 'open', id: 'b'.repeat(32), start: 1234, streamed: 'yes' }),
+    '{"v":1,"type":"close",',
+    '',
+  ].join('\n'));
+  const proxy = await startProxy({ upstream: sim.port, config: usageConfig(spool) });
+  const m = await waitMetrics(proxy, (x) => x.value('tokenmeter_usage_spool_quarantined_lines_total') === 2);
+  assert.equal(m.value('tokenmeter_usage_spool_quarantined_lines_total'), 2);
+  await waitForLog(proxy.child, new RegExp(`${segment} line 2 \\(offset \\d+\\) is not a usage entry`));
+  await waitForLog(proxy.child, new RegExp(`${segment} line 3 `));
+  const res = await request({ port: proxy.port, body: chatBody('m', { includeUsage: true }),
+    headers: { 'x-sim-output-tokens': '3' } });
+  assert.equal(res.status, 200);
+  await proxy.stop('SIGTERM');
+  const quarantined = readFileSync(path.join(spool, 'quarantine.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+  assert.deepEqual(quarantined.map((q) => [q.file, q.line]), [[segment, 2], [segment, 3]]);
+  assert.equal(quarantined[1].text, '{"v":1,"type":"close",');
+  // The good open was recovered; the next segment comes after the one present.
+  assert.ok(readdirSync(spool).includes('usage-00000000000000000008.jsonl'), readdirSync(spool).join(' '));
+  assert.ok(readRecords(spool).some((r) => r.id === 'a'.repeat(32) && r.outcome === 'crash_recovered'));
+
+  const lenient = await runUsage(['--spool', spool, '--json']);
+  assert.equal(lenient.code, 0, lenient.stderr);
+  assert.equal(JSON.parse(lenient.stdout).malformed_lines, 2);
+  assert.match(lenient.stderr, /warning: 2 line\(s\) that are not usage entries skipped/);
+  const strict = await runUsage(['--spool', spool, '--strict']);
+  assert.equal(strict.code, 1);
+  assert.equal(strict.stdout, '');
+  assert.match(strict.stderr, new RegExp(`${segment} line 2`));
 });

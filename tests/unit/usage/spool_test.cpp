@@ -8,7 +8,11 @@
 #include <cstdlib>
 #include <fstream>
 #include <future>
+#include <limits>
+#include <sstream>
 #include <thread>
+
+#include "usage/recovery.hpp"
 
 namespace tokenmeter::usage {
 namespace {
@@ -291,6 +295,126 @@ TEST_F(SpoolTest, RecoveryMarkLimitsTheScanToLaterSegments) {
     ASSERT_EQ(limited.recovered.size(), 1u);
     EXPECT_EQ(limited.recovered[0].id, "new");
     EXPECT_EQ(limited.segments, 1u);
+}
+
+// A line of the wrong shape (JSON whose required start time is a number, and a line that is
+// not JSON at all) is set aside with its file and line; its neighbours are read as ever.
+TEST_F(SpoolTest, LinesThatAreNotEntriesAreQuarantinedOnceAndCostNothingElse) {
+    const std::string typed = R"({"v":1,"type":"open","id":"typed","start":1000,"streamed":"yes"})"
+                              "\n";
+    std::string segment;
+    {
+        spool_writer writer(options(), nullptr);
+        writer.append(encode_open(open("before")));
+        writer.append(typed);
+        writer.append("not json at all\n");
+        writer.append(encode_open(open("after")));
+        writer.flush();
+        segment = list_segments(dir_).back().path.filename().string();
+    }
+    std::vector<std::string> logged;
+    {
+        spool_writer writer(options(), nullptr);
+        const auto report = recover_unclosed(writer, dir_);
+        EXPECT_EQ(report.recovered, 2u);
+        EXPECT_EQ(report.malformed, 2u);
+        EXPECT_TRUE(report.quarantine_written);
+        EXPECT_TRUE(report.mark_written);
+        ASSERT_EQ(report.first_quarantined.size(), 2u);
+        EXPECT_EQ(report.first_quarantined[0].file, segment);
+        EXPECT_EQ(report.first_quarantined[0].line, 2u);
+        EXPECT_EQ(report.first_quarantined[1].line, 3u);
+        EXPECT_EQ(report.first_quarantined[1].offset,
+                  encode_open(open("before")).size() + typed.size());
+    }
+    auto quarantined = [&] {
+        std::ifstream in(dir_ / quarantine_file::file_name);
+        std::vector<std::string> lines;
+        for (std::string line; std::getline(in, line);) {
+            lines.push_back(line);
+        }
+        return lines;
+    };
+    auto lines = quarantined();
+    ASSERT_EQ(lines.size(), 2u);
+    EXPECT_NE(lines[0].find("\"file\":\"" + segment + "\""), std::string::npos) << lines[0];
+    EXPECT_NE(lines[0].find("\"line\":2"), std::string::npos) << lines[0];
+    EXPECT_NE(lines[0].find(R"(\"streamed\":\"yes\")"), std::string::npos) << lines[0];
+    EXPECT_NE(lines[1].find("\"text\":\"not json at all\""), std::string::npos) << lines[1];
+    // The next start reads only its predecessor's segment: nothing is quarantined twice.
+    {
+        spool_writer writer(options(), nullptr);
+        const auto report = recover_unclosed(writer, dir_);
+        EXPECT_EQ(report.malformed, 0u);
+    }
+    EXPECT_EQ(quarantined().size(), 2u);
+}
+
+// An operator prunes every segment the cursor says is shipped: the next segment still comes
+// after the cursor's, so the shipper reads it.
+TEST_F(SpoolTest, SegmentNumbersContinueAfterPruning) {
+    {
+        spool_writer writer(options(64), nullptr);  // rotates at every commit
+        writer.append(encode_close(record("a")), true);
+        writer.flush();
+        writer.append(encode_close(record("b")), true);
+        writer.flush();
+        EXPECT_EQ(writer.stats().segment, 2u);
+    }
+    EXPECT_EQ(read_segment_mark(dir_), 2u);
+    const auto batch = read_batch(dir_, {}, 10);
+    ASSERT_EQ(batch.records.size(), 2u);
+    ASSERT_TRUE(write_cursor(dir_, batch.next));
+    EXPECT_EQ(batch.next.segment, 2u);
+    for (const auto& s : list_segments(dir_)) {
+        fs::remove(s.path);
+    }
+    {
+        spool_writer writer(options(), nullptr);
+        EXPECT_EQ(writer.first_segment(), 3u);
+        writer.append(encode_close(record("c")), true);
+        writer.flush();
+    }
+    const auto next = read_batch(dir_, *read_cursor(dir_), 10);
+    ASSERT_EQ(next.records.size(), 1u);
+    EXPECT_EQ(next.records[0].id, "c");
+
+    // Without a cursor (no sink), the high-water mark alone keeps the numbers going up.
+    fs::remove(dir_ / "shipper.cursor");
+    for (const auto& s : list_segments(dir_)) {
+        fs::remove(s.path);
+    }
+    spool_writer writer(options(), nullptr);
+    EXPECT_EQ(writer.first_segment(), 4u);
+}
+
+TEST_F(SpoolTest, ACursorAloneKeepsNumbersAboveIt) {
+    ASSERT_TRUE(write_cursor(dir_, {41, 0}));
+    spool_writer writer(options(), nullptr);
+    EXPECT_EQ(writer.first_segment(), 42u);
+}
+
+// 2^64-1 has no successor a reader would order after it: refuse to start, saying why.
+TEST_F(SpoolTest, ExhaustedSegmentNumbersRefuseToStart) {
+    const auto last = std::numeric_limits<std::uint64_t>::max();
+    std::ofstream(dir_ / segment_name(last)) << "";
+    try {
+        spool_writer writer(options(), nullptr);
+        ADD_FAILURE() << "started at segment " << writer.first_segment();
+    } catch (const std::runtime_error& e) {
+        EXPECT_NE(std::string(e.what()).find("exhausted"), std::string::npos) << e.what();
+    }
+    // The number below the last one is still usable, and is never rotated past.
+    fs::remove(dir_ / segment_name(last));
+    ASSERT_TRUE(write_segment_mark(dir_, last - 1));
+    spool_writer writer(options(64), nullptr);
+    EXPECT_EQ(writer.first_segment(), last);
+    writer.append(encode_close(record("a")), true);
+    EXPECT_TRUE(writer.flush());
+    writer.append(encode_close(record("b")), true);
+    EXPECT_TRUE(writer.flush());
+    EXPECT_EQ(writer.stats().segment, last);
+    EXPECT_EQ(list_segments(dir_).size(), 1u);
 }
 
 }  // namespace
