@@ -7,13 +7,15 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "usage/timeline.hpp"
+
 namespace tokenmeter::usage {
 namespace {
 
 constexpr std::int64_t minute_ms = 60'000;
 
 std::int64_t minute_of(std::int64_t unix_ms) {
-    return (unix_ms >= 0 ? unix_ms : unix_ms - (minute_ms - 1)) / minute_ms;
+    return bucket_of(unix_ms, minute_ms);
 }
 
 // Nearest rank: the smallest value with at least q of the values at or below it.
@@ -45,53 +47,43 @@ token_distribution distribution_of(const std::vector<std::uint64_t>& values) {
     return d;
 }
 
-// Per-minute amounts of one model, indexed from its first minute.
-struct windows {
-    std::int64_t first_minute = 0;
-    std::vector<double> tokens;   // input + output tokens that fell in the minute
-    std::vector<double> busy_ms;  // request-milliseconds in flight during the minute
-    std::vector<double> starts;   // requests that started in the minute
-
-    std::size_t index(std::int64_t unix_ms) const {
-        return static_cast<std::size_t>(minute_of(unix_ms) - first_minute);
-    }
-    // `amount` spread evenly over [from, to) (all of it in from's minute when to <= from).
-    void spread(std::vector<double>& bins, double amount, std::int64_t from,
-                std::int64_t to) const {
-        if (amount <= 0) {
-            return;
-        }
-        if (to <= from) {
-            bins[index(from)] += amount;
-            return;
-        }
-        const auto span = static_cast<double>(to - from);
-        for (std::int64_t t = from; t < to;) {
-            const std::int64_t end = std::min(to, (minute_of(t) + 1) * minute_ms);
-            bins[index(t)] += amount * static_cast<double>(end - t) / span;
-            t = end;
-        }
-    }
-};
-
-window_distribution per_second(const std::vector<double>& per_minute, std::int64_t first_minute,
-                               double divisor) {
+// One per-minute series of a model as runs of equal minutes (usage/timeline), divided by
+// `divisor`: its nearest-rank p50 and p99 over every minute from the first to the last, and its
+// peak (the earliest of equals).
+window_distribution per_second(bucket_timeline& series, std::int64_t first_minute,
+                               std::int64_t last_minute, double divisor) {
     window_distribution d;
-    std::vector<double> values;
-    values.reserve(per_minute.size());
-    for (std::size_t i = 0; i < per_minute.size(); ++i) {
-        const double v = per_minute[i] / divisor;
-        values.push_back(v);
-        if (v > d.peak) {
-            d.peak = v;
-            d.peak_minute_unix_ms = (first_minute + static_cast<std::int64_t>(i)) * minute_ms;
-        }
-    }
-    if (d.peak == 0 && !per_minute.empty()) {
+    std::vector<std::pair<double, std::uint64_t>> runs;  // value, minutes
+    std::uint64_t minutes = 0;
+    series.for_each_run(minute_ms, first_minute, last_minute,
+                        [&](std::int64_t minute, std::uint64_t count, double amount) {
+                            const double v = amount / divisor;
+                            runs.emplace_back(v, count);
+                            minutes += count;
+                            if (v > d.peak) {
+                                d.peak = v;
+                                d.peak_minute_unix_ms = minute * minute_ms;
+                            }
+                        });
+    if (d.peak == 0) {
         d.peak_minute_unix_ms = first_minute * minute_ms;
     }
-    d.p50 = nearest_rank(values, 0.50);
-    d.p99 = nearest_rank(values, 0.99);
+    std::sort(runs.begin(), runs.end());
+    const auto rank_value = [&](double q) {
+        // Nearest rank: the smallest value with at least q of the minutes at or below it.
+        auto rank = static_cast<std::uint64_t>(std::ceil(q * static_cast<double>(minutes)));
+        rank = std::clamp<std::uint64_t>(rank, 1, std::max<std::uint64_t>(minutes, 1));
+        std::uint64_t seen = 0;
+        for (const auto& [value, count] : runs) {
+            seen += count;
+            if (seen >= rank) {
+                return value;
+            }
+        }
+        return 0.0;
+    };
+    d.p50 = rank_value(0.50);
+    d.p99 = rank_value(0.99);
     return d;
 }
 
@@ -131,25 +123,25 @@ model_plan plan_of(const std::string& model, const std::vector<const usage_recor
     p.input = distribution_of(inputs);
     p.output = distribution_of(outputs);
 
-    windows w;
-    w.first_minute = minute_of(first);
-    p.first_minute_unix_ms = w.first_minute * minute_ms;
-    p.minutes = static_cast<std::uint64_t>(minute_of(last) - w.first_minute + 1);
-    w.tokens.assign(p.minutes, 0);
-    w.busy_ms.assign(p.minutes, 0);
-    w.starts.assign(p.minutes, 0);
+    const std::int64_t first_minute = minute_of(first);
+    const std::int64_t last_minute = minute_of(last);
+    p.first_minute_unix_ms = first_minute * minute_ms;
+    p.minutes = static_cast<std::uint64_t>(last_minute - first_minute + 1);
+    bucket_timeline tokens;   // input + output tokens that fell in each minute
+    bucket_timeline busy_ms;  // request-milliseconds in flight during each minute
+    bucket_timeline starts;   // requests that started in each minute
     for (const usage_record* r : records) {
         const std::int64_t end = std::max(r->end_unix_ms, r->start_unix_ms);
         const std::int64_t ftok = first_token_ms(*r);
         // Prefill ends at the first token: input counts there; output is spread to the end.
-        w.spread(w.tokens, static_cast<double>(r->input.value.value_or(0)), ftok, ftok);
-        w.spread(w.tokens, static_cast<double>(r->output.value.value_or(0)), ftok, end);
-        w.spread(w.busy_ms, static_cast<double>(end - r->start_unix_ms), r->start_unix_ms, end);
-        w.starts[w.index(r->start_unix_ms)] += 1;
+        tokens.add_at(static_cast<double>(r->input.value.value_or(0)), ftok);
+        tokens.add_spread(static_cast<double>(r->output.value.value_or(0)), ftok, end);
+        busy_ms.add_spread(static_cast<double>(end - r->start_unix_ms), r->start_unix_ms, end);
+        starts.add_at(1, r->start_unix_ms);
     }
-    p.tokens_per_second = per_second(w.tokens, w.first_minute, 60.0);
-    p.concurrency = per_second(w.busy_ms, w.first_minute, static_cast<double>(minute_ms));
-    p.requests_per_second = per_second(w.starts, w.first_minute, 60.0);
+    p.tokens_per_second = per_second(tokens, first_minute, last_minute, 60.0);
+    p.concurrency = per_second(busy_ms, first_minute, last_minute, static_cast<double>(minute_ms));
+    p.requests_per_second = per_second(starts, first_minute, last_minute, 60.0);
     p.band_tokens_per_second = band_for(p.tokens_per_second.peak, options.band_size);
     p.reference_tokens_per_second =
         p.requests_per_second.peak *

@@ -12,6 +12,7 @@
 #include "usage/plan.hpp"
 #include "usage/price.hpp"
 #include "usage/spool.hpp"
+#include "usage/timeline.hpp"
 
 namespace tokenmeter::usage {
 namespace {
@@ -46,27 +47,7 @@ record's input tokens count in the second of its first token (prefill ends there
 tokens are spread evenly from the first token to the end. Records sharing an id count once.
 )";
 
-using per_second = std::map<std::int64_t, double>;
-
-void spread(per_second& bins, double tokens, std::int64_t from_ms, std::int64_t to_ms) {
-    if (tokens <= 0) {
-        return;
-    }
-    if (to_ms <= from_ms) {
-        bins[to_ms >= 0 ? to_ms / 1000 : (to_ms - 999) / 1000] += tokens;
-        return;
-    }
-    const auto span = static_cast<double>(to_ms - from_ms);
-    std::int64_t t = from_ms;
-    while (t < to_ms) {
-        std::int64_t second = t >= 0 ? t / 1000 : (t - 999) / 1000;
-        std::int64_t bin_end = std::min(to_ms, (second + 1) * 1000);
-        bins[second] += tokens * static_cast<double>(bin_end - t) / span;
-        t = bin_end;
-    }
-}
-
-void add_record(usage_totals& totals, per_second& bins, const usage_record& r) {
+void add_record(usage_totals& totals, bucket_timeline& timeline, const usage_record& r) {
     totals.requests += 1;
     totals.outcomes[r.outcome] += 1;
     const std::uint64_t input = r.input.value.value_or(0);
@@ -92,17 +73,18 @@ void add_record(usage_totals& totals, per_second& bins, const usage_record& r) {
         first = r.start_unix_ms + static_cast<std::int64_t>(std::llround(*r.ttft_seconds * 1000));
         first = std::min(first, r.end_unix_ms);
     }
-    spread(bins, static_cast<double>(input), first, first);
-    spread(bins, static_cast<double>(output), first, r.end_unix_ms);
+    timeline.add_at(static_cast<double>(input), first);
+    timeline.add_spread(static_cast<double>(output), first, r.end_unix_ms);
 }
 
-void finish_peak(usage_totals& totals, const per_second& bins) {
-    for (const auto& [second, tokens] : bins) {
+// The UTC second with the most tokens, the earliest of equals.
+void finish_peak(usage_totals& totals, bucket_timeline& timeline) {
+    timeline.for_each_run(1000, [&](std::int64_t second, std::uint64_t, double tokens) {
         if (tokens > totals.peak_tokens_per_second) {
             totals.peak_tokens_per_second = tokens;
             totals.peak_second_unix_ms = second * 1000;
         }
-    }
+    });
 }
 
 int rank(const std::string& outcome) {
@@ -229,8 +211,8 @@ bool passes(const usage_record& r, const report_filter& filter) {
 usage_report build_report(const std::vector<usage_record>& records, const report_filter& filter) {
     usage_report report;
     const std::vector<const usage_record*> order = unique_records(records, report.duplicates);
-    std::map<std::pair<std::string, std::string>, per_second> model_bins;
-    std::map<std::string, per_second> tenant_bins;
+    std::map<std::pair<std::string, std::string>, bucket_timeline> model_bins;
+    std::map<std::string, bucket_timeline> tenant_bins;
     for (const usage_record* r : order) {
         if (!passes(*r, filter)) {
             continue;

@@ -112,5 +112,25 @@ TEST(Plan, FiltersAndTheReferenceMixCanBeChanged) {
     EXPECT_TRUE(build_plan({}, {}, o).empty());
 }
 
+// The windows follow the records, not the time they span: one record of 31,700 years is 1.7e10
+// one-minute windows, reported as a few runs of equal minutes.
+TEST(Plan, ARecordSpanningMillenniaIsCheapAndExact) {
+    constexpr std::int64_t span_ms = 1'000'000'000'000'000;
+    usage_record r = rec("long", 0, 0.0, 0, 0, span_ms);  // one output token per millisecond
+    r.start_unix_ms = 0;
+    r.end_unix_ms = span_ms;
+    const auto plans = build_plan({r}, {}, {});
+    ASSERT_EQ(plans.size(), 1U);
+    const model_plan& p = plans[0];
+    EXPECT_EQ(p.minutes, 16'666'666'667U);  // the last minute holds the final 40 s
+    EXPECT_NEAR(p.tokens_per_second.p50, 1000.0, 1e-6);
+    EXPECT_NEAR(p.tokens_per_second.p99, 1000.0, 1e-6);
+    EXPECT_NEAR(p.tokens_per_second.peak, 1000.0, 1e-6);
+    EXPECT_EQ(p.tokens_per_second.peak_minute_unix_ms, 0);
+    EXPECT_NEAR(p.concurrency.peak, 1.0, 1e-9);
+    EXPECT_NEAR(p.requests_per_second.peak, 1.0 / 60, 1e-12);
+    EXPECT_NEAR(p.requests_per_second.p50, 0.0, 1e-12);
+}
+
 }  // namespace
 }  // namespace tokenmeter::usage

@@ -43,6 +43,39 @@ TEST(UsageReport, TotalsAndPeakPerSecond) {
     EXPECT_EQ(t.peak_second_unix_ms, 2000);
 }
 
+// The work follows the records, not the time they span: a record of 31,700 years is two
+// changes on the time line, not 10^12 seconds.
+TEST(UsageReport, PeakOfRecordsSpanningMillenniaIsExactAndCheap) {
+    constexpr std::int64_t span_ms = 1'000'000'000'000'000;
+    // a: 10 input at t=0, then one output token per millisecond for the whole span.
+    // b: 3000 output over 2 s in the middle of it, starting half a second into a second.
+    std::vector<usage_record> records{
+        rec("a", "t", 0, span_ms, 0.0, 10, 1'000'000'000'000'000),
+        rec("b", "t", span_ms / 2 + 500, span_ms / 2 + 2500, 0.0, 0, 3000)};
+    auto report = build_report(records, {});
+    const auto& t = report.by_tenant.at("t");
+    // b's middle second: 1000 from a, 1500 from b.
+    EXPECT_NEAR(t.peak_tokens_per_second, 2500.0, 1e-6);
+    EXPECT_EQ(t.peak_second_unix_ms, span_ms / 2 + 1000);
+    const auto& alone = build_report({records[0]}, {}).by_tenant.at("t");
+    EXPECT_NEAR(alone.peak_tokens_per_second, 1010.0, 1e-6);
+    EXPECT_EQ(alone.peak_second_unix_ms, 0);
+}
+
+// A run of whole seconds between two changes is one candidate, at its first second; a second
+// that holds a change is counted exactly, whatever part of it a record covers.
+TEST(UsageReport, PeakBetweenAndAcrossChanges) {
+    // a: 6000 output over [0.25 s, 6.25 s): 1000/s. b: 100 input at 3.5 s.
+    std::vector<usage_record> records{rec("a", "t", 0, 6250, 0.25, 0, 6000),
+                                      rec("b", "t", 3000, 3600, 0.5, 100, 0)};
+    const auto& t = build_report(records, {}).by_tenant.at("t");
+    EXPECT_NEAR(t.peak_tokens_per_second, 1100.0, 1e-9);
+    EXPECT_EQ(t.peak_second_unix_ms, 3000);
+    const auto& a = build_report({records[0]}, {}).by_tenant.at("t");
+    EXPECT_NEAR(a.peak_tokens_per_second, 1000.0, 1e-9);
+    EXPECT_EQ(a.peak_second_unix_ms, 1000);  // second 0 has 750, seconds 1 to 5 have 1000
+}
+
 // Counts and costs come from upstream reports: sums never wrap. Two records of 6 million units
 // each are 12 million (past 64 bits of pico-units); token sums stop at the largest count.
 TEST(UsageReport, SumsNeitherWrapNorTurnNegative) {
