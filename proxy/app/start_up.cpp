@@ -136,6 +136,7 @@ observe::metering_options metering_options_from(const config::settings& settings
     options.exchange_limits.max_sse_event_bytes = settings.limits.max_sse_event_bytes;
     options.exchange_limits.max_buffered_response_bytes =
         settings.limits.max_buffered_response_bytes;
+    options.exchange_limits.max_prompt_count_bytes = settings.limits.max_prompt_count_bytes;
     options.input_counting = input_counting(settings);
     options.access_log = settings.log.access_log;
     options.hold_until_durable = settings.usage.hold_until_durable;

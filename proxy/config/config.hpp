@@ -36,6 +36,8 @@ struct limits_settings {
     std::uint64_t max_sse_event_bytes = 4ull * 1024 * 1024;
     // non-streamed JSON bodies kept for metering
     std::uint64_t max_buffered_response_bytes = 16ull * 1024 * 1024;
+    // prompt bytes tokenized exactly per tokenizer; a longer prompt's count is an estimate
+    std::uint64_t max_prompt_count_bytes = 1ull * 1024 * 1024;
     std::uint32_t max_json_depth = 256;        // deeper request/response JSON is not parsed
     std::uint32_t max_client_connections = 0;  // 0: no limit beyond open-file descriptors
     // a metered request whose JSON body cannot be read: 400, or forwarded unmetered by its body

@@ -45,6 +45,8 @@ const table<L>& limits_table() {
               "largest server-sent event that is metered"),
         value("max_buffered_response_bytes", &L::max_buffered_response_bytes, read_size,
               check_positive_bytes, "largest plain JSON response kept to read its usage"),
+        value("max_prompt_count_bytes", &L::max_prompt_count_bytes, read_size, check_positive_bytes,
+              "prompt bytes tokenized exactly; past them, an estimate"),
         value("max_json_depth", &L::max_json_depth, read_count, check_json_depth,
               "deepest JSON nesting the proxy looks into"),
         value<L, std::uint32_t>("max_client_connections", &L::max_client_connections, read_count,

@@ -40,13 +40,15 @@ std::string_view to_string(token_source s) noexcept {
             return "counted";
         case token_source::unbilled:
             return "unbilled";
+        case token_source::estimated:
+            return "estimated";
     }
     return "none";
 }
 
 token_source token_source_from(std::string_view text) noexcept {
     for (auto s : {token_source::reported, token_source::native, token_source::normalized,
-                   token_source::counted, token_source::unbilled}) {
+                   token_source::counted, token_source::unbilled, token_source::estimated}) {
         if (text == to_string(s)) {
             return s;
         }
@@ -59,6 +61,10 @@ billed_counts running_counts(const request_summary& s) {
     b.served = s.upstream_received;
     b.input = first_known(s.reported.input_tokens, s.native_input_tokens,
                           s.normalized_input_tokens);
+    if ((b.input.source == token_source::native && s.native_input_estimated) ||
+        (b.input.source == token_source::normalized && s.normalized_input_estimated)) {
+        b.input.source = token_source::estimated;
+    }
     b.output = first_known(s.reported.output_tokens, s.native_output_tokens,
                            s.normalized_output_tokens);
     if (!b.output.value) {

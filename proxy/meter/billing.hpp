@@ -16,7 +16,18 @@ namespace tokenmeter::meter {
 // tokenizer, the shared reference tokenizer, one per streamed text chunk; or nothing known
 // (none), or nothing billed by rule (unbilled: the value is 0 because the request was not
 // served, or failed with nothing the server reported or streamed).
-enum class token_source : std::uint8_t { none, reported, native, normalized, counted, unbilled };
+// `estimated`: input only, a native or normalized count of a prompt past the counting budget
+// (limits.max_prompt_count_bytes) or with a pre-token too long to merge whole; it stands where
+// that count would.
+enum class token_source : std::uint8_t {
+    none,
+    reported,
+    native,
+    normalized,
+    counted,
+    unbilled,
+    estimated
+};
 std::string_view to_string(token_source s) noexcept;
 token_source token_source_from(std::string_view text) noexcept;
 

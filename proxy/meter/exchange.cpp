@@ -144,14 +144,22 @@ request_summary exchange::finish(end_reason reason, core::time_point at) {
          (input_policy_ == input_counting::when_unreported && !summary.reported.input_tokens));
     if (count_input) {
         // An approximation: the texts alone, without the chat template's tokens.
+        // Bounded by bytes whatever the prompt's shape: past the budget, an estimate.
+        const std::size_t budget = limits_.max_prompt_count_bytes;
         if (encoders_.native != nullptr) {
-            summary.native_input_tokens = encoders_.native->count(prompt_text_);
+            const auto n = encoders_.native->count_bounded(prompt_text_, budget);
+            summary.native_input_tokens = n.tokens;
+            summary.native_input_estimated = !n.exact;
         }
         if (encoders_.reference != nullptr) {
-            summary.normalized_input_tokens =
-                encoders_.reference == encoders_.native
-                    ? summary.native_input_tokens
-                    : std::optional<std::uint64_t>(encoders_.reference->count(prompt_text_));
+            if (encoders_.reference == encoders_.native) {
+                summary.normalized_input_tokens = summary.native_input_tokens;
+                summary.normalized_input_estimated = summary.native_input_estimated;
+            } else {
+                const auto n = encoders_.reference->count_bounded(prompt_text_, budget);
+                summary.normalized_input_tokens = n.tokens;
+                summary.normalized_input_estimated = !n.exact;
+            }
         }
     }
     return summary;

@@ -24,6 +24,9 @@ inline constexpr std::size_t response_tail_bytes = std::size_t{64} * 1024;
 struct exchange_limits {
     std::size_t max_sse_event_bytes = std::size_t{4} * 1024 * 1024;
     std::size_t max_buffered_response_bytes = std::size_t{16} * 1024 * 1024;
+    // Prompt bytes tokenized exactly; the rest of a longer prompt is estimated
+    // (tokenizer::encoder::count_bounded).
+    std::size_t max_prompt_count_bytes = std::size_t{1} * 1024 * 1024;
 };
 
 // When the prompt is tokenized (config count_input_tokens).

@@ -79,6 +79,10 @@ struct request_summary {
     std::optional<std::uint64_t> normalized_output_tokens;
     std::optional<std::uint64_t> native_input_tokens;      // prompt texts, no chat template
     std::optional<std::uint64_t> normalized_input_tokens;  // prompt texts, no chat template
+    // The prompt counts above are estimates: the prompt was longer than the counting budget, or
+    // had a pre-token longer than the tokenizer merges at once (tokenizer::count_bounded).
+    bool native_input_estimated = false;
+    bool normalized_input_estimated = false;
     std::optional<std::uint64_t> native_reasoning_tokens;
     std::optional<std::uint64_t> normalized_reasoning_tokens;
     // The count TPOT, TPS and decode TPS divide by: "native", "reported", "normalized" or

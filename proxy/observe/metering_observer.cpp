@@ -80,10 +80,10 @@ struct admission_slot {
 // model's tokenizer when one is loaded, else about four bytes per token of its text; and the
 // output limit the request names, else the configured default.
 std::uint64_t reservation_for(const tokenizer::encoder* native, const protocol::request_info& info,
-                              std::uint64_t default_output) {
+                              std::uint64_t default_output, std::size_t count_budget) {
     std::uint64_t prompt = 0;
     if (native != nullptr && !info.prompt_text.empty()) {
-        prompt = native->count(info.prompt_text);
+        prompt = native->count_bounded(info.prompt_text, count_budget).tokens;
     } else {
         const std::uint64_t chars =
             std::max<std::uint64_t>(info.prompt_chars, info.prompt_text.size());
@@ -112,13 +112,15 @@ class metering_exchange final : public exchange_observer {
         if (parts_.shared != nullptr && !state_.tenant.empty() &&
             parts_.shared->covers(state_.tenant)) {
             state_.shared = true;
-            state_.estimate = reservation_for(chosen.native, facts.info,
-                                              options_.default_output_reservation);
+            state_.estimate =
+                reservation_for(chosen.native, facts.info, options_.default_output_reservation,
+                                options_.exchange_limits.max_prompt_count_bytes);
             slot_ = std::make_shared<admission_slot>();
         } else if (parts_.throughput != nullptr && !state_.tenant.empty() &&
                    parts_.throughput->limits(state_.tenant)) {
-            state_.estimate = reservation_for(chosen.native, facts.info,
-                                              options_.default_output_reservation);
+            state_.estimate =
+                reservation_for(chosen.native, facts.info, options_.default_output_reservation,
+                                options_.exchange_limits.max_prompt_count_bytes);
         }
         if (parts_.tokenizers != nullptr && facts.api != protocol::api_kind::none) {
             exchange_.use_encoders({chosen.native, chosen.reference}, options_.input_counting,

@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "tokenizer/tokenizer.hpp"
@@ -38,6 +40,69 @@ struct merge_scratch {
 };
 
 constexpr std::size_t small_piece_symbols = 48;
+
+// Bounded counting (encoder::count_bounded) on this thread: a piece longer than piece_cap bytes
+// is merged in chunks of at most piece_cap bytes (cut before a UTF-8 character), each as if it
+// were a piece of its own, so no merge works on more than piece_cap bytes and a huge piece costs
+// time linear in its length. A count made so is an estimate (`capped`). A chunk equal to the one
+// before it (a run of one repeated character) takes that chunk's ids without a merge. Outside
+// count_bounded piece_cap is 0: every piece is merged whole, exactly.
+struct count_bounds {
+    std::size_t piece_cap = 0;
+    bool capped = false;
+    std::size_t chunk_merges = 0;   // chunks of capped pieces merged (not taken from last_ids)
+    std::size_t longest_chunk = 0;  // the most bytes of a capped piece merged at once
+    std::uint64_t owner = 0;        // the encoder whose ids last_ids are
+    std::string last_chunk;
+    std::vector<token_id> last_ids;
+};
+count_bounds& count_bounds_for_thread() noexcept;
+
+// The next chunk of a capped piece from `pos`: at most cap bytes, ending before a UTF-8
+// continuation byte when the piece goes on (a lone byte sequence longer than cap is cut).
+inline std::size_t capped_chunk_length(std::string_view piece, std::size_t pos,
+                                       std::size_t cap) noexcept {
+    std::size_t len = std::min(cap, piece.size() - pos);
+    std::size_t cut = len;
+    while (pos + cut < piece.size() && cut > 1 &&
+           (static_cast<unsigned char>(piece[pos + cut]) & 0xC0U) == 0x80U) {
+        --cut;
+    }
+    return cut > 1 ? cut : len;
+}
+
+// When bounded counting caps `piece`, merges it chunk by chunk with merge(chunk) (which appends
+// the chunk's ids to `out`) and returns true; otherwise returns false and does nothing.
+template <class Merge>
+bool merge_capped(std::uint64_t owner, std::string_view piece, std::vector<token_id>& out,
+                  Merge&& merge) {
+    count_bounds& b = count_bounds_for_thread();
+    if (b.piece_cap == 0 || piece.size() <= b.piece_cap) {
+        return false;
+    }
+    b.capped = true;
+    if (b.owner != owner) {
+        b.owner = owner;
+        b.last_chunk.clear();
+        b.last_ids.clear();
+    }
+    for (std::size_t pos = 0; pos < piece.size();) {
+        const std::string_view chunk =
+            piece.substr(pos, capped_chunk_length(piece, pos, b.piece_cap));
+        pos += chunk.size();
+        if (chunk == b.last_chunk) {
+            out.insert(out.end(), b.last_ids.begin(), b.last_ids.end());
+            continue;
+        }
+        const std::size_t first = out.size();
+        merge(chunk);
+        b.chunk_merges += 1;
+        b.longest_chunk = std::max(b.longest_chunk, chunk.size());
+        b.last_chunk.assign(chunk);
+        b.last_ids.assign(out.begin() + static_cast<std::ptrdiff_t>(first), out.end());
+    }
+    return true;
+}
 
 // `rank_of(const symbol& a, const symbol& b, token_id& merged) -> std::uint32_t` returns the
 // rank of merging a and b (no_rank if they do not merge) and the id of the result.

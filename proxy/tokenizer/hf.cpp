@@ -66,14 +66,20 @@ void byte_level_bpe(const hf_model& m, std::string_view piece, merge_scratch& s,
         cache.store(m.cache_owner, piece, hash, &id, 1);
         return;
     }
-    const std::size_t first = out.size();
-    s.symbols.clear();
-    for (std::size_t i = 0; i < piece.size(); ++i) {
-        const auto b = static_cast<unsigned char>(piece[i]);
-        s.symbols.push_back(
-            {static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(i + 1), m.byte_ids[b]});
+    const auto merge = [&](std::string_view bytes) {
+        s.symbols.clear();
+        for (std::size_t i = 0; i < bytes.size(); ++i) {
+            const auto b = static_cast<unsigned char>(bytes[i]);
+            s.symbols.push_back(
+                {static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(i + 1), m.byte_ids[b]});
+        }
+        bpe_ids(m, s, out);
+    };
+    if (merge_capped(m.cache_owner, piece, out, merge)) {
+        return;
     }
-    bpe_ids(m, s, out);
+    const std::size_t first = out.size();
+    merge(piece);
     cache.store(m.cache_owner, piece, hash, out.data() + first, out.size() - first);
 }
 
@@ -307,8 +313,25 @@ std::size_t hf_encoder::sentencepiece_segment(std::string_view text, std::size_t
     // recurring words come from the per-thread cache instead of the merge tables.
     piece_cache& cache = piece_cache::for_thread();
     bool chunk_has_prepend = false;
+    count_bounds& bounds = count_bounds_for_thread();
     auto flush = [&](std::size_t chunk_begin, std::size_t chunk_end) {
         const std::string_view raw = text.substr(chunk_begin, chunk_end - chunk_begin);
+        if (bounds.piece_cap != 0 && raw.size() >= bounds.piece_cap && !chunk_has_prepend) {
+            // A word cut at the cap (bounded counting): equal chunks in a row merge once.
+            if (bounds.owner == m.cache_owner && raw == bounds.last_chunk) {
+                out.insert(out.end(), bounds.last_ids.begin(), bounds.last_ids.end());
+            } else {
+                const std::size_t first = out.size();
+                bpe_ids(m, s, out);
+                bounds.chunk_merges += 1;
+                bounds.longest_chunk = std::max(bounds.longest_chunk, raw.size());
+                bounds.owner = m.cache_owner;
+                bounds.last_chunk.assign(raw);
+                bounds.last_ids.assign(out.begin() + static_cast<std::ptrdiff_t>(first), out.end());
+            }
+            s.symbols.clear();
+            return;
+        }
         const std::uint64_t hash = hash_bytes(raw);
         if (chunk_has_prepend || !cache.lookup(m.cache_owner, raw, hash, out)) {
             const std::size_t first = out.size();
@@ -358,6 +381,10 @@ std::size_t hf_encoder::sentencepiece_segment(std::string_view text, std::size_t
                 safe = !m.fuse_unk;
             } else {
                 safe = true;  // byte-fallback and unk symbols never merge (checked at load)
+            }
+            if (!safe && bounds.piece_cap != 0 && p - chunk_start >= bounds.piece_cap) {
+                bounds.capped = true;  // bounded counting: no merge spans more than the cap
+                safe = true;
             }
             if (safe) {
                 flush(chunk_start, p);

@@ -60,25 +60,32 @@ inline void tiktoken_encoder::encode_piece(std::string_view piece, merge_scratch
         cache.store(cache_owner_, piece, hash, &id, 1);
         return;
     }
-    const std::size_t first = out.size();
-    s.symbols.clear();
-    for (std::size_t i = 0; i < piece.size(); ++i) {
-        s.symbols.push_back({static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(i + 1),
-                             byte_rank_[static_cast<unsigned char>(piece[i])]});
+    const auto merge = [&](std::string_view bytes) {
+        s.symbols.clear();
+        for (std::size_t i = 0; i < bytes.size(); ++i) {
+            s.symbols.push_back({static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(i + 1),
+                                 byte_rank_[static_cast<unsigned char>(bytes[i])]});
+        }
+        // tiktoken merges two adjacent parts when their concatenation has a rank, and the merged
+        // part's id is that rank: one lookup of the concatenated bytes, as tiktoken does. (A
+        // table of id pairs would save hashing a few bytes per lookup but cost 34 MiB for
+        // o200k_base; most pieces are whole tokens or in the per-thread piece cache and never
+        // get here.)
+        merge_symbols(
+            s,
+            [&](const symbol& a, const symbol& b, token_id& merged) -> std::uint32_t {
+                if (!ranks_.find(bytes.substr(a.start, b.end - a.start), merged)) {
+                    return no_rank;
+                }
+                return merged;
+            },
+            out);
+    };
+    if (merge_capped(cache_owner_, piece, out, merge)) {
+        return;
     }
-    // tiktoken merges two adjacent parts when their concatenation has a rank, and the merged
-    // part's id is that rank: one lookup of the concatenated bytes, as tiktoken does. (A table of
-    // id pairs would save hashing a few bytes per lookup but cost 34 MiB for o200k_base; most
-    // pieces are whole tokens or in the per-thread piece cache and never get here.)
-    merge_symbols(
-        s,
-        [&](const symbol& a, const symbol& b, token_id& merged) -> std::uint32_t {
-            if (!ranks_.find(piece.substr(a.start, b.end - a.start), merged)) {
-                return no_rank;
-            }
-            return merged;
-        },
-        out);
+    const std::size_t first = out.size();
+    merge(piece);
     cache.store(cache_owner_, piece, hash, out.data() + first, out.size() - first);
 }
 

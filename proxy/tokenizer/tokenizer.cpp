@@ -1,6 +1,10 @@
 // tokenizer/tokenizer: the encoder defaults shared by every encoder type.
 #include "tokenizer/tokenizer.hpp"
 
+#include <algorithm>
+#include <cmath>
+
+#include "tokenizer/bpe.hpp"
 #include "tokenizer/utf8.hpp"
 
 namespace tokenmeter::tokenizer {
@@ -25,6 +29,50 @@ std::size_t encoder::count(std::string_view text) const {
     encode(text, ids);
     return ids.size();
 }
+
+encoder::bounded_count encoder::count_bounded(std::string_view text,
+                                              std::size_t budget_bytes) const {
+    detail::count_bounds& bounds = detail::count_bounds_for_thread();
+    // Set for this call only: the same thread encodes output streams exactly, uncapped.
+    struct scope {
+        detail::count_bounds& b;
+        explicit scope(detail::count_bounds& bounds) : b(bounds) {
+            b.piece_cap = count_piece_cap;
+            b.capped = false;
+            b.chunk_merges = 0;
+            b.longest_chunk = 0;
+        }
+        ~scope() { b.piece_cap = 0; }
+        scope(const scope&) = delete;
+        scope& operator=(const scope&) = delete;
+    } const guard(bounds);
+    budget_bytes = std::max<std::size_t>(budget_bytes, 1);
+    if (text.size() <= budget_bytes) {
+        const std::size_t n = count(text);
+        return {n, !bounds.capped};
+    }
+    // Cut before a UTF-8 continuation byte, so the part counted ends on a character.
+    std::size_t cut = budget_bytes;
+    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0U) == 0x80U) {
+        --cut;
+    }
+    if (cut == 0) {
+        cut = budget_bytes;
+    }
+    const std::size_t counted = count(text.substr(0, cut));
+    const long double rate = static_cast<long double>(counted) / static_cast<long double>(cut);
+    return {static_cast<std::uint64_t>(std::ceil(rate * static_cast<long double>(text.size()))),
+            false};
+}
+
+namespace detail {
+
+count_bounds& count_bounds_for_thread() noexcept {
+    thread_local count_bounds bounds;
+    return bounds;
+}
+
+}  // namespace detail
 
 std::size_t encoder::stable_prefix(std::string_view pending) const {
     // Only the leading valid UTF-8 can be analysed; an invalid or incomplete sequence ends it.

@@ -50,6 +50,19 @@ class encoder {
     // Number of tokens `encode` would produce.
     [[nodiscard]] virtual std::size_t count(std::string_view text) const;
 
+    // A count whose work is bounded by bytes, whatever the text's shape (a prompt is client
+    // input): the first `budget_bytes` of `text` are counted, with no merge on more than
+    // count_piece_cap bytes at once (a longer pre-token is merged in chunks of that size); the
+    // rest, if any, is estimated at the rate of the part counted. `exact` is false when either
+    // bound changed anything: the tokens are then an estimate (close, not the reference's ids).
+    struct bounded_count {
+        std::uint64_t tokens = 0;
+        bool exact = true;
+    };
+    static constexpr std::size_t count_piece_cap = 4096;
+    [[nodiscard]] bounded_count count_bounded(std::string_view text,
+                                              std::size_t budget_bytes) const;
+
     // Streaming support. Given buffered text that has not yet been emitted, returns how many
     // leading bytes are final: encoding text[0, n) now gives exactly the tokens that encoding
     // text + anything-that-follows would give for that prefix. Always on a pre-tokenizer

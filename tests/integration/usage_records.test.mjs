@@ -342,3 +342,26 @@ test('a spool line that is not an entry is quarantined: the proxy starts, counts
   assert.equal(strict.stdout, '');
   assert.match(strict.stderr, new RegExp(`${segment} line 2`));
 });
+
+test('a prompt past limits.max_prompt_count_bytes is counted up to it and estimated: input_source "estimated"', { timeout: 30_000 }, async () => {
+  const sim = await startSim();
+  const spool = makeTempDir('tokenmeter-spool-');
+  const proxy = await startProxy({ upstream: sim.port,
+    config: usageConfig(spool, 'reference_tokenizer: o200k_base\nlimits:\n  max_prompt_count_bytes: 64KiB\n') });
+  const ask = async (id, content) => {
+    const res = await request({ port: proxy.port, body: chatBody('m', { stream: false, content }),
+      headers: { 'x-request-id': id, 'x-sim-usage': 'never', 'x-sim-output-tokens': '2' } });
+    assert.equal(res.status, 200);
+    return waitRecord(spool, id);
+  };
+  // One pre-token of 3 MiB, and ordinary words past the budget: both estimates.
+  const spaces = await ask('spaces', ' '.repeat(3 << 20));
+  assert.equal(spaces.input_source, 'estimated');
+  assert.ok(spaces.input_tokens > 0, JSON.stringify(spaces));
+  const words = await ask('words', 'hello world '.repeat(20_000));
+  assert.equal(words.input_source, 'estimated');
+  assert.ok(Math.abs(words.input_tokens - 40_000) <= 40, JSON.stringify(words));
+  const small = await ask('small', 'hello world');
+  assert.equal(small.input_source, 'normalized');
+  assert.equal(small.input_tokens, 2);
+});

@@ -41,6 +41,21 @@ TEST(Billing, CountsComeReportedFirstThenNativeNormalizedCounted) {
     EXPECT_TRUE(billed(s).served);
 }
 
+// A prompt count past the counting budget stands where its count would, as `estimated`.
+TEST(Billing, AnEstimatedPromptCountSaysSo) {
+    request_summary s = served(outcome::complete, 200, 3);
+    s.normalized_input_estimated = true;
+    EXPECT_EQ(billed(s).input, (token_count{11, token_source::estimated}));
+    s.native_input_tokens = 12;  // exact: the native count wins and is native
+    EXPECT_EQ(billed(s).input, (token_count{12, token_source::native}));
+    s.native_input_estimated = true;
+    EXPECT_EQ(billed(s).input, (token_count{12, token_source::estimated}));
+    s.reported.input_tokens = 13;
+    EXPECT_EQ(billed(s).input, (token_count{13, token_source::reported}));
+    EXPECT_EQ(token_source_from("estimated"), token_source::estimated);
+    EXPECT_EQ(to_string(token_source::estimated), "estimated");
+}
+
 TEST(Billing, ReasoningIsReportedElseTheRecountOfReasoningText) {
     request_summary s = served(outcome::complete, 200, 4);
     EXPECT_EQ(billed(s).reasoning, token_count{});
