@@ -325,7 +325,7 @@ const proxyHealth = dashboard({
   variables: [datasourceVariable(), ...whereVariables(), modelVariable()],
   panels: [
     panel('Proxies up', 'Scrape targets whose job name contains "tokenmeter".', [
-      [`sum(up{${W}, job=~".*tokenmeter.*"})`, 'up'],
+      [`sum(up{${W}, job=~"tokenmeter|.+/tokenmeter"})`, 'up'],
     ], { kind: 'stat', w: 6, h: 5 }),
     panel('Versions', 'tokenmeter_build_info by version.', [
       [`count by (version) (tokenmeter_build_info{${W}})`, '{{version}}'],

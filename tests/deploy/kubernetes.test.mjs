@@ -231,12 +231,18 @@ for (const [name, docs] of Object.entries(RENDERED)) {
     }
     const ns = p.deployment.metadata.namespace || 'default';
     const own = monitors.find((m) => m.spec.podMetricsEndpoints[0].port === 'tm-admin');
-    assert.match(`${ns}/${own.metadata.name}`, /.*tokenmeter.*/, 'job name matched by TokenmeterDown');
+    // TokenmeterDown's job selector, anchored as Prometheus anchors a regex matcher.
+    const down = parse(readFileSync(path.join(root, 'deploy/prometheus/tokenmeter.rules.yml'), 'utf8'))
+      .groups.flatMap((g) => g.rules).find((r) => r.alert === 'TokenmeterDown');
+    const tokenmeterJob = new RegExp(`^(?:${down.expr.match(/job=~"([^"]+)"/)[1]})$`);
+    assert.match(`${ns}/${own.metadata.name}`, tokenmeterJob, 'job name matched by TokenmeterDown');
     // The model server listens on loopback: its /metrics is passed through tokenmeter's port.
     const server = monitors.find((m) => m.spec.podMetricsEndpoints[0].port === 'tm-http');
     assert.ok(server, 'a PodMonitor for the model server');
     assert.equal(server.spec.podMetricsEndpoints[0].path, '/metrics');
     assert.doesNotMatch(`${ns}/${server.metadata.name}`, /tokenmeter/, 'not taken for a tokenmeter target');
+    assert.doesNotMatch(`tokenmeter/${server.metadata.name}`, tokenmeterJob,
+      'not taken for a tokenmeter target even in a namespace called tokenmeter');
     assert.equal(p.of('PrometheusRule').length, 0, 'the rules are cluster-wide (cluster-monitoring), not per application');
   });
 
