@@ -15,6 +15,8 @@ const W = 'cluster=~"$cluster", namespace=~"$namespace", job=~"$job"';
 const M = `${W}, model=~"$model"`;
 // Aggregations keep them, so two deployments of one model are never added into one quantile.
 const BY = 'cluster, namespace, job';
+// ... and so do the legends of such queries, or two deployments draw as identical lines.
+const AT = '{{cluster}} {{namespace}} {{job}}';
 const RI = '$__rate_interval';
 
 // ---- building blocks -------------------------------------------------------------------------
@@ -46,13 +48,17 @@ const whereVariables = () => [
     'label_values(tokenmeter_build_info{cluster=~"$cluster", namespace=~"$namespace"}, job)', '.*'),
 ];
 
-// The SLO period the error budget is spent over (the burn-rate alerts assume 30 days).
+// The SLO period the error budget is spent over (the burn-rate alerts assume 30 days). A window
+// longer than the Prometheus retention silently covers only what is kept: the default, 7 days,
+// fits kube-prometheus-stack's default retention of 10 days; 28d and 30d need a retention of at
+// least 31 days (dashboards/README.md).
+const SLO_WINDOW_DEFAULT = '7d';
 function sloWindowVariable() {
   const values = ['7d', '28d', '30d'];
   return {
     name: 'slo_window', label: 'SLO window', type: 'custom', query: values.join(','),
-    current: { selected: true, text: '30d', value: '30d' }, hide: 0, multi: false, includeAll: false,
-    options: values.map((v) => ({ selected: v === '30d', text: v, value: v })),
+    current: { selected: true, text: SLO_WINDOW_DEFAULT, value: SLO_WINDOW_DEFAULT }, hide: 0, multi: false,
+    includeAll: false, options: values.map((v) => ({ selected: v === SLO_WINDOW_DEFAULT, text: v, value: v })),
   };
 }
 
@@ -64,13 +70,19 @@ const taskVariable = () =>
 const tenantVariable = () =>
   queryVariable('tenant', 'Tenant', `label_values(tokenmeter_tenant_requests_total{${W}}, tenant)`);
 
-function target(expr, legendFormat, refId) {
+function target(expr, legendFormat, refId, kind) {
+  // A table shows the value now, one row per series, its labels as columns: an instant query.
+  if (kind === 'table') {
+    return { datasource: DS, expr, legendFormat, range: false, instant: true, format: 'table', refId,
+      editorMode: 'code' };
+  }
   return { datasource: DS, expr, legendFormat, range: true, instant: false, refId, editorMode: 'code' };
 }
 
 // One panel. targets: [[expr, legend], ...]. kind: timeseries | stat | table | bargauge.
+// units: for a table, the unit of each query's value column, in the order of the queries.
 function panel(title, description, targets, { unit = 'short', kind = 'timeseries', w = 12, h = 8,
-  min, max, thresholds, stack = false } = {}) {
+  min, max, thresholds, stack = false, units } = {}) {
   const defaults = { unit };
   if (min !== undefined) defaults.min = min;
   if (max !== undefined) defaults.max = max;
@@ -91,22 +103,36 @@ function panel(title, description, targets, { unit = 'short', kind = 'timeseries
         ? { reduceOptions: { calcs: ['lastNotNull'], fields: '', values: false },
             displayMode: 'gradient', orientation: 'horizontal', showUnfilled: true }
         : { showHeader: true };
-  return {
+  const refIds = targets.map((_, i) => String.fromCharCode(65 + i));
+  const result = {
     type: kind, title, description, datasource: DS,
-    targets: targets.map(([expr, legend], i) => target(expr, legend, String.fromCharCode(65 + i))),
+    targets: targets.map(([expr, legend], i) => target(expr, legend, refIds[i], kind)),
     fieldConfig: { defaults, overrides: [] },
     options, w, h,
   };
+  if (kind === 'table') {
+    // One row per label set, the queries' values side by side ("Value #A", "Value #B", ...),
+    // each with its own unit; the timestamp column of an instant query says nothing.
+    result.transformations = [
+      { id: 'merge', options: {} },
+      { id: 'organize', options: { excludeByName: { Time: true } } },
+    ];
+    result.fieldConfig.overrides = (units || []).map((u, i) => ({
+      matcher: { id: 'byName', options: `Value #${refIds[i]}` },
+      properties: [{ id: 'unit', value: u }],
+    }));
+  }
+  return result;
 }
 
 // p50, p90, p99 and the mean (exact: _sum / _count, whatever the buckets) of a histogram.
 const quantiles = (metric, by, { legendPrefix = '', filter = M } = {}) => [
   ...[0.5, 0.9, 0.99].map((q) => [
     `histogram_quantile(${q}, sum by (${BY}, ${by}, le) (rate(${metric}_bucket{${filter}}[${RI}])))`,
-    `${legendPrefix}p${Math.round(q * 100)} {{${by.split(', ')[0]}}}`,
+    `${legendPrefix}p${Math.round(q * 100)} {{${by.split(', ')[0]}}} ${AT}`,
   ]),
   [`sum by (${BY}, ${by}) (rate(${metric}_sum{${filter}}[${RI}])) / sum by (${BY}, ${by}) (rate(${metric}_count{${filter}}[${RI}]))`,
-    `${legendPrefix}mean {{${by.split(', ')[0]}}}`],
+    `${legendPrefix}mean {{${by.split(', ')[0]}}} ${AT}`],
 ];
 
 // Lays panels out left to right, top to bottom, in a 24-column grid; ids in order.
@@ -149,22 +175,22 @@ const sessionCount = `tokenmeter_task_session_duration_seconds_count{${K}}`;
 function taskPanels() {
   return [
     panel('Task time by model: mean over the range', 'Per complete request with the task: request received to its last token, averaged over the dashboard range. The number to compare models on: a model that writes fewer tokens can finish sooner while looking slower in tokens/s.', [
-      [perTask(`tokenmeter_task_duration_seconds_sum{${K}}`, taskCount, '$__range'), '{{task}} {{model}}'],
+      [perTask(`tokenmeter_task_duration_seconds_sum{${K}}`, taskCount, '$__range'), `{{task}} {{model}} ${AT}`],
     ], { unit: 's', kind: 'bargauge', w: 8 }),
     panel('Output tokens per task by model: mean over the range', 'Billed output tokens of the same requests, per request: how verbose each model is on the task.', [
-      [perTask(`tokenmeter_task_tokens_total{${K}, type="output"}`, taskCount, '$__range'), '{{task}} {{model}} output'],
-      [perTask(`tokenmeter_task_tokens_total{${K}, type="input"}`, taskCount, '$__range'), '{{task}} {{model}} input'],
+      [perTask(`tokenmeter_task_tokens_total{${K}, type="output"}`, taskCount, '$__range'), `{{task}} {{model}} output ${AT}`],
+      [perTask(`tokenmeter_task_tokens_total{${K}, type="input"}`, taskCount, '$__range'), `{{task}} {{model}} input ${AT}`],
     ], { kind: 'bargauge', w: 8 }),
     panel('Task time by model: p90 and mean', 'Request received to the last token, per complete request with the task.', [
-      [`histogram_quantile(0.9, sum by (${TBY}, le) (rate(tokenmeter_task_duration_seconds_bucket{${K}}[${RI}])))`, 'p90 {{task}} {{model}}'],
-      [perTask(`tokenmeter_task_duration_seconds_sum{${K}}`, taskCount, RI), 'mean {{task}} {{model}}'],
+      [`histogram_quantile(0.9, sum by (${TBY}, le) (rate(tokenmeter_task_duration_seconds_bucket{${K}}[${RI}])))`, `p90 {{task}} {{model}} ${AT}`],
+      [perTask(`tokenmeter_task_duration_seconds_sum{${K}}`, taskCount, RI), `mean {{task}} {{model}} ${AT}`],
     ], { unit: 's', w: 8 }),
     panel('Multi-request tasks: mean session time by model', 'Sessions (one session id, task and model): first request received to the last token of the last request, observed once the session has been idle for tasks.session_idle_expiry.', [
-      [perTask(`tokenmeter_task_session_duration_seconds_sum{${K}}`, sessionCount, RI), '{{task}} {{model}}'],
+      [perTask(`tokenmeter_task_session_duration_seconds_sum{${K}}`, sessionCount, RI), `{{task}} {{model}} ${AT}`],
     ], { unit: 's', w: 12 }),
     panel('Multi-request tasks: requests and output tokens per session by model', 'Means per ended session: requests (retries and failures included) and billed output tokens.', [
-      [perTask(`tokenmeter_task_session_requests_total{${K}}`, sessionCount, RI), '{{task}} {{model}} requests'],
-      [perTask(`tokenmeter_task_session_tokens_total{${K}, type="output"}`, sessionCount, RI), '{{task}} {{model}} output tokens'],
+      [perTask(`tokenmeter_task_session_requests_total{${K}}`, sessionCount, RI), `{{task}} {{model}} requests ${AT}`],
+      [perTask(`tokenmeter_task_session_tokens_total{${K}, type="output"}`, sessionCount, RI), `{{task}} {{model}} output tokens ${AT}`],
     ], { w: 12 }),
   ];
 }
@@ -202,8 +228,8 @@ const fleet = dashboard({
       [`sum by (model) (rate(tokenmeter_cached_input_tokens_total{${M}}[${RI}]))`, '{{model}} cached input'],
     ], { w: 12 }),
     panel('Per-request output speed (normalized tokens/s), p50 and mean', 'Per request: normalized output tokens / end-to-end time.', [
-      [`histogram_quantile(0.5, sum by (${BY}, model, le) (rate(tokenmeter_normalized_output_tokens_per_second_bucket{${M}}[${RI}])))`, 'p50 {{model}}'],
-      [`sum by (${BY}, model) (rate(tokenmeter_normalized_output_tokens_per_second_sum{${M}}[${RI}])) / sum by (${BY}, model) (rate(tokenmeter_normalized_output_tokens_per_second_count{${M}}[${RI}]))`, 'mean {{model}}'],
+      [`histogram_quantile(0.5, sum by (${BY}, model, le) (rate(tokenmeter_normalized_output_tokens_per_second_bucket{${M}}[${RI}])))`, `p50 {{model}} ${AT}`],
+      [`sum by (${BY}, model) (rate(tokenmeter_normalized_output_tokens_per_second_sum{${M}}[${RI}])) / sum by (${BY}, model) (rate(tokenmeter_normalized_output_tokens_per_second_count{${M}}[${RI}]))`, `mean {{model}} ${AT}`],
     ], { w: 12 }),
     panel('Time to first token: p50 / p90 / p99 and mean', 'Request received to first token (content, reasoning or tool-call text).',
       quantiles('tokenmeter_time_to_first_token_seconds', 'model'), { unit: 's', w: 8 }),
@@ -211,16 +237,16 @@ const fleet = dashboard({
       quantiles('tokenmeter_inter_token_latency_seconds', 'model'), { unit: 's', w: 8 }),
     panel('Time per output token: p50 / p90 / p99 and mean', 'Per request: decode time / (output tokens - 1).',
       quantiles('tokenmeter_time_per_output_token_seconds', 'model'), { unit: 's', w: 8 }),
-    panel('TTFT p90 by prompt size', 'Prefill dominates TTFT: the same model, split by prompt class (input tokens).', [
-      [`histogram_quantile(0.9, sum by (${BY}, prompt_class, le) (rate(tokenmeter_time_to_first_token_seconds_bucket{${M}}[${RI}])))`, '{{prompt_class}}'],
+    panel('TTFT p90 by prompt size', 'Prefill dominates TTFT: each model split by prompt class (input tokens), never two models in one quantile.', [
+      [`histogram_quantile(0.9, sum by (${BY}, model, prompt_class, le) (rate(tokenmeter_time_to_first_token_seconds_bucket{${M}}[${RI}])))`, `{{model}} {{prompt_class}} ${AT}`],
     ], { unit: 's', w: 12 }),
     panel('Time to first content token: p90 and mean', 'First visible answer token (reasoning excluded).', [
-      [`histogram_quantile(0.9, sum by (${BY}, model, le) (rate(tokenmeter_time_to_first_content_token_seconds_bucket{${M}}[${RI}])))`, 'p90 {{model}}'],
-      [`sum by (${BY}, model) (rate(tokenmeter_time_to_first_content_token_seconds_sum{${M}}[${RI}])) / sum by (${BY}, model) (rate(tokenmeter_time_to_first_content_token_seconds_count{${M}}[${RI}]))`, 'mean {{model}}'],
+      [`histogram_quantile(0.9, sum by (${BY}, model, le) (rate(tokenmeter_time_to_first_content_token_seconds_bucket{${M}}[${RI}])))`, `p90 {{model}} ${AT}`],
+      [`sum by (${BY}, model) (rate(tokenmeter_time_to_first_content_token_seconds_sum{${M}}[${RI}])) / sum by (${BY}, model) (rate(tokenmeter_time_to_first_content_token_seconds_count{${M}}[${RI}]))`, `mean {{model}} ${AT}`],
     ], { unit: 's', w: 12 }),
     panel('Decode tokens per second: p50 and mean', 'Per request: (output tokens - 1) / decode time.', [
-      [`histogram_quantile(0.5, sum by (${BY}, model, le) (rate(tokenmeter_decode_tokens_per_second_bucket{${M}}[${RI}])))`, 'p50 {{model}}'],
-      [`sum by (${BY}, model) (rate(tokenmeter_decode_tokens_per_second_sum{${M}}[${RI}])) / sum by (${BY}, model) (rate(tokenmeter_decode_tokens_per_second_count{${M}}[${RI}]))`, 'mean {{model}}'],
+      [`histogram_quantile(0.5, sum by (${BY}, model, le) (rate(tokenmeter_decode_tokens_per_second_bucket{${M}}[${RI}])))`, `p50 {{model}} ${AT}`],
+      [`sum by (${BY}, model) (rate(tokenmeter_decode_tokens_per_second_sum{${M}}[${RI}])) / sum by (${BY}, model) (rate(tokenmeter_decode_tokens_per_second_count{${M}}[${RI}]))`, `mean {{model}} ${AT}`],
     ], { w: 12 }),
     panel('Request duration (metered APIs): p50 / p90 / p99 and mean', 'Request received to the end of the response, for the model APIs (pass-through requests excluded).',
       quantiles('tokenmeter_request_duration_seconds', 'model', { filter: `${M}, api!="none"` }), { unit: 's', w: 12 }),
@@ -242,40 +268,42 @@ const slo = dashboard({
   description: 'SLOs per model: each request is good or bad against the TTFT and TPOT targets and for availability (no 5xx, no error in the stream, no cut stream) as the slo: config sets them.',
   variables: [datasourceVariable(), ...whereVariables(), modelVariable(), sloWindowVariable()],
   panels: [
-    panel('Good requests over the SLO window', 'Share of requests that met the target, over the SLO window (variable slo_window, 30 days by default).', [
-      [`sum by (${SLO_BY}) (increase(tokenmeter_slo_requests_total{${M}, result="good"}[$slo_window])) / sum by (${SLO_BY}) (increase(${sloSel}[$slo_window]))`, '{{model}} {{slo}}'],
-    ], { unit: 'percentunit', kind: 'stat', w: 8, h: 6, thresholds: [{ color: 'red', value: null }, { color: 'green', value: 0.99 }] }),
+    // A stat has one set of thresholds for every series, and each model and SLO has its own
+    // objective: the value is the good share minus that objective, so 0 is the line for all.
+    panel('Good share over the SLO window, against the objective', 'Share of requests that met the target over the SLO window (variable slo_window), minus the configured objective (tokenmeter_slo_objective_ratio): green at or above 0 (the objective is met), red below. The good share itself is this plus the objective in "Targets and objectives".', [
+      [`sum by (${SLO_BY}) (increase(tokenmeter_slo_requests_total{${M}, result="good"}[$slo_window])) / sum by (${SLO_BY}) (increase(${sloSel}[$slo_window])) - on (${SLO_BY}) max by (${SLO_BY}) (tokenmeter_slo_objective_ratio{${M}})`, `{{model}} {{slo}} ${AT}`],
+    ], { unit: 'percentunit', kind: 'stat', w: 8, h: 6, thresholds: [{ color: 'red', value: null }, { color: 'green', value: 0 }] }),
     panel('Error budget left over the SLO window', '1 - (bad share / allowed bad share) over the SLO window (variable slo_window), not the dashboard range. Below 0: the budget is spent.', [
-      [`1 - (${badOrZero('$slo_window')} / sum by (${SLO_BY}) (increase(${sloSel}[$slo_window]))) / on (${SLO_BY}) (1 - max by (${SLO_BY}) (tokenmeter_slo_objective_ratio{${M}}))`, '{{model}} {{slo}}'],
+      [`1 - (${badOrZero('$slo_window')} / sum by (${SLO_BY}) (increase(${sloSel}[$slo_window]))) / on (${SLO_BY}) (1 - max by (${SLO_BY}) (tokenmeter_slo_objective_ratio{${M}}))`, `{{model}} {{slo}} ${AT}`],
     ], { unit: 'percentunit', kind: 'stat', w: 8, h: 6, thresholds: [{ color: 'red', value: null }, { color: 'orange', value: 0 }, { color: 'green', value: 0.5 }] }),
-    panel('Targets and objectives', 'What the proxies are configured with.', [
-      [`max by (model, slo) (tokenmeter_slo_target_seconds{${M}})`, '{{model}} {{slo}} target'],
-      [`max by (model, slo) (tokenmeter_slo_objective_ratio{${M}})`, '{{model}} {{slo}} objective'],
-    ], { kind: 'table', w: 8, h: 6 }),
+    panel('Targets and objectives', 'What the proxies are configured with now, per deployment: the latency target (none for availability) and the objective.', [
+      [`max by (${SLO_BY}) (tokenmeter_slo_target_seconds{${M}})`, 'target'],
+      [`max by (${SLO_BY}) (tokenmeter_slo_objective_ratio{${M}})`, 'objective'],
+    ], { kind: 'table', w: 8, h: 6, units: ['s', 'percentunit'] }),
     panel('Burn rate, 5 m and 1 h (page at 14.4)', 'Bad share / allowed bad share. 1 spends the 30-day budget in exactly 30 days.', [
-      [`tokenmeter:slo_errors:ratio_rate5m{${M}} / on (${SLO_BY}) (1 - tokenmeter:slo_objective:ratio)`, '{{model}} {{slo}} 5m'],
-      [`tokenmeter:slo_errors:ratio_rate1h{${M}} / on (${SLO_BY}) (1 - tokenmeter:slo_objective:ratio)`, '{{model}} {{slo}} 1h'],
+      [`tokenmeter:slo_errors:ratio_rate5m{${M}} / on (${SLO_BY}) (1 - tokenmeter:slo_objective:ratio)`, `{{model}} {{slo}} 5m ${AT}`],
+      [`tokenmeter:slo_errors:ratio_rate1h{${M}} / on (${SLO_BY}) (1 - tokenmeter:slo_objective:ratio)`, `{{model}} {{slo}} 1h ${AT}`],
     ], { w: 12 }),
     panel('Burn rate, 30 m, 6 h and 3 d (page at 6, ticket at 1)', 'The slower windows of the multi-window alerts.', [
-      [`tokenmeter:slo_errors:ratio_rate30m{${M}} / on (${SLO_BY}) (1 - tokenmeter:slo_objective:ratio)`, '{{model}} {{slo}} 30m'],
-      [`tokenmeter:slo_errors:ratio_rate6h{${M}} / on (${SLO_BY}) (1 - tokenmeter:slo_objective:ratio)`, '{{model}} {{slo}} 6h'],
-      [`tokenmeter:slo_errors:ratio_rate3d{${M}} / on (${SLO_BY}) (1 - tokenmeter:slo_objective:ratio)`, '{{model}} {{slo}} 3d'],
+      [`tokenmeter:slo_errors:ratio_rate30m{${M}} / on (${SLO_BY}) (1 - tokenmeter:slo_objective:ratio)`, `{{model}} {{slo}} 30m ${AT}`],
+      [`tokenmeter:slo_errors:ratio_rate6h{${M}} / on (${SLO_BY}) (1 - tokenmeter:slo_objective:ratio)`, `{{model}} {{slo}} 6h ${AT}`],
+      [`tokenmeter:slo_errors:ratio_rate3d{${M}} / on (${SLO_BY}) (1 - tokenmeter:slo_objective:ratio)`, `{{model}} {{slo}} 3d ${AT}`],
     ], { w: 12 }),
     verdicts('availability', 'Availability', 'Requests judged for availability, good stacked on bad: bad is a 5xx (the proxy\'s own when the model server is unreachable, slow or saturated, or the server\'s), an error in the stream or a cut stream; client cancels, 4xx and 429 are left out.'),
     verdicts('ttft', 'TTFT'),
     verdicts('tpot', 'TPOT'),
     panel('Bad share', 'Bad / all requests per SLO.', [
-      [`${badOrZero(RI).replaceAll('increase(', 'rate(')} / sum by (${SLO_BY}) (rate(${sloSel}[${RI}]))`, '{{model}} {{slo}}'],
+      [`${badOrZero(RI).replaceAll('increase(', 'rate(')} / sum by (${SLO_BY}) (rate(${sloSel}[${RI}]))`, `{{model}} {{slo}} ${AT}`],
     ], { unit: 'percentunit', w: 8 }),
     panel('TTFT p99 and mean against the target', 'The histogram view of the TTFT SLO (targets are bucket boundaries; the buckets are about 19 % wide).', [
-      [`histogram_quantile(0.99, sum by (${BY}, model, le) (rate(tokenmeter_time_to_first_token_seconds_bucket{${M}}[${RI}])))`, '{{model}} p99'],
-      [`sum by (${BY}, model) (rate(tokenmeter_time_to_first_token_seconds_sum{${M}}[${RI}])) / sum by (${BY}, model) (rate(tokenmeter_time_to_first_token_seconds_count{${M}}[${RI}]))`, '{{model}} mean'],
-      [`max by (model) (tokenmeter_slo_target_seconds{${M}, slo="ttft"})`, '{{model}} target'],
+      [`histogram_quantile(0.99, sum by (${BY}, model, le) (rate(tokenmeter_time_to_first_token_seconds_bucket{${M}}[${RI}])))`, `{{model}} p99 ${AT}`],
+      [`sum by (${BY}, model) (rate(tokenmeter_time_to_first_token_seconds_sum{${M}}[${RI}])) / sum by (${BY}, model) (rate(tokenmeter_time_to_first_token_seconds_count{${M}}[${RI}]))`, `{{model}} mean ${AT}`],
+      [`max by (${BY}, model) (tokenmeter_slo_target_seconds{${M}, slo="ttft"})`, `{{model}} target ${AT}`],
     ], { unit: 's', w: 8 }),
     panel('TPOT p99 and mean against the target', 'The histogram view of the TPOT SLO.', [
-      [`histogram_quantile(0.99, sum by (${BY}, model, le) (rate(tokenmeter_time_per_output_token_seconds_bucket{${M}}[${RI}])))`, '{{model}} p99'],
-      [`sum by (${BY}, model) (rate(tokenmeter_time_per_output_token_seconds_sum{${M}}[${RI}])) / sum by (${BY}, model) (rate(tokenmeter_time_per_output_token_seconds_count{${M}}[${RI}]))`, '{{model}} mean'],
-      [`max by (model) (tokenmeter_slo_target_seconds{${M}, slo="tpot"})`, '{{model}} target'],
+      [`histogram_quantile(0.99, sum by (${BY}, model, le) (rate(tokenmeter_time_per_output_token_seconds_bucket{${M}}[${RI}])))`, `{{model}} p99 ${AT}`],
+      [`sum by (${BY}, model) (rate(tokenmeter_time_per_output_token_seconds_sum{${M}}[${RI}])) / sum by (${BY}, model) (rate(tokenmeter_time_per_output_token_seconds_count{${M}}[${RI}]))`, `{{model}} mean ${AT}`],
+      [`max by (${BY}, model) (tokenmeter_slo_target_seconds{${M}, slo="tpot"})`, `{{model}} target ${AT}`],
     ], { unit: 's', w: 8 }),
   ],
 });
@@ -324,7 +352,7 @@ const proxyHealth = dashboard({
   description: 'The proxy itself: scrape status, streams, upstream failures, parse errors, status codes and latency.',
   variables: [datasourceVariable(), ...whereVariables(), modelVariable()],
   panels: [
-    panel('Proxies up', 'Scrape targets whose job name contains "tokenmeter".', [
+    panel('Proxies up', 'Scrape targets of job "tokenmeter" (a static config, the ServiceMonitor) or "<namespace>/tokenmeter" (the PodMonitor) that answered their last scrape.', [
       [`sum(up{${W}, job=~"tokenmeter|.+/tokenmeter"})`, 'up'],
     ], { kind: 'stat', w: 6, h: 5 }),
     panel('Versions', 'tokenmeter_build_info by version.', [
@@ -347,14 +375,14 @@ const proxyHealth = dashboard({
     ], { w: 12 }),
     panel('End-to-end request duration (metered APIs): p50 / p90 / p99 and mean', 'Request received to the end of the response: upstream time plus the proxy, for the model APIs only (pass-through requests excluded).',
       quantiles('tokenmeter_request_duration_seconds', 'model', { filter: `${M}, api!="none"` }), { unit: 's', w: 12 }),
-    panel('Time to first token p99 by API', 'Request received to the first token, per API dialect.', [
-      [`histogram_quantile(0.99, sum by (${BY}, api, le) (rate(tokenmeter_time_to_first_token_seconds_bucket{${M}}[${RI}])))`, '{{api}}'],
+    panel('Time to first token p99 by API', 'Request received to the first token, per model and API dialect.', [
+      [`histogram_quantile(0.99, sum by (${BY}, model, api, le) (rate(tokenmeter_time_to_first_token_seconds_bucket{${M}}[${RI}])))`, `{{model}} {{api}} ${AT}`],
     ], { unit: 's', w: 12 }),
     panel('Token count mismatches per second', 'Server-reported and re-tokenized counts that disagree.', [
       [`sum by (model, type) (rate(tokenmeter_token_count_mismatch_total{${M}}[${RI}]))`, '{{model}} {{type}}'],
     ], { w: 12 }),
     panel('Bytes per output token', 'UTF-8 bytes of output text / billed output tokens: a tokenizer sanity check (about 4 for English with most tokenizers).', [
-      [`sum by (model) (rate(tokenmeter_output_chars_total{${M}}[${RI}])) / sum by (model) (rate(tokenmeter_tokens_total{${M}, type="output"}[${RI}]))`, '{{model}}'],
+      [`sum by (${BY}, model) (rate(tokenmeter_output_chars_total{${M}}[${RI}])) / sum by (${BY}, model) (rate(tokenmeter_tokens_total{${M}, type="output"}[${RI}]))`, `{{model}} ${AT}`],
     ], { w: 12 }),
   ],
 });
