@@ -57,7 +57,8 @@ TEST(UsageReport, PeakOfRecordsSpanningMillenniaIsExactAndCheap) {
     // b's middle second: 1000 from a, 1500 from b.
     EXPECT_NEAR(t.peak_tokens_per_second, 2500.0, 1e-6);
     EXPECT_EQ(t.peak_second_unix_ms, span_ms / 2 + 1000);
-    const auto& alone = build_report({records[0]}, {}).by_tenant.at("t");
+    const auto alone_report = build_report({records[0]}, {});
+    const auto& alone = alone_report.by_tenant.at("t");
     EXPECT_NEAR(alone.peak_tokens_per_second, 1010.0, 1e-6);
     EXPECT_EQ(alone.peak_second_unix_ms, 0);
 }
@@ -68,10 +69,12 @@ TEST(UsageReport, PeakBetweenAndAcrossChanges) {
     // a: 6000 output over [0.25 s, 6.25 s): 1000/s. b: 100 input at 3.5 s.
     std::vector<usage_record> records{rec("a", "t", 0, 6250, 0.25, 0, 6000),
                                       rec("b", "t", 3000, 3600, 0.5, 100, 0)};
-    const auto& t = build_report(records, {}).by_tenant.at("t");
+    const auto both = build_report(records, {});
+    const auto& t = both.by_tenant.at("t");
     EXPECT_NEAR(t.peak_tokens_per_second, 1100.0, 1e-9);
     EXPECT_EQ(t.peak_second_unix_ms, 3000);
-    const auto& a = build_report({records[0]}, {}).by_tenant.at("t");
+    const auto alone = build_report({records[0]}, {});
+    const auto& a = alone.by_tenant.at("t");
     EXPECT_NEAR(a.peak_tokens_per_second, 1000.0, 1e-9);
     EXPECT_EQ(a.peak_second_unix_ms, 1000);  // second 0 has 750, seconds 1 to 5 have 1000
 }
