@@ -3,8 +3,9 @@
 // A worker's io_context runs without Asio's scheduler lock (app/workers: each handler run, each
 // readiness event and each timer saves a lock and unlock), so asio::post from another thread
 // onto it is a data race. What other threads hand a worker (accepted connections, the Redis
-// store's admission answers, the usage spool's "written", drain and stop, resolved host names)
-// goes through its mailbox instead: a locked queue and an eventfd the worker's reactor waits on.
+// store's admission answers, the usage spool's "written", the drain and the shutdown, resolved
+// host names) goes through its mailbox instead: a locked queue and an eventfd the worker's
+// reactor waits on.
 // On its own thread the worker takes the queue and posts each task to itself, where a task that
 // throws ends nothing but itself (app::run_loop). It posts at most tasks_per_turn of them before
 // its reactor looks for readiness again: a burst of a thousand new connections is started a few

@@ -14,7 +14,7 @@ models:
     tokenizer: cl100k_base
 "
 
-# The configuration of the headroom issue's memory goal ("peak RSS at 1,000 streams with the
+# The configuration of the memory goal ("peak RSS at 1,000 streams with the
 # reference tokenizer loaded"): usage injection and the o200k_base reference tokenizer, no native
 # tokenizer for the model (so its timing and counts come from the reference tokenizer).
 bench_reference_only="log:

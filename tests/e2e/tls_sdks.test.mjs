@@ -1,4 +1,4 @@
-// The official SDKs through tokenmeter with TLS on both sides (issue 12): each SDK trusts the
+// The official SDKs through tokenmeter with TLS on both sides: each SDK trusts the
 // test CA (made here with the openssl CLI) and talks to the proxy's TLS listener; the proxy talks
 // to an https:// upstream (a twin simulator behind a TLS terminator) and verifies it against the
 // same CA. Each SDK must get exactly what it gets from the other twin directly over plain HTTP.

@@ -1,4 +1,4 @@
-// TLS on the admin listener (issue 12, item 2: `admin_tls`, the same keys as `tls`): /metrics,
+// TLS on the admin listener (`admin_tls`, the same keys as `tls`): /metrics,
 // /healthz, /readyz and /status.json over HTTPS trusting the test CA, the proxy listener's own
 // certificate kept apart, mutual TLS required, plain HTTP answered with a 400 JSON body, the
 // handshake deadline, rotation by SIGHUP and by the file watch (a bad new file keeps the old

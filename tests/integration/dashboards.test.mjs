@@ -10,7 +10,7 @@
 // top tenants sum to the tokens the usage records bill, TTFT good + bad verdicts equal the
 // requests with a TTFT, and provisioned-throughput use counts input + output.
 //
-// PENDING lists metrics that other branches add (issues 3, 4). A panel that has no data only
+// PENDING lists metrics that other branches add. A panel that has no data only
 // because such a metric is absent is reported, not failed; as soon as the metric exists (the
 // branch is merged), its entry makes the test fail until it is removed, so the list cannot go
 // stale and hide a real gap.

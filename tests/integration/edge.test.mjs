@@ -1,4 +1,4 @@
-// The edge under pressure (issue 10): SIGHUP reloads without touching streams and keeps the old
+// The edge under pressure: SIGHUP reloads without touching streams and keeps the old
 // configuration when the new file is broken; running short of descriptors pauses accepting
 // instead of spinning, keeps /metrics answering and resumes; limits.max_client_connections
 // answers 503; the upstream response head has an idle timeout, not a deadline; process_* series.

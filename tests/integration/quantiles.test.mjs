@@ -4,8 +4,8 @@
 // (metrics.native_histograms, scraped as protobuf by a second Prometheus started with
 // --enable-feature=native-histograms) within 5 %.
 //
-// Each model gets requests with one scheduled TTFT and ITL from the simulator (the cases of
-// issue 15: a 37 ms TTFT read 31 ms, 250 ms read 375 ms, 1.3 s read 1.75 s, a 20 ms ITL read
+// Each model gets requests with one scheduled TTFT and ITL from the simulator (cases that the
+// old buckets misread: a 37 ms TTFT read 31 ms, 250 ms read 375 ms, 1.3 s read 1.75 s, a 20 ms ITL read
 // 17.6 ms with the old buckets). The truth is what the proxy measured, request by request: the
 // median of ttft_s and duration_s in the usage records. ITL and TPOT have no per-request
 // record: for TPOT (one value per request, an average of its gaps) the truth is the exact mean

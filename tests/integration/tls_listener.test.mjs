@@ -1,4 +1,4 @@
-// TLS on the proxy listener (issue 12, items 1 and 5): streams through it byte for byte, mutual
+// TLS on the proxy listener: streams through it byte for byte, mutual
 // TLS required / optional, the intermediate profile (TLS 1.0/1.1, non-ECDHE ciphers and an
 // h2-only ALPN refused, probed with `openssl s_client`), certificate rotation under live streams
 // (files swapped, then SIGHUP or the file watch), bad files at start and on reload, and the

@@ -1,4 +1,4 @@
-// TLS to an https:// upstream (issue 12, item 3): streams arrive whole through a verified TLS
+// TLS to an https:// upstream: streams arrive whole through a verified TLS
 // connection with SNI, pooled connections resume the worker's session, /readyz needs a handshake;
 // a certificate for another host, an expired one and one from an unknown CA each get a 502 with a
 // JSON body naming the reason and count as tokenmeter_upstream_errors_total{reason="tls"};

@@ -1,5 +1,5 @@
-// The usage shipper over https to a billing receiver that requires a bearer token (issue 12,
-// item 4): records arrive exactly once as CloudEvents batches with the token from token_file
+// The usage shipper over https to a billing receiver that requires a bearer token:
+// records arrive exactly once as CloudEvents batches with the token from token_file
 // and from token_env, over one kept-alive TLS connection with SNI (and a new one once the
 // receiver closes it); a certificate for another
 // host or from an untrusted CA gets nothing and is counted as `tls`; a refused token (401) is
