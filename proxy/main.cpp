@@ -8,6 +8,7 @@
 #include "app/command_line.hpp"
 #include "app/healthcheck_command.hpp"
 #include "app/tokenize_command.hpp"
+#include "app/usage_command.hpp"
 
 int main(int argc, char** argv) {
     using namespace tokenmeter;
@@ -20,7 +21,7 @@ int main(int argc, char** argv) {
         return app::healthcheck_command({args.begin() + 1, args.end()});
     }
     if (!args.empty() && args.front() == "tokenize") {
-        return app::tokenize_command(argc - 2, argv + 2);
+        return app::tokenize_command({args.begin() + 1, args.end()});
     }
     const app::parsed_command_line parsed = app::parse_command_line(args);
     if (!parsed.value) {

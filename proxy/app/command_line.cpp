@@ -1,18 +1,15 @@
-// app/command_line: flags → command_line → settings. Boost.Program_options does the parsing;
-// validation stays in config/.
+// app/command_line: flags → command_line → settings. app/flags parses the words; validation stays
+// in config/.
 #include "app/command_line.hpp"
 
-#include <boost/program_options.hpp>
 #include <cstdio>
 
 #include "app/config_files.hpp"
+#include "app/flags.hpp"
 #include "app/module_options.hpp"
 #include "app/tokenizers.hpp"
-#include "usage/report.hpp"
 
 namespace tokenmeter::app {
-
-namespace po = boost::program_options;
 
 namespace {
 
@@ -43,33 +40,6 @@ options (flags override the config file; --flag VALUE or --flag=VALUE):
   --help               this text
 )";
 
-// A flag given twice is no error and keeps its last value, as the hand-written parser did:
-// every flag collects its occurrences (switches with no value), and the last one counts.
-po::options_description flag_table() {
-    using many = std::vector<std::string>;
-    po::options_description flags;
-    flags.add_options()                                       //
-        ("help,h", po::value<many>()->zero_tokens(), "")      //
-        ("version", po::value<many>()->zero_tokens(), "")     //
-        ("check-config", po::value<many>(), "")               //
-        ("config", po::value<many>(), "")                     //
-        ("listen", po::value<many>(), "")                     //
-        ("upstream", po::value<many>(), "")                   //
-        ("admin", po::value<many>(), "")                      //
-        ("threads", po::value<many>(), "")                    //
-        ("log-level", po::value<many>(), "")                  //
-        ("access-log", po::value<many>()->zero_tokens(), "")  //
-        ("print-config", po::value<many>()->zero_tokens(), "");
-    return flags;
-}
-
-std::optional<std::string> text_of(const po::variables_map& vm, const char* name) {
-    if (vm.count(name) == 0) {
-        return std::nullopt;
-    }
-    return vm[name].as<std::vector<std::string>>().back();
-}
-
 }  // namespace
 
 std::string_view usage_text() {
@@ -77,47 +47,32 @@ std::string_view usage_text() {
 }
 
 parsed_command_line parse_command_line(const std::vector<std::string>& args) {
-    po::variables_map vm;
-    try {
-        // No guessing of abbreviations (allow_guessing is left out), -h the only short form.
-        const auto style =
-            po::command_line_style::allow_long | po::command_line_style::long_allow_adjacent |
-            po::command_line_style::long_allow_next | po::command_line_style::allow_short |
-            po::command_line_style::allow_dash_for_short | po::command_line_style::short_allow_next;
-        // Words that are not flags are collected, to be refused by name below.
-        po::options_description all = flag_table();
-        all.add_options()("stray", po::value<std::vector<std::string>>(), "");
-        po::positional_options_description stray;
-        stray.add("stray", -1);
-        po::store(po::command_line_parser(args).options(all).positional(stray).style(style).run(),
-                  vm);
-    } catch (const po::unknown_option& e) {
-        return {std::nullopt, "unknown argument '" + e.get_option_name() + "'"};
-    } catch (const po::invalid_command_line_syntax& e) {
-        if (e.kind() == po::invalid_syntax::missing_parameter) {
-            return {std::nullopt, e.get_option_name() + " needs a value"};
-        }
-        return {std::nullopt, e.what()};
-    } catch (const po::error& e) {
-        return {std::nullopt, e.what()};
-    }
-    if (vm.count("stray") != 0) {
-        return {std::nullopt,
-                "unknown argument '" + vm["stray"].as<std::vector<std::string>>().front() + "'"};
+    const parsed_flags vm = parse_flags(args, {{"version"},
+                                               {"check-config", true},
+                                               {"config", true},
+                                               {"listen", true},
+                                               {"upstream", true},
+                                               {"admin", true},
+                                               {"threads", true},
+                                               {"log-level", true},
+                                               {"access-log"},
+                                               {"print-config"}});
+    if (!vm.ok()) {
+        return {std::nullopt, vm.error};
     }
     command_line out;
-    if (vm.count("help") != 0) {
+    if (vm.has("help")) {
         out.what = command_line::action::help;
-    } else if (vm.count("version") != 0) {
+    } else if (vm.has("version")) {
         out.what = command_line::action::version;
-    } else if (vm.count("check-config") != 0) {
+    } else if (vm.has("check-config")) {
         out.what = command_line::action::check_config;
-        out.check_config_path = *text_of(vm, "check-config");
-    } else if (vm.count("print-config") != 0) {
+        out.check_config_path = *vm.value("check-config");
+    } else if (vm.has("print-config")) {
         out.what = command_line::action::print_config;
     }
-    out.print_config = vm.count("print-config") != 0;
-    out.config_path = text_of(vm, "config").value_or("");
+    out.print_config = vm.has("print-config");
+    out.config_path = vm.value("config").value_or("");
     if (!out.check_config_path.empty()) {
         // The file checked is the file the proxy would run with.
         if (!out.config_path.empty() && out.config_path != out.check_config_path) {
@@ -125,12 +80,12 @@ parsed_command_line parse_command_line(const std::vector<std::string>& args) {
         }
         out.config_path = out.check_config_path;
     }
-    out.listen = text_of(vm, "listen");
-    out.upstream = text_of(vm, "upstream");
-    out.admin = text_of(vm, "admin");
-    out.threads = text_of(vm, "threads");
-    out.log_level = text_of(vm, "log-level");
-    out.access_log = vm.count("access-log") != 0;
+    out.listen = vm.value("listen");
+    out.upstream = vm.value("upstream");
+    out.admin = vm.value("admin");
+    out.threads = vm.value("threads");
+    out.log_level = vm.value("log-level");
+    out.access_log = vm.has("access-log");
     return {out, {}};
 }
 
@@ -262,23 +217,6 @@ int print_config(const command_line& flags) {
     }
     std::fputs(config::to_yaml(redacted(result.value)).c_str(), stdout);
     return 0;
-}
-
-std::optional<std::string> spool_dir_from_config(const std::string& path) {
-    auto loaded = config::load_file(path);
-    const auto modules = module_errors(loaded.value);
-    loaded.errors.insert(loaded.errors.end(), modules.begin(), modules.end());
-    if (!loaded.ok()) {
-        for (const auto& e : loaded.errors) {
-            std::fprintf(stderr, "%s: %s\n", path.c_str(), config::to_string(e).c_str());
-        }
-        return std::nullopt;
-    }
-    return loaded.value.usage.spool_dir;
-}
-
-int usage_command(const std::vector<std::string>& args) {
-    return usage::run_usage_command(args, spool_dir_from_config);
 }
 
 }  // namespace tokenmeter::app

@@ -1,4 +1,4 @@
-// app/command_line: the proxy's own flags (Boost.Program_options) and the settings they give:
+// app/command_line: the proxy's own flags (app/flags) and the settings they give:
 // the config file with the flags on top, validated by config/ and by the modules. Subcommands
 // (`usage`, `tokenize`) are dispatched by main before this parser sees their arguments.
 #pragma once
@@ -53,11 +53,5 @@ int print_config(const command_line& flags);
 
 // Prints errors as "source: key: message", one per line, to stderr.
 void print_errors(const std::vector<config::config_error>& errors, const std::string& source);
-
-// For `tokenmeter usage --config FILE`: the file's usage.spool_dir, or nullopt after printing
-// the file's errors.
-std::optional<std::string> spool_dir_from_config(const std::string& path);
-// `tokenmeter usage ARGS`: the usage report (usage/report), with --config resolved here.
-int usage_command(const std::vector<std::string>& args);
 
 }  // namespace tokenmeter::app

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "app/flags.hpp"
 #include "config/config.hpp"
 
 namespace tokenmeter::app {
@@ -150,33 +151,27 @@ int healthcheck_command(const std::vector<std::string>& args) {
     std::string config_path;
     std::string path = "/healthz";
     std::chrono::milliseconds timeout{2'000};
-    for (std::size_t i = 0; i < args.size(); ++i) {
-        const std::string& arg = args[i];
-        if (arg == "--help" || arg == "-h") {
-            std::fputs(healthcheck_usage, stdout);
-            return 0;
+    const parsed_flags flags =
+        parse_flags(args, {{"admin", true}, {"config", true}, {"timeout", true}, {"ready"}});
+    if (!flags.ok()) {
+        std::fputs(healthcheck_usage, stderr);
+        return unhealthy(flags.error);
+    }
+    if (flags.has("help")) {
+        std::fputs(healthcheck_usage, stdout);
+        return 0;
+    }
+    admin_text = flags.value("admin");
+    config_path = flags.value("config").value_or("");
+    if (flags.has("ready")) {
+        path = "/readyz";
+    }
+    if (const auto text = flags.value("timeout")) {
+        const auto t = config::parse_duration(*text);
+        if (!t || t->count() <= 0) {
+            return unhealthy("--timeout: expected a duration like 2s, got '" + *text + "'");
         }
-        if (arg == "--ready") {
-            path = "/readyz";
-            continue;
-        }
-        if (arg != "--admin" && arg != "--config" && arg != "--timeout") {
-            std::fputs(healthcheck_usage, stderr);
-            return unhealthy("unknown argument '" + arg + "'");
-        }
-        if (i + 1 >= args.size()) {
-            return unhealthy(arg + " needs a value");
-        }
-        const std::string& value = args[++i];
-        if (arg == "--admin") {
-            admin_text = value;
-        } else if (arg == "--config") {
-            config_path = value;
-        } else if (const auto t = config::parse_duration(value); t && t->count() > 0) {
-            timeout = *t;
-        } else {
-            return unhealthy("--timeout: expected a duration like 2s, got '" + value + "'");
-        }
+        timeout = *t;
     }
     config::endpoint admin = config::default_settings().admin;
     if (!config_path.empty()) {

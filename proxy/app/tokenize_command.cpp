@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "app/allocator.hpp"
+#include "app/flags.hpp"
 #include "app/tokenizers.hpp"
 #include "tokenizer/tokenizer.hpp"
 
@@ -48,33 +49,27 @@ int fail(const std::string& message) {
 
 }  // namespace
 
-int tokenize_command(int argc, char** argv) {
-    std::string spec;
-    std::string dir;
-    bool print_ids = false;
-    bool verbose = false;
-    std::string special;
-    for (int i = 0; i < argc; ++i) {
-        const std::string_view arg = argv[i];
-        if (arg == "--ids") {
-            print_ids = true;
-        } else if (arg == "--verbose") {
-            verbose = true;
-        } else if (arg == "--tokenizer" || arg == "--tokenizer-dir" || arg == "--special-tokens") {
-            if (i + 1 >= argc) {
-                return fail(std::string(arg) + " needs a value");
-            }
-            (arg == "--tokenizer" ? spec : arg == "--tokenizer-dir" ? dir : special) = argv[++i];
-            if (arg == "--special-tokens" && special != "match" && special != "text") {
-                return fail("--special-tokens is match or text");
-            }
-        } else if (arg == "--help" || arg == "-h") {
-            std::fputs(tokenize_usage, stdout);
-            return 0;
-        } else {
-            std::fputs(tokenize_usage, stderr);
-            return fail("unknown argument " + std::string(arg));
-        }
+int tokenize_command(const std::vector<std::string>& args) {
+    const parsed_flags flags = parse_flags(args, {{"tokenizer", true},
+                                                  {"tokenizer-dir", true},
+                                                  {"special-tokens", true},
+                                                  {"ids"},
+                                                  {"verbose"}});
+    if (!flags.ok()) {
+        std::fputs(tokenize_usage, stderr);
+        return fail(flags.error);
+    }
+    if (flags.has("help")) {
+        std::fputs(tokenize_usage, stdout);
+        return 0;
+    }
+    const std::string spec = flags.value("tokenizer").value_or("");
+    const std::string dir = flags.value("tokenizer-dir").value_or("");
+    const std::string special = flags.value("special-tokens").value_or("");
+    const bool print_ids = flags.has("ids");
+    const bool verbose = flags.has("verbose");
+    if (flags.has("special-tokens") && special != "match" && special != "text") {
+        return fail("--special-tokens is match or text");
     }
     if (spec.empty()) {
         std::fputs(tokenize_usage, stderr);

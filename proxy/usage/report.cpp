@@ -9,43 +9,12 @@
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
-#include "usage/plan.hpp"
 #include "usage/price.hpp"
 #include "usage/spool.hpp"
 #include "usage/timeline.hpp"
 
 namespace tokenmeter::usage {
 namespace {
-
-constexpr const char* help_text = R"(usage: tokenmeter usage [--spool DIR | --config FILE] [options]
-
-Reads the usage spool and prints totals per tenant and model: requests, input, output,
-reasoning and cached tokens, their cost (from the records: `prices` in the config), and the
-peak tokens per second.
-
-  --spool DIR      the spool directory (usage.spool_dir)
-  --config FILE    take the spool directory from this config file instead
-  --from TIME      records that started at or after TIME (UTC): 2026-11-21 or 2026-11-21T13:00[:00]
-  --to TIME        records that started before TIME
-  --tenant NAME    only this tenant
-  --model NAME     only this model
-  --json           JSON instead of a table
-  --strict         exit 1 when a spool line is not a usage entry (by default such lines are
-                   skipped, counted in the output and named in a warning on stderr)
-
-  --plan           a capacity plan per model instead of totals: the mix of input and output
-                   tokens (mean, p50, p95), tokens/s, concurrency and requests/s per one-minute
-                   window (p50, p99, peak), and the provisioned-throughput band the peak needs,
-                   beside the band the same request rate needs at the reference mix
-  --band-size N    tokens/s per band step (default 100)
-  --reference-mix IN/OUT   the reference mix (default 2048/256)
-  --ttft-target D  with --plan: the share of requests with TTFT at most D (500ms, 2s)
-  --tpot-target D  with --plan: the share with time per output token at most D (50ms)
-
-Definitions: docs/usage-records.md. Peak tokens/s: input + output tokens per UTC second, summed over the group's records. A
-record's input tokens count in the second of its first token (prefill ends there); its output
-tokens are spread evenly from the first token to the end. Records sharing an id count once.
-)";
 
 void add_record(usage_totals& totals, bucket_timeline& timeline, const usage_record& r) {
     totals.requests += 1;
@@ -131,55 +100,6 @@ std::string partial_count(const usage_totals& t) {
     return std::to_string(t.requests - complete);
 }
 
-void print_table(const usage_report& report) {
-    std::vector<std::vector<std::string>> rows;
-    rows.push_back({"TENANT", "MODEL", "REQUESTS", "NOT_COMPLETE", "INPUT", "OUTPUT", "REASONING",
-                    "CACHED", "COST", "PEAK_TOK/S", "PEAK_SECOND"});
-    auto row = [&](const std::string& tenant, const std::string& model, const usage_totals& t) {
-        std::array<char, 32> peak{};
-        std::snprintf(peak.data(), peak.size(), "%.1f", t.peak_tokens_per_second);
-        rows.push_back({tenant, model, std::to_string(t.requests), partial_count(t),
-                        std::to_string(t.input_tokens), std::to_string(t.output_tokens),
-                        std::to_string(t.reasoning_tokens), std::to_string(t.cached_tokens),
-                        cost_cell(t), peak.data(), format_time(t.peak_second_unix_ms).substr(0, 19)});
-    };
-    for (const auto& [tenant, totals] : report.by_tenant) {
-        for (const auto& [key, t] : report.by_tenant_model) {
-            if (key.first == tenant) {
-                row(key.first, key.second, t);
-            }
-        }
-        row(tenant, "(all)", totals);
-    }
-    std::vector<std::size_t> widths(rows.front().size(), 0);
-    for (const auto& r : rows) {
-        for (std::size_t i = 0; i < r.size(); ++i) {
-            widths[i] = std::max(widths[i], r[i].size());
-        }
-    }
-    for (const auto& r : rows) {
-        std::string line;
-        for (std::size_t i = 0; i < r.size(); ++i) {
-            std::string cell = r[i];
-            // Names left, numbers right.
-            if (i < 2 || i == r.size() - 1) {
-                cell.resize(widths[i], ' ');
-            } else {
-                cell.insert(0, widths[i] - cell.size(), ' ');
-            }
-            line += (i == 0 ? "" : "  ") + cell;
-        }
-        while (!line.empty() && line.back() == ' ') {
-            line.pop_back();
-        }
-        std::printf("%s\n", line.c_str());
-    }
-    std::printf("%llu record(s), %llu duplicate(s) ignored, %llu unreadable line(s)\n",
-                static_cast<unsigned long long>(report.records),
-                static_cast<unsigned long long>(report.duplicates),
-                static_cast<unsigned long long>(report.malformed));
-}
-
 }  // namespace
 
 std::vector<const usage_record*> unique_records(const std::vector<usage_record>& records,
@@ -231,13 +151,60 @@ usage_report build_report(const std::vector<usage_record>& records, const report
     return report;
 }
 
-namespace {
+std::string format_table(const usage_report& report) {
+    std::string text;
+    std::vector<std::vector<std::string>> rows;
+    rows.push_back({"TENANT", "MODEL", "REQUESTS", "NOT_COMPLETE", "INPUT", "OUTPUT", "REASONING",
+                    "CACHED", "COST", "PEAK_TOK/S", "PEAK_SECOND"});
+    auto row = [&](const std::string& tenant, const std::string& model, const usage_totals& t) {
+        std::array<char, 32> peak{};
+        std::snprintf(peak.data(), peak.size(), "%.1f", t.peak_tokens_per_second);
+        rows.push_back({tenant, model, std::to_string(t.requests), partial_count(t),
+                        std::to_string(t.input_tokens), std::to_string(t.output_tokens),
+                        std::to_string(t.reasoning_tokens), std::to_string(t.cached_tokens),
+                        cost_cell(t), peak.data(),
+                        format_time(t.peak_second_unix_ms).substr(0, 19)});
+    };
+    for (const auto& [tenant, totals] : report.by_tenant) {
+        for (const auto& [key, t] : report.by_tenant_model) {
+            if (key.first == tenant) {
+                row(key.first, key.second, t);
+            }
+        }
+        row(tenant, "(all)", totals);
+    }
+    std::vector<std::size_t> widths(rows.front().size(), 0);
+    for (const auto& r : rows) {
+        for (std::size_t i = 0; i < r.size(); ++i) {
+            widths[i] = std::max(widths[i], r[i].size());
+        }
+    }
+    for (const auto& r : rows) {
+        std::string line;
+        for (std::size_t i = 0; i < r.size(); ++i) {
+            std::string cell = r[i];
+            // Names left, numbers right.
+            if (i < 2 || i == r.size() - 1) {
+                cell.resize(widths[i], ' ');
+            } else {
+                cell.insert(0, widths[i] - cell.size(), ' ');
+            }
+            line += (i == 0 ? "" : "  ") + cell;
+        }
+        while (!line.empty() && line.back() == ' ') {
+            line.pop_back();
+        }
+        text += line + "\n";
+    }
+    text += std::to_string(report.records) + " record(s), " + std::to_string(report.duplicates) +
+            " duplicate(s) ignored, " + std::to_string(report.malformed) + " unreadable line(s)\n";
+    return text;
+}
 
-void print_json(const usage_report& report, const report_filter& filter) {
+std::string report_json(const usage_report& report, const report_filter& filter) {
     nlohmann::ordered_json out;
-    out["from"] = filter.from_unix_ms
-                      ? nlohmann::ordered_json(format_time(*filter.from_unix_ms))
-                      : nlohmann::ordered_json(nullptr);
+    out["from"] = filter.from_unix_ms ? nlohmann::ordered_json(format_time(*filter.from_unix_ms))
+                                      : nlohmann::ordered_json(nullptr);
     out["to"] = filter.to_unix_ms ? nlohmann::ordered_json(format_time(*filter.to_unix_ms))
                                   : nlohmann::ordered_json(nullptr);
     out["records"] = report.records;
@@ -266,219 +233,28 @@ void print_json(const usage_report& report, const report_filter& filter) {
         tenants.push_back(std::move(row));
     }
     out["tenants"] = std::move(tenants);
-    std::printf(
-        "%s\n",
-        out.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
+    return out.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
 }
 
-// "500ms", "2s", "0.25s" -> seconds.
-std::optional<double> parse_seconds(const std::string& text) {
-    double scale = 1.0;
-    std::string number = text;
-    if (number.size() > 2 && number.ends_with("ms")) {
-        scale = 0.001;
-        number.resize(number.size() - 2);
-    } else if (number.size() > 1 && number.ends_with('s')) {
-        number.resize(number.size() - 1);
-    } else {
-        return std::nullopt;
-    }
-    char* end = nullptr;
-    const double v = std::strtod(number.c_str(), &end);
-    if (end != number.c_str() + number.size() || !(v > 0) || !std::isfinite(v)) {
-        return std::nullopt;
-    }
-    return v * scale;
-}
-
-// "2048/256" -> {2048, 256}.
-std::optional<std::pair<std::uint64_t, std::uint64_t>> parse_mix(const std::string& text) {
-    const auto slash = text.find('/');
-    if (slash == std::string::npos) {
-        return std::nullopt;
-    }
-    char* end = nullptr;
-    const std::string in = text.substr(0, slash);
-    const std::string out = text.substr(slash + 1);
-    const unsigned long long i = std::strtoull(in.c_str(), &end, 10);
-    if (in.empty() || end != in.c_str() + in.size()) {
-        return std::nullopt;
-    }
-    const unsigned long long o = std::strtoull(out.c_str(), &end, 10);
-    if (out.empty() || end != out.c_str() + out.size() || i + o == 0) {
-        return std::nullopt;
-    }
-    return std::make_pair(static_cast<std::uint64_t>(i), static_cast<std::uint64_t>(o));
-}
-
-bool is_plan_option(const std::string& arg) {
-    return arg == "--band-size" || arg == "--ttft-target" || arg == "--tpot-target" ||
-           arg == "--reference-mix";
-}
-
-// Sets one of --plan's options; false (after saying why) when the value is wrong.
-bool set_plan_option(const std::string& arg, const std::string& v, plan_options& o) {
-    const auto bad = [&](const char* expected) {
-        std::fprintf(stderr, "tokenmeter usage: %s: expected %s, got '%s'\n", arg.c_str(),
-                     expected, v.c_str());
-        return false;
-    };
-    if (arg == "--band-size") {
-        char* end = nullptr;
-        const double size = std::strtod(v.c_str(), &end);
-        if (end != v.c_str() + v.size() || !(size > 0) || !std::isfinite(size)) {
-            return bad("a number of tokens/s above 0, like 100");
-        }
-        o.band_size = size;
-    } else if (arg == "--reference-mix") {
-        const auto mix = parse_mix(v);
-        if (!mix) {
-            return bad("input/output tokens like 2048/256");
-        }
-        o.reference_input = mix->first;
-        o.reference_output = mix->second;
-    } else {
-        const auto seconds = parse_seconds(v);
-        if (!seconds) {
-            return bad("a duration like 500ms or 2s");
-        }
-        (arg == "--ttft-target" ? o.ttft_target_seconds : o.tpot_target_seconds) = *seconds;
-    }
-    return true;
-}
-
-}  // namespace
-
-int run_usage_command(const std::vector<std::string>& args, const spool_dir_lookup& spool_dir_of) {
-    std::string spool;
-    std::string config_file;
-    report_filter filter;
-    bool json = false;
-    bool plan = false;
-    bool strict = false;
-    plan_options plan_opts;
-    for (std::size_t i = 0; i < args.size(); ++i) {
-        const std::string& arg = args[i];
-        auto value = [&]() -> std::optional<std::string> {
-            if (i + 1 >= args.size()) {
-                std::fprintf(stderr, "tokenmeter usage: %s needs a value\n", arg.c_str());
-                return std::nullopt;
-            }
-            return args[++i];
-        };
-        if (arg == "--help" || arg == "-h") {
-            std::fputs(help_text, stdout);
-            return 0;
-        }
-        if (arg == "--json") {
-            json = true;
-            continue;
-        }
-        if (arg == "--plan") {
-            plan = true;
-            continue;
-        }
-        if (arg == "--strict") {
-            strict = true;
-            continue;
-        }
-        const bool takes_value = arg == "--spool" || arg == "--config" || arg == "--from" ||
-                                 arg == "--to" || arg == "--tenant" || arg == "--model" ||
-                                 is_plan_option(arg);
-        if (!takes_value) {
-            std::fprintf(stderr, "tokenmeter usage: unknown argument '%s' (see --help)\n",
-                         arg.c_str());
-            return 2;
-        }
-        auto v = value();
-        if (!v) {
-            return 2;
-        }
-        if (is_plan_option(arg)) {
-            if (!set_plan_option(arg, *v, plan_opts)) {
-                return 2;
-            }
-            continue;
-        }
-        if (arg == "--spool") {
-            spool = *v;
-        } else if (arg == "--config") {
-            config_file = *v;
-        } else if (arg == "--tenant") {
-            filter.tenant = *v;
-        } else if (arg == "--model") {
-            filter.model = *v;
-        } else {
-            auto t = parse_time(*v);
-            if (!t) {
-                std::fprintf(stderr,
-                             "tokenmeter usage: %s: expected a UTC time like 2026-11-21 or "
-                             "2026-11-21T13:00:00Z, got '%s'\n",
-                             arg.c_str(), v->c_str());
-                return 2;
-            }
-            (arg == "--from" ? filter.from_unix_ms : filter.to_unix_ms) = *t;
-        }
-    }
-    if (spool.empty() && !config_file.empty()) {
-        auto dir = spool_dir_of(config_file);
-        if (!dir) {
-            return 1;
-        }
-        spool = std::move(*dir);
-    }
-    if (spool.empty()) {
-        std::fprintf(stderr, "tokenmeter usage: give --spool DIR or --config FILE (see --help)\n");
-        return 2;
-    }
-    std::error_code ec;
-    if (!std::filesystem::is_directory(spool, ec)) {
-        std::fprintf(stderr, "tokenmeter usage: %s is not a directory\n", spool.c_str());
-        return 1;
-    }
-    std::vector<usage_record> records;
-    std::uint64_t malformed = 0;
-    std::string first_malformed;
-    for (const auto& segment : list_segments(spool)) {
+spool_contents read_spool(const std::filesystem::path& dir) {
+    spool_contents out;
+    for (const auto& segment : list_segments(dir)) {
         auto counts = scan_segment(
             segment.path, 0,
             [&](const spool_entry& e, std::uint64_t) {
                 if (e.kind == entry_kind::close) {
-                    records.push_back(e.record);
+                    out.records.push_back(e.record);
                 }
                 return true;
             },
             [&](std::string_view, std::uint64_t line, std::uint64_t) {
-                if (first_malformed.empty()) {
-                    first_malformed = segment.path.string() + " line " + std::to_string(line);
+                if (out.first_malformed.empty()) {
+                    out.first_malformed = segment.path.string() + " line " + std::to_string(line);
                 }
             });
-        malformed += counts.malformed;
+        out.malformed += counts.malformed;
     }
-    if (malformed > 0) {
-        std::fprintf(stderr,
-                     "tokenmeter usage: %s: %llu line(s) that are not usage entries %s (the first: "
-                     "%s; the proxy sets them aside in quarantine.jsonl)\n",
-                     strict ? "error" : "warning", static_cast<unsigned long long>(malformed),
-                     strict ? "(--strict)" : "skipped", first_malformed.c_str());
-        if (strict) {
-            return 1;
-        }
-    }
-    if (plan) {
-        const std::vector<model_plan> plans = build_plan(records, filter, plan_opts);
-        const std::string text = json ? plan_json(plans, plan_opts) : format_plan(plans, plan_opts);
-        std::fputs(text.c_str(), stdout);
-        return 0;
-    }
-    usage_report report = build_report(records, filter);
-    report.malformed = malformed;
-    if (json) {
-        print_json(report, filter);
-    } else {
-        print_table(report);
-    }
-    return 0;
+    return out;
 }
 
 }  // namespace tokenmeter::usage

@@ -1,10 +1,11 @@
-// usage/report: `tokenmeter usage`, which reads spool files and prints totals per tenant and
-// model for a time range, with the peak tokens per second, as a text table or JSON. Lets an
-// operator answer "what did tenant X use yesterday, and at what peak" without another system.
+// usage/report: totals per tenant and model for a time range, with the peak tokens per second,
+// read from the spool and written as a text table or JSON; `tokenmeter usage` (app/usage_command)
+// prints them. Lets an operator answer "what did tenant X use yesterday, and at what peak"
+// without another system.
 #pragma once
 
 #include <cstdint>
-#include <functional>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <string>
@@ -56,11 +57,18 @@ bool passes(const usage_record& r, const report_filter& filter);
 // a real outcome wins over crash_recovered (the same request recovered after a lost close).
 usage_report build_report(const std::vector<usage_record>& records, const report_filter& filter);
 
-// The spool directory a config file names, for --config; nullopt (after printing why) when the
-// file cannot be loaded. app/ supplies it, so usage/ does not read configuration itself.
-using spool_dir_lookup = std::function<std::optional<std::string>(const std::string& config_file)>;
+// The report as an aligned text table, a row per tenant and model and one per tenant, then a line
+// of counts.
+std::string format_table(const usage_report& report);
+// The report as JSON (pretty-printed, ending in a newline).
+std::string report_json(const usage_report& report, const report_filter& filter);
 
-// The subcommand; args are the arguments after "usage". Returns the exit status.
-int run_usage_command(const std::vector<std::string>& args, const spool_dir_lookup& spool_dir_of);
+// Every close record in a spool directory's segments, and the lines that are not usage entries.
+struct spool_contents {
+    std::vector<usage_record> records;
+    std::uint64_t malformed = 0;
+    std::string first_malformed;  // "<segment> line N"
+};
+spool_contents read_spool(const std::filesystem::path& dir);
 
 }  // namespace tokenmeter::usage

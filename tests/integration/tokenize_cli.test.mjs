@@ -69,7 +69,7 @@ test('errors exit 2 and say what is wrong', { timeout: 30_000 }, () => {
 
   run = tokenize(['--bogus']);
   assert.equal(run.status, 2);
-  assert.match(run.stderr, /unknown argument --bogus/);
+  assert.match(run.stderr, /unknown argument '--bogus'/);
 
   run = tokenize([]);
   assert.equal(run.status, 2);

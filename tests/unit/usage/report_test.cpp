@@ -124,24 +124,5 @@ TEST(UsageReport, FiltersByStartTimeTenantAndModel) {
     EXPECT_EQ(build_report(records, f).records, 0u);
 }
 
-// A spool line of the wrong shape is skipped and counted (exit 0); --strict refuses it.
-TEST(UsageCommand, SkipsLinesThatAreNotEntriesUnlessStrict) {
-    std::string pattern =
-        (std::filesystem::temp_directory_path() / "tokenmeter-usage-XXXXXX").string();
-    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
-    const std::filesystem::path dir = pattern;
-    {
-        std::ofstream out(dir / segment_name(1));
-        out << encode_close(rec("a", "t", 0, 1000, 0.1, 1, 2));
-        out << R"({"v":1,"type":"close","id":"b","streamed":"yes"})"
-            << "\n";
-        out << encode_close(rec("c", "t", 0, 1000, 0.1, 1, 2));
-    }
-    const auto no_config = [](const std::string&) { return std::optional<std::string>(); };
-    EXPECT_EQ(run_usage_command({"--spool", dir.string(), "--json"}, no_config), 0);
-    EXPECT_EQ(run_usage_command({"--spool", dir.string(), "--strict"}, no_config), 1);
-    std::filesystem::remove_all(dir);
-}
-
 }  // namespace
 }  // namespace tokenmeter::usage
