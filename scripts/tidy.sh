@@ -54,8 +54,58 @@ done
 [[ ${#checked[@]} -gt 0 ]] || { echo "tidy: no compiled .cpp file under ${paths[*]}" >&2; exit 2; }
 header_filter="^($(printf '%s\n' "${filter[@]}" | sed 's/[.+]/\\&/g' | paste -sd '|'))"
 
-echo "tidy: ${#checked[@]} files, $jobs at a time ($tidy)" >&2
-# GCC-only warning flags in the compile commands are unknown to clang: not a finding.
-printf '%s\0' "${checked[@]}" |
-    xargs -0 -P "$jobs" -n 1 "$tidy" -p "$build_dir" --quiet \
-        --header-filter="$header_filter" --extra-arg=-Wno-unknown-warning-option
+# A file that passed is not checked again while nothing it is made of has changed: the key is its
+# preprocessed text (every header it includes, with the checkout's own path taken out, so another
+# clone of the same tree hits), its compile command, .clang-tidy, the clang-tidy version and the
+# header filter's directories. Only clean results are kept. TOKENMETER_TIDY_CACHE names the
+# directory (default ~/.cache/tokenmeter/tidy); TOKENMETER_TIDY_CACHE=off checks every file.
+cache_dir="${TOKENMETER_TIDY_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tokenmeter/tidy}"
+[[ $cache_dir != off ]] || cache_dir=""
+commands=""
+if [[ -n $cache_dir ]]; then
+    mkdir -p "$cache_dir"
+    commands="$(mktemp)"
+    trap 'rm -f "$commands"' EXIT
+    # One line per file: the file, the directory to run in, and its compile command turned into a
+    # preprocessing one (-E, no object file) that keeps the comments (-C): a NOLINT is in one.
+    python3 - "$db" "$root" >"$commands" <<'PY'
+import json, shlex, sys
+db, root = sys.argv[1], sys.argv[2]
+for entry in json.load(open(db)):
+    words = entry.get("arguments") or shlex.split(entry["command"])
+    if "-o" in words:
+        i = words.index("-o")
+        del words[i:i + 2]
+    if "-c" not in words:
+        continue
+    words[words.index("-c")] = "-E"
+    words.insert(1, "-C")
+    name = entry["file"][len(root) + 1:] if entry["file"].startswith(root + "/") else entry["file"]
+    print(name, entry["directory"], shlex.join(words), sep="\t")
+PY
+fi
+static_key="$("$tidy" --version | tr -d '\n'; sha256sum <.clang-tidy; printf '%s\n' "${filter[@]#"$root/"}")"
+export root build_dir tidy header_filter cache_dir commands static_key
+
+tidy_one() {
+    local file="$1" key="" dir cmd
+    if [[ -n $cache_dir ]]; then
+        IFS=$'\t' read -r _ dir cmd < <(awk -F'\t' -v f="$file" '$1 == f' "$commands")
+        if [[ -n $cmd ]]; then
+            key="$({
+                printf '%s\n%s\n' "$static_key" "$cmd"
+                (cd "$dir" && eval "$cmd" 2>/dev/null)
+            } | sed "s|$root/||g" | sha256sum | cut -d' ' -f1)"
+            [[ ! -f $cache_dir/$key ]] || return 0
+        fi
+    fi
+    # GCC-only warning flags in the compile commands are unknown to clang: not a finding.
+    "$tidy" -p "$build_dir" --quiet --header-filter="$header_filter" \
+        --extra-arg=-Wno-unknown-warning-option "$file" || return 1
+    [[ -z $key ]] || : >"$cache_dir/$key"
+}
+export -f tidy_one
+
+echo "tidy: ${#checked[@]} files, $jobs at a time ($tidy${cache_dir:+; clean results kept in $cache_dir})" >&2
+# shellcheck disable=SC2016 # $1 is the inner shell's
+printf '%s\0' "${checked[@]}" | xargs -0 -P "$jobs" -n 1 bash -c 'tidy_one "$1"' _
