@@ -21,6 +21,15 @@ constexpr window latency_windows[] = {{"1m", std::chrono::minutes(1)},
                                       {"15m", std::chrono::minutes(15)}};
 constexpr window slo_windows[] = {{"5m", std::chrono::minutes(5)},
                                   {"1h", std::chrono::minutes(60)}};
+// Each point of the series shows the burn rate of the 5 minutes that end with it.
+constexpr window series_burn_window = slo_windows[0];
+constexpr window series_window = latency_windows[2];
+
+struct shown_quantile {
+    const char* name;
+    double q;
+};
+constexpr shown_quantile shown_quantiles[] = {{"p50", 0.5}, {"p99", 0.99}};
 
 std::size_t slots_in(core::duration length, core::duration slot) {
     return static_cast<std::size_t>(std::max<std::int64_t>(1, length / slot));
@@ -30,28 +39,65 @@ json optional_number(const std::optional<double>& v) {
     return v ? json(*v) : json(nullptr);
 }
 
-json quantiles(const quantile_sketch& sketch) {
-    return {{"count", sketch.count()},
-            {"p50", optional_number(sketch.quantile(0.5))},
-            {"p99", optional_number(sketch.quantile(0.99))}};
+json quantile_value(const quantile_sketch& sketch, const shown_quantile& q) {
+    return optional_number(sketch.quantile(q.q));
 }
 
-// good / (good + bad), and how fast the error budget burns: (bad share) / (1 - objective).
-json slo_window(std::uint64_t good, std::uint64_t bad, double objective) {
-    json out{{"good", good}, {"bad", bad}, {"good_ratio", nullptr}, {"burn_rate", nullptr}};
-    const std::uint64_t total = good + bad;
-    if (total == 0) {
-        return out;
-    }
-    const double ratio = static_cast<double>(good) / static_cast<double>(total);
-    out["good_ratio"] = ratio;
-    if (objective < 1.0) {
-        out["burn_rate"] = (1.0 - ratio) / (1.0 - objective);
+json quantiles(const quantile_sketch& sketch) {
+    json out{{"count", sketch.count()}};
+    for (const shown_quantile& q : shown_quantiles) {
+        out[q.name] = quantile_value(sketch, q);
     }
     return out;
 }
 
+json tokens_per_second(std::uint64_t tokens, double seconds) {
+    return seconds > 0 ? json(static_cast<double>(tokens) / seconds) : json(nullptr);
+}
+
+// How fast the error budget burns: (bad share) / (1 - objective); null without a request.
+json burn_rate(std::uint64_t good, std::uint64_t bad, double objective) {
+    const std::uint64_t total = good + bad;
+    if (total == 0 || objective >= 1.0) {
+        return nullptr;
+    }
+    const double ratio = static_cast<double>(good) / static_cast<double>(total);
+    return (1.0 - ratio) / (1.0 - objective);
+}
+
+// good / (good + bad) and the burn rate.
+json slo_window(std::uint64_t good, std::uint64_t bad, double objective) {
+    const std::uint64_t total = good + bad;
+    return {
+        {"good", good},
+        {"bad", bad},
+        {"good_ratio",
+         total == 0 ? json(nullptr) : json(static_cast<double>(good) / static_cast<double>(total))},
+        {"burn_rate", burn_rate(good, bad, objective)}};
+}
+
+// The output token counts by source, as the page names them (count_slot is status_board's).
+template <typename Counts>
+constexpr std::pair<const char*, std::uint64_t Counts::*> output_sources[] = {
+    {"reported", &Counts::output_reported},
+    {"native", &Counts::output_native},
+    {"normalized", &Counts::output_normalized}};
+
 }  // namespace
+
+status_board::count_slot& status_board::count_slot::operator+=(const count_slot& other) noexcept {
+    requests += other.requests;
+    output_reported += other.output_reported;
+    output_native += other.output_native;
+    output_normalized += other.output_normalized;
+    ttft_good += other.ttft_good;
+    ttft_bad += other.ttft_bad;
+    tpot_good += other.tpot_good;
+    tpot_bad += other.tpot_bad;
+    availability_good += other.availability_good;
+    availability_bad += other.availability_bad;
+    return *this;
+}
 
 template <typename T>
 T* status_board::ring<T>::at(std::int64_t number) {
@@ -70,8 +116,12 @@ T* status_board::ring<T>::at(std::int64_t number) {
 template <typename T>
 template <typename F>
 void status_board::ring<T>::each_since(std::int64_t first, std::int64_t last, F&& f) const {
-    for (const auto& [held, value] : slots) {
-        if (held >= first && held <= last) {
+    // Only the numbers the ring can still hold, each looked up where it would be.
+    const auto size = static_cast<std::int64_t>(slots.size());
+    for (std::int64_t number = std::max({first, last - size + 1, std::int64_t{0}}); number <= last;
+         ++number) {
+        const auto& [held, value] = slots[static_cast<std::size_t>(number % size)];
+        if (held == number) {
             f(value);
         }
     }
@@ -88,6 +138,8 @@ status_board::status_board(registry& metrics, billing_metrics* billing, const co
       started_unix_ms_(wall_clock_ms_()),
       slots_15m_(slots_in(std::chrono::minutes(15), options_.slot)),
       slots_1h_(slots_in(std::chrono::minutes(60), options_.slot)),
+      series_step_slots_(std::min(slots_in(options_.series_step, options_.slot), slots_15m_)),
+      series_points_(slots_15m_ / series_step_slots_),
       tenants_(slots_15m_) {
     // Batch bucket j holds (bounds[j-1], bounds[j]]; with the fine bounds (every 2^(k/16) s) it
     // lies inside one sketch bin, the bin of its geometric middle. Bucket 0 (at most 2^-17 s,
@@ -135,8 +187,7 @@ void status_board::record(const meter::request_summary& s, const meter::billed_c
     const std::string model = metrics_.model_label(s.model, answered_2xx);
     const slo_verdict verdict = metrics_.judge_slo(model, s);
     const bool used = counts.served;
-    const std::uint64_t tokens =
-        counts.input.value.value_or(0) + counts.output.value.value_or(0);
+    const std::uint64_t tokens = counts.input.value.value_or(0) + counts.output.value.value_or(0);
     const std::string tenant_name =
         tenant.empty() ? std::string() : tenant_label(tenant, answered_2xx);
     const std::int64_t number = slot_number(s.end);
@@ -207,12 +258,29 @@ void status_board::upstream_error(std::string_view reason) {
     ++error_totals_[std::string(reason)];
 }
 
-double status_board::window_seconds(std::size_t n, core::time_point now) const {
-    // n - 1 whole slots and the current one so far, but not before the board started.
-    const core::time_point slot_start{options_.slot * slot_number(now)};
-    const core::time_point from = std::max<core::time_point>(
-        started_, slot_start - options_.slot * static_cast<std::int64_t>(n - 1));
-    return std::max(0.0, core::to_seconds(now - from));
+double status_board::covered_seconds(std::int64_t first, std::int64_t last,
+                                     core::time_point now) const {
+    const core::time_point from = std::max(started_, core::time_point{options_.slot * first});
+    const core::time_point to = std::min(now, core::time_point{options_.slot * (last + 1)});
+    return std::max(0.0, core::to_seconds(to - from));
+}
+
+status_board::latency_slot status_board::merged_latency(const model_series& series,
+                                                        std::int64_t first, std::int64_t last) {
+    latency_slot merged;
+    series.latency.each_since(first, last, [&](const latency_slot& slot) {
+        merged.ttft.merge(slot.ttft);
+        merged.itl.merge(slot.itl);
+        merged.tpot.merge(slot.tpot);
+    });
+    return merged;
+}
+
+status_board::count_slot status_board::summed_counts(const model_series& series, std::int64_t first,
+                                                     std::int64_t last) {
+    count_slot sum;
+    series.counts.each_since(first, last, [&](const count_slot& slot) { sum += slot; });
+    return sum;
 }
 
 json status_board::model_json(const model_series& series, std::int64_t now_slot,
@@ -220,38 +288,24 @@ json status_board::model_json(const model_series& series, std::int64_t now_slot,
     json latency = json::object();
     json throughput = json::object();
     for (const window& w : latency_windows) {
-        const std::size_t n = slots_in(w.length, options_.slot);
-        const std::int64_t first = now_slot - static_cast<std::int64_t>(n) + 1;
-        latency_slot merged;
-        series.latency.each_since(first, now_slot, [&](const latency_slot& slot) {
-            merged.ttft.merge(slot.ttft);
-            merged.itl.merge(slot.itl);
-            merged.tpot.merge(slot.tpot);
-        });
-        count_slot sum;
-        series.counts.each_since(first, now_slot, [&](const count_slot& slot) {
-            sum.requests += slot.requests;
-            sum.output_reported += slot.output_reported;
-            sum.output_native += slot.output_native;
-            sum.output_normalized += slot.output_normalized;
-        });
+        const std::int64_t first =
+            now_slot - static_cast<std::int64_t>(slots_in(w.length, options_.slot)) + 1;
+        const latency_slot merged = merged_latency(series, first, now_slot);
+        const count_slot sum = summed_counts(series, first, now_slot);
         latency[w.name] = {{"requests", sum.requests},
                            {"ttft", quantiles(merged.ttft)},
                            {"itl", quantiles(merged.itl)},
                            {"tpot", quantiles(merged.tpot)}};
-        const double seconds = window_seconds(n, now);
-        const auto rate = [seconds](std::uint64_t tokens) {
-            return seconds > 0 ? json(static_cast<double>(tokens) / seconds) : json(nullptr);
-        };
+        const double seconds = covered_seconds(first, now_slot, now);
+        json tokens = json::object();
+        json rates = json::object();
+        for (const auto& [source, field] : output_sources<count_slot>) {
+            tokens[source] = sum.*field;
+            rates[source] = tokens_per_second(sum.*field, seconds);
+        }
         throughput[w.name] = {{"seconds", seconds},
-                              {"output_tokens",
-                               {{"reported", sum.output_reported},
-                                {"native", sum.output_native},
-                                {"normalized", sum.output_normalized}}},
-                              {"tokens_per_second",
-                               {{"reported", rate(sum.output_reported)},
-                                {"native", rate(sum.output_native)},
-                                {"normalized", rate(sum.output_normalized)}}}};
+                              {"output_tokens", std::move(tokens)},
+                              {"tokens_per_second", std::move(rates)}};
     }
     json slo = json::object();
     const bool latency_slo = series.ttft_target || series.tpot_target;
@@ -263,32 +317,65 @@ json status_board::model_json(const model_series& series, std::int64_t now_slot,
     if (series.availability_objective) {
         slo["availability_objective"] = *series.availability_objective;
     }
-    if (latency_slo || series.availability_objective) {
-        for (const window& w : slo_windows) {
-            const std::size_t n = slots_in(w.length, options_.slot);
-            count_slot sum;
-            series.counts.each_since(now_slot - static_cast<std::int64_t>(n) + 1, now_slot,
-                                     [&](const count_slot& slot) {
-                                         sum.ttft_good += slot.ttft_good;
-                                         sum.ttft_bad += slot.ttft_bad;
-                                         sum.tpot_good += slot.tpot_good;
-                                         sum.tpot_bad += slot.tpot_bad;
-                                         sum.availability_good += slot.availability_good;
-                                         sum.availability_bad += slot.availability_bad;
-                                     });
-            if (latency_slo) {
-                slo["ttft"][w.name] = slo_window(sum.ttft_good, sum.ttft_bad, series.objective);
-                slo["tpot"][w.name] = slo_window(sum.tpot_good, sum.tpot_bad, series.objective);
-            }
-            if (series.availability_objective) {
-                slo["availability"][w.name] = slo_window(
-                    sum.availability_good, sum.availability_bad, *series.availability_objective);
-            }
+    for (const window& w : slo_windows) {
+        const std::int64_t first =
+            now_slot - static_cast<std::int64_t>(slots_in(w.length, options_.slot)) + 1;
+        const count_slot sum = summed_counts(series, first, now_slot);
+        if (latency_slo) {
+            slo["ttft"][w.name] = slo_window(sum.ttft_good, sum.ttft_bad, series.objective);
+            slo["tpot"][w.name] = slo_window(sum.tpot_good, sum.tpot_bad, series.objective);
+        }
+        if (series.availability_objective) {
+            slo["availability"][w.name] = slo_window(sum.availability_good, sum.availability_bad,
+                                                     *series.availability_objective);
         }
     }
     return {{"latency", std::move(latency)},
             {"throughput", std::move(throughput)},
-            {"slo", std::move(slo)}};
+            {"slo", std::move(slo)},
+            {"series", series_json(series, now_slot, now)}};
+}
+
+json status_board::series_json(const model_series& series, std::int64_t now_slot,
+                               core::time_point now) const {
+    // Points are whole steps of the slot clock, oldest first; the newest holds the current slot
+    // and shows it so far, as the windows do. A step before the board started shows null.
+    const auto step = static_cast<std::int64_t>(series_step_slots_);
+    const std::int64_t newest = now_slot / step;
+    const auto burn_slots =
+        static_cast<std::int64_t>(slots_in(series_burn_window.length, options_.slot));
+    const bool latency_slo = series.ttft_target || series.tpot_target;
+
+    json out{{"ttft", json::object()}, {"itl", json::object()}};
+    json rates = json::object();
+    json burn = json::object();
+    for (std::int64_t point = newest - static_cast<std::int64_t>(series_points_) + 1;
+         point <= newest; ++point) {
+        const std::int64_t first = point * step;
+        const std::int64_t last = std::min(first + step - 1, now_slot);
+        const latency_slot merged = merged_latency(series, first, last);
+        for (const shown_quantile& q : shown_quantiles) {
+            out["ttft"][q.name].push_back(quantile_value(merged.ttft, q));
+            out["itl"][q.name].push_back(quantile_value(merged.itl, q));
+        }
+        const count_slot sum = summed_counts(series, first, last);
+        const double seconds = covered_seconds(first, last, now);
+        for (const auto& [source, field] : output_sources<count_slot>) {
+            rates[source].push_back(tokens_per_second(sum.*field, seconds));
+        }
+        const count_slot recent = summed_counts(series, last - burn_slots + 1, last);
+        if (latency_slo) {
+            burn["ttft"].push_back(burn_rate(recent.ttft_good, recent.ttft_bad, series.objective));
+            burn["tpot"].push_back(burn_rate(recent.tpot_good, recent.tpot_bad, series.objective));
+        }
+        if (series.availability_objective) {
+            burn["availability"].push_back(burn_rate(
+                recent.availability_good, recent.availability_bad, *series.availability_objective));
+        }
+    }
+    out["tokens_per_second"] = std::move(rates);
+    out["burn_rate"] = std::move(burn);
+    return out;
 }
 
 json status_board::snapshot() {
@@ -303,6 +390,12 @@ json status_board::snapshot() {
              {"relative_error", quantile_sketch::relative_error()},
              {"slot_seconds", core::to_seconds(options_.slot)},
              {"streams_active", static_cast<std::int64_t>(streams)},
+             {"series",
+              {{"window", series_window.name},
+               {"points", series_points_},
+               {"step_seconds",
+                core::to_seconds(options_.slot * static_cast<std::int64_t>(series_step_slots_))},
+               {"burn_rate_window", series_burn_window.name}}},
              {"build", {{"version", TOKENMETER_VERSION}}}};
     json config = json::object();
     for (const auto& [key, value] : options_.summary) {

@@ -1,10 +1,11 @@
 // metrics/status_board: what the admin status page shows (/status.json), kept in process: per
 // model TTFT, ITL and TPOT quantiles over the last 1, 5 and 15 minutes (metrics/quantile_sketch,
 // not the Prometheus buckets), output tokens per second by source, SLO (latency and availability)
-// good ratio and burn rate over 5 minutes and 1 hour, top tenants by tokens and by 429s, recent
-// upstream errors, and a build and config summary. Fed once per request at its end; windows are
-// rings of time slots merged when the page asks. Asio-free; time comes from the summaries and an
-// injected clock.
+// good ratio and burn rate over 5 minutes and 1 hour, the same per model as a series of points
+// over the last 15 minutes for the page's charts, top tenants by tokens and by 429s, recent
+// upstream errors, and a build and config summary. Fed once per request at its end; windows and
+// series points are rings of time slots merged when the page asks. Asio-free; time comes from the
+// summaries and an injected clock.
 #pragma once
 
 #include <atomic>
@@ -33,6 +34,8 @@ class billing_metrics;
 struct status_options {
     // One slot of the windows: the 1-minute window is the current slot and the 5 before it.
     core::duration slot = std::chrono::seconds(10);
+    // One point of the 15-minute series: a whole number of slots (rounded down, at least one).
+    core::duration series_step = std::chrono::seconds(30);
     std::size_t recent_errors = 20;  // upstream errors listed
     std::size_t top_tenants = 10;    // tenants in each top list
     // Shown as they are under "config": app puts only what is safe to show there (no key,
@@ -75,6 +78,7 @@ class status_board {
         std::uint64_t output_reported = 0, output_native = 0, output_normalized = 0;
         std::uint64_t ttft_good = 0, ttft_bad = 0, tpot_good = 0, tpot_bad = 0;
         std::uint64_t availability_good = 0, availability_bad = 0;
+        count_slot& operator+=(const count_slot& other) noexcept;
     };
     struct tenant_counts {
         std::uint64_t tokens = 0;
@@ -104,10 +108,19 @@ class status_board {
 
     [[nodiscard]] std::int64_t slot_number(core::time_point t) const noexcept;
     [[nodiscard]] std::string tenant_label(std::string_view tenant, bool served = false);
-    // The seconds a window of n slots ending with the current one covers (less after start).
-    [[nodiscard]] double window_seconds(std::size_t n, core::time_point now) const;
+    // The seconds the slots first..last cover up to now, not before the board started: a window
+    // or point that ends with the current slot covers it so far.
+    [[nodiscard]] double covered_seconds(std::int64_t first, std::int64_t last,
+                                         core::time_point now) const;
+    // What a window or a series point shows: the slots first..last merged.
+    [[nodiscard]] static latency_slot merged_latency(const model_series& series, std::int64_t first,
+                                                     std::int64_t last);
+    [[nodiscard]] static count_slot summed_counts(const model_series& series, std::int64_t first,
+                                                  std::int64_t last);
     [[nodiscard]] nlohmann::json model_json(const model_series& series, std::int64_t now_slot,
                                             core::time_point now) const;
+    [[nodiscard]] nlohmann::json series_json(const model_series& series, std::int64_t now_slot,
+                                             core::time_point now) const;
     void add_inter_token_latency(quantile_sketch& sketch,
                                  const meter::histogram_batch& batch) const;
 
@@ -120,6 +133,8 @@ class status_board {
     std::int64_t started_unix_ms_;
     std::size_t slots_15m_;
     std::size_t slots_1h_;
+    std::size_t series_step_slots_;  // slots per series point
+    std::size_t series_points_;      // points in 15 minutes
     // Per inter-token latency batch bucket: the sketch bin it falls in (nullopt: counted as 0).
     std::vector<std::optional<int>> itl_bins_;
     std::atomic<std::uint64_t> sequence_{0};

@@ -1,6 +1,7 @@
 // The status page's document (/status.json): windows that expire with the manual clock,
-// quantiles from the sketch within its bound, tokens per second, SLO ratios and burn rates, top
-// tenants, recent upstream errors, and every list bounded.
+// quantiles from the sketch within its bound, tokens per second, SLO ratios and burn rates, the
+// 15-minute series (points that move with the clock and agree with the windows), top tenants,
+// recent upstream errors, and every list bounded.
 #include "metrics/status_board.hpp"
 
 #include <gtest/gtest.h>
@@ -9,6 +10,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "metrics/billing.hpp"
 #include "metrics/registry.hpp"
@@ -221,6 +223,148 @@ TEST(StatusBoard, AvailabilityGoodRatioAndBurnRate) {
     // No latency target: no latency fields.
     EXPECT_FALSE(s.contains("objective")) << s.dump();
     EXPECT_FALSE(s.contains("ttft")) << s.dump();
+}
+
+// The series of a model: each array has one value per point, oldest first.
+std::vector<json> points(const json& model, const std::string& metric, const std::string& key) {
+    return model["series"][metric][key].get<std::vector<json>>();
+}
+
+TEST(StatusBoard, SeriesHasThirtyPointsOfThirtySeconds) {
+    board_fixture f;
+    const json empty = f.board.snapshot();
+    EXPECT_EQ(empty["series"]["window"], "15m");
+    EXPECT_EQ(empty["series"]["points"], 30);
+    EXPECT_EQ(empty["series"]["step_seconds"], 30.0);
+    EXPECT_EQ(empty["series"]["burn_rate_window"], "5m");
+    f.board.record(f.request("m", 0.2), "");
+    const json m = model_named(f.board.snapshot(), "m");
+    for (const char* metric : {"ttft", "itl"}) {
+        for (const char* q : {"p50", "p99"}) {
+            EXPECT_EQ(points(m, metric, q).size(), 30u) << metric << " " << q;
+        }
+    }
+    for (const char* source : {"reported", "native", "normalized"}) {
+        EXPECT_EQ(points(m, "tokens_per_second", source).size(), 30u) << source;
+    }
+    // No SLO: no burn rate.
+    EXPECT_TRUE(m["series"]["burn_rate"].empty());
+}
+
+TEST(StatusBoard, SeriesPointsMoveWithTheClock) {
+    board_fixture f;  // starts at a step boundary
+    f.board.record(f.request("m", 0.1), "");
+    f.clock.advance(30s);
+    f.board.record(f.request("m", 0.4), "");
+    f.clock.advance(5s);
+    json m = model_named(f.board.snapshot(), "m");
+    std::vector<json> ttft = points(m, "ttft", "p50");
+    const double e = quantile_sketch::relative_error() * (1 + 1e-9);
+    EXPECT_NEAR(ttft[28].get<double>(), 0.1, 0.1 * e);
+    EXPECT_NEAR(ttft[29].get<double>(), 0.4, 0.4 * e);
+    for (std::size_t i = 0; i < 28; ++i) {
+        EXPECT_TRUE(ttft[i].is_null()) << i;
+    }
+    // Before the start no rate; after it, 0 without tokens.
+    std::vector<json> rate = points(m, "tokens_per_second", "reported");
+    EXPECT_TRUE(rate[27].is_null());
+    EXPECT_DOUBLE_EQ(rate[28].get<double>(), 10 / 30.0);
+    EXPECT_DOUBLE_EQ(rate[29].get<double>(), 10 / 5.0);  // the newest point so far
+
+    // A minute later both moved two points to the left; 15 minutes later they are gone.
+    f.clock.advance(60s);
+    m = model_named(f.board.snapshot(), "m");
+    ttft = points(m, "ttft", "p50");
+    EXPECT_NEAR(ttft[26].get<double>(), 0.1, 0.1 * e);
+    EXPECT_NEAR(ttft[27].get<double>(), 0.4, 0.4 * e);
+    EXPECT_TRUE(ttft[29].is_null());
+    EXPECT_EQ(points(m, "tokens_per_second", "native")[29], 0.0);
+    f.clock.advance(15min);
+    m = model_named(f.board.snapshot(), "m");
+    for (const json& v : points(m, "ttft", "p99")) {
+        EXPECT_TRUE(v.is_null());
+    }
+    for (const json& v : points(m, "tokens_per_second", "reported")) {
+        EXPECT_EQ(v, 0.0);
+    }
+}
+
+TEST(StatusBoard, NewestPointAgreesWithTheWindows) {
+    slo_options slo;
+    slo.models["m"] = slo_target{100ms, 20ms, 0.9, 0.99};
+    board_fixture f(fine_options(), slo);
+    f.clock.advance(10s);  // the second slot of a step
+    for (int i = 1; i <= 40; ++i) {
+        f.board.record(f.request("m", i / 100.0, i % 3 == 0 ? 0.03 : 0.01, 12), "");
+    }
+    f.clock.advance(5s);
+    const json doc = f.board.snapshot();
+    const json& m = model_named(doc, "m");
+    // Every request is in the newest point and in the 1-minute window: the same numbers.
+    for (const char* metric : {"ttft", "itl"}) {
+        for (const char* q : {"p50", "p99"}) {
+            EXPECT_EQ(points(m, metric, q).back(), m["latency"]["1m"][metric][q])
+                << metric << " " << q;
+        }
+    }
+    // The newest point covers 15 s of its step so far, as the windows cover their time.
+    EXPECT_DOUBLE_EQ(points(m, "tokens_per_second", "reported").back().get<double>(),
+                     40 * 12 / 15.0);
+    EXPECT_EQ(points(m, "tokens_per_second", "normalized").back(),
+              m["throughput"]["15m"]["tokens_per_second"]["normalized"]);
+    for (const char* kind : {"ttft", "tpot", "availability"}) {
+        EXPECT_EQ(points(m, "burn_rate", kind).back(), m["slo"][kind]["5m"]["burn_rate"]) << kind;
+        EXPECT_TRUE(points(m, "burn_rate", kind).front().is_null()) << kind;
+    }
+    EXPECT_NEAR(points(m, "burn_rate", "ttft").back().get<double>(), 30 / 40.0 / 0.1, 1e-9);
+}
+
+TEST(StatusBoard, SeriesBurnRateIsTheFiveMinutesEndingWithEachPoint) {
+    slo_options slo;
+    slo.models["m"] = slo_target{100ms, std::nullopt, 0.9, std::nullopt};
+    board_fixture f(fine_options(), slo);
+    for (int i = 0; i < 10; ++i) {
+        f.board.record(f.request("m", i < 5 ? 0.05 : 0.5), "");  // half bad: burn rate 5
+    }
+    f.clock.advance(30s);
+    for (int i = 0; i < 10; ++i) {
+        f.board.record(f.request("m", 0.05), "");  // all good
+    }
+    f.clock.advance(2min);
+    json burn = model_named(f.board.snapshot(), "m")["series"]["burn_rate"];
+    std::vector<json> ttft = burn["ttft"].get<std::vector<json>>();
+    // Point 24 holds the first requests (5 bad of 10), the windows of 25 onwards all 20.
+    EXPECT_TRUE(ttft[23].is_null());
+    EXPECT_NEAR(ttft[24].get<double>(), 5.0, 1e-9);
+    for (std::size_t i = 25; i < 30; ++i) {
+        EXPECT_NEAR(ttft[i].get<double>(), 2.5, 1e-9) << i;
+    }
+    // No TPOT target: no TPOT verdicts, null burn rates; no availability objective: no array.
+    EXPECT_TRUE(burn["tpot"][29].is_null());
+    EXPECT_FALSE(burn.contains("availability"));
+    // Five minutes after the last requests the newest points have none in their window.
+    f.clock.advance(4min);
+    ttft = model_named(f.board.snapshot(), "m")["series"]["burn_rate"]["ttft"]
+               .get<std::vector<json>>();
+    EXPECT_NEAR(ttft[17].get<double>(), 2.5, 1e-9);
+    EXPECT_NEAR(ttft[25].get<double>(), 2.5, 1e-9);  // its window starts with the first slot
+    EXPECT_DOUBLE_EQ(ttft[26].get<double>(), 0.0);   // only the good ones
+    EXPECT_TRUE(ttft[29].is_null());
+}
+
+TEST(StatusBoard, SeriesStaysBoundedOverHours) {
+    board_fixture f;
+    for (int i = 0; i < 3 * 360; ++i) {  // three hours, a request every 10 s
+        f.board.record(f.request("m", 0.05 + (i % 7) / 100.0), "");
+        f.clock.advance(10s);
+    }
+    const json m = model_named(f.board.snapshot(), "m");
+    EXPECT_EQ(points(m, "ttft", "p50").size(), 30u);
+    // Each complete point holds three requests of 10 tokens in 30 s.
+    const std::vector<json> rate = points(m, "tokens_per_second", "reported");
+    for (std::size_t i = 0; i < 29; ++i) {
+        EXPECT_DOUBLE_EQ(rate[i].get<double>(), 1.0) << i;
+    }
 }
 
 TEST(StatusBoard, TopTenantsByTokensAndBy429s) {
