@@ -22,7 +22,7 @@ class quantile_sketch {
 
     [[nodiscard]] static double relative_error() noexcept;
     [[nodiscard]] static constexpr std::size_t max_bins() noexcept {
-        return static_cast<std::size_t>(max_bin - min_bin + 1);
+        return static_cast<std::size_t>(max_bin - min_bin) + 1;
     }
     // The bin of a positive value (clamped to [min_bin, max_bin]); nullopt for a value counted
     // as 0 (or not a number).

@@ -1,6 +1,7 @@
 #include "metrics/status_board.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -16,11 +17,11 @@ struct window {
     const char* name;
     std::chrono::minutes length;
 };
-constexpr window latency_windows[] = {{"1m", std::chrono::minutes(1)},
-                                      {"5m", std::chrono::minutes(5)},
-                                      {"15m", std::chrono::minutes(15)}};
-constexpr window slo_windows[] = {{"5m", std::chrono::minutes(5)},
-                                  {"1h", std::chrono::minutes(60)}};
+constexpr std::array<window, 3> latency_windows{{{"1m", std::chrono::minutes(1)},
+                                                 {"5m", std::chrono::minutes(5)},
+                                                 {"15m", std::chrono::minutes(15)}}};
+constexpr std::array<window, 2> slo_windows{
+    {{"5m", std::chrono::minutes(5)}, {"1h", std::chrono::minutes(60)}}};
 // Each point of the series shows the burn rate of the 5 minutes that end with it.
 constexpr window series_burn_window = slo_windows[0];
 constexpr window series_window = latency_windows[2];
@@ -29,7 +30,7 @@ struct shown_quantile {
     const char* name;
     double q;
 };
-constexpr shown_quantile shown_quantiles[] = {{"p50", 0.5}, {"p99", 0.99}};
+constexpr std::array<shown_quantile, 2> shown_quantiles{{{"p50", 0.5}, {"p99", 0.99}}};
 
 std::size_t slots_in(core::duration length, core::duration slot) {
     return static_cast<std::size_t>(std::max<std::int64_t>(1, length / slot));
@@ -78,10 +79,10 @@ json slo_window(std::uint64_t good, std::uint64_t bad, double objective) {
 
 // The output token counts by source, as the page names them (count_slot is status_board's).
 template <typename Counts>
-constexpr std::pair<const char*, std::uint64_t Counts::*> output_sources[] = {
-    {"reported", &Counts::output_reported},
-    {"native", &Counts::output_native},
-    {"normalized", &Counts::output_normalized}};
+constexpr std::array<std::pair<const char*, std::uint64_t Counts::*>, 3> output_sources{
+    {{"reported", &Counts::output_reported},
+     {"native", &Counts::output_native},
+     {"normalized", &Counts::output_normalized}}};
 
 }  // namespace
 
@@ -145,7 +146,7 @@ status_board::status_board(registry& metrics, billing_metrics* billing, const co
     // lies inside one sketch bin, the bin of its geometric middle. Bucket 0 (at most 2^-17 s,
     // mostly tokens that came in one chunk) counts as 0; the overflow bucket goes above the top.
     const std::vector<double>& bounds = metrics.inter_token_latency_bounds();
-    itl_bins_.push_back(std::nullopt);
+    itl_bins_.emplace_back(std::nullopt);
     for (std::size_t j = 1; j < bounds.size(); ++j) {
         itl_bins_.push_back(quantile_sketch::bin_of(std::sqrt(bounds[j - 1] * bounds[j])));
     }
