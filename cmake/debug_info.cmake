@@ -4,7 +4,7 @@
 # in what is linked from them. Line tables are what backtraces, sanitizer reports, perf and
 # callgrind read. Full DWARF for the Asio/Beast translation units costs about 40 % more compile
 # time and, uncompressed, about seven times the disk: relay/client_connection.cpp takes 64 s and
-# 67 MB with -g, 44 s and 10 MB with -g1 -gz=zlib (GCC 12; README, "Building by hand"), and the
+# 67 MB with -g, 44 s and 10 MB with -g1 -gz=zlib (GCC 12; docs/development.md, "Building by hand"), and the
 # test command builds four trees on one disk (normal, ASan, TSan, fuzz).
 #
 # -DTOKENMETER_FULL_DEBUG_INFO=ON keeps full debug information (-g), for stepping through code

@@ -3,8 +3,8 @@
 # instead. Starts tokenmeter-sim, then in front of it, each on its own loopback port:
 #   tokenmeter       full metering: usage injection, the o200k_base reference tokenizer and a
 #                    native cl100k_base tokenizer for the model (the config users run)
-#   tokenmeter-ref   usage injection and the o200k_base reference tokenizer only (the memory goal:
-#                    peak RSS with the reference tokenizer loaded)
+#   tokenmeter-ref   usage injection and the o200k_base reference tokenizer only (its peak RSS
+#                    is the proxy's with the reference tokenizer loaded)
 #   tokenmeter-bare  no reference tokenizer, no usage injection (what metering itself costs)
 #   nginx            Debian's nginx, 1 worker, proxy_buffering off, upstream keep-alive
 #   haproxy          Debian's haproxy, 1 thread, option http-no-delay
@@ -31,7 +31,7 @@ Needs nginx and haproxy (apt-get install nginx haproxy); either can be left out 
 NO_NGINX=1 or NO_HAPROXY=1 (then ratios are to the first one present, or none). The -tls
 targets need the openssl CLI (apt-get install openssl).
 
-Environment (defaults: the memory goal's load; about 7 minutes on 2 cores):
+Environment (defaults: 1,000 streams of 200 chunks; about 7 minutes on 2 cores):
   CONCURRENCY=1000    streams at once in each round
   REQUESTS=2000       requests per round per target
   OUTPUT_TOKENS=200   tokens per response, one per chunk

@@ -29,7 +29,7 @@ constexpr std::chrono::seconds handshake_timeout{10};
 // sends is read and dropped, so that closing does not reset the connection before it reads the
 // answer.
 constexpr std::chrono::seconds linger_time{2};
-constexpr std::size_t max_linger_bytes = 64 * 1024;
+constexpr std::size_t max_linger_bytes = std::size_t{64} * 1024;
 
 std::string_view query_value(std::string_view target, std::string_view key) {
     const auto q = target.find('?');

@@ -22,6 +22,9 @@ class readiness_probe {
     void use_tls(std::shared_ptr<ssl::context> context, std::string server_name);
     readiness_probe(const readiness_probe&) = delete;
     readiness_probe& operator=(const readiness_probe&) = delete;
+    readiness_probe(readiness_probe&&) = delete;
+    readiness_probe& operator=(readiness_probe&&) = delete;
+    ~readiness_probe() = default;
 
     void start();
     void stop();

@@ -35,7 +35,8 @@ std::string allocator_name() {
         return "mimalloc " + std::to_string(v / 100) + "." + std::to_string(v / 10 % 10) + "." +
                std::to_string(v % 10);
     }
-    if (lookup<void (*)()>("__asan_init") != nullptr || lookup<void (*)()>("__tsan_init") != nullptr) {
+    if (lookup<void (*)()>("__asan_init") != nullptr ||
+        lookup<void (*)()>("__tsan_init") != nullptr) {
         return "sanitizer allocator";  // a TOKENMETER_SANITIZE(_THREAD) build
     }
     return "glibc malloc";

@@ -24,9 +24,9 @@ route_rules build_route_rules(const std::vector<config::route>& routes) {
         // protocol table's.
         auto api = protocol::api_from_name(r.api);
         if (!api) {
-            out.errors.push_back({"routes[" + std::to_string(i) + "].api",
-                                  "unknown api " + quote(r.api) + " (expected " +
-                                      protocol::api_names_list() + ")"});
+            out.errors.push_back(
+                {"routes[" + std::to_string(i) + "].api",
+                 "unknown api " + quote(r.api) + " (expected " + protocol::api_names_list() + ")"});
         }
         protocol::route_rule rule;
         rule.prefix = r.path.ends_with('*');

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <system_error>
 
 #include "app/http_settings.hpp"
 #include "app/module_options.hpp"
@@ -30,7 +31,8 @@ class collector {
         if (file) {
             return true;
         }
-        out_.push_back({key, "cannot read " + path + ": " + std::strerror(errno)});
+        out_.push_back(
+            {key, "cannot read " + path + ": " + std::generic_category().message(errno)});
         return false;
     }
 

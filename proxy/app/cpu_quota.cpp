@@ -112,7 +112,8 @@ std::optional<double> cgroup_cpu_quota(const std::string& root) {
         const std::string path = line.substr(second + 1);
         if (line.compare(0, first, "0") == 0 && controllers.empty()) {
             for (const std::string& level : up_to_root(path)) {
-                if (const auto text = slurp(base + "sys/fs/cgroup" + level + "/cpu.max")) {
+                if (const auto text =
+                        slurp((base + "sys/fs/cgroup").append(level).append("/cpu.max"))) {
                     keep_smaller(best, parse_cpu_max(*text));
                 }
             }
@@ -130,7 +131,7 @@ std::optional<double> cgroup_cpu_quota(const std::string& root) {
         // The v1 mount is "cpu,cpuacct" on most distributions, "cpu" on some.
         for (const char* mount : {"sys/fs/cgroup/cpu,cpuacct", "sys/fs/cgroup/cpu"}) {
             for (const std::string& level : up_to_root(path)) {
-                const std::string dir = base + mount + level;
+                const std::string dir = (base + mount).append(level);
                 const auto quota = slurp(dir + "/cpu.cfs_quota_us");
                 const auto period = slurp(dir + "/cpu.cfs_period_us");
                 if (quota && period) {

@@ -31,8 +31,9 @@ void drain_controller::on_signal(error_code ec, int signal_number) {
     if (ec || stopped_) {
         return;
     }
-    spdlog::warn("drain started by signal {} ({}); exiting once no request is in flight, within {} ms",
-                 signal_number, signal_number == SIGTERM ? "SIGTERM" : "SIGINT", timeout_.count());
+    spdlog::warn(
+        "drain started by signal {} ({}); exiting once no request is in flight, within {} ms",
+        signal_number, signal_number == SIGTERM ? "SIGTERM" : "SIGINT", timeout_.count());
     draining_ = true;
     actions_.begin();
     deadline_ = std::chrono::steady_clock::now() + timeout_;

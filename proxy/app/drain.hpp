@@ -24,6 +24,9 @@ class drain_controller {
                      actions act);
     drain_controller(const drain_controller&) = delete;
     drain_controller& operator=(const drain_controller&) = delete;
+    drain_controller(drain_controller&&) = delete;
+    drain_controller& operator=(drain_controller&&) = delete;
+    ~drain_controller() = default;
 
     void start();
     void stop();

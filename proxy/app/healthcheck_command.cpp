@@ -7,10 +7,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <string_view>
+#include <system_error>
 
 #include "app/flags.hpp"
 #include "config/config.hpp"
@@ -88,7 +90,7 @@ int connect_to(const config::endpoint& target, clock_type::time_point deadline, 
         const int fd =
             ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
         if (fd < 0) {
-            why = std::string("socket: ") + std::strerror(errno);
+            why = std::string("socket: ") + std::generic_category().message(errno);
             continue;
         }
         int error = 0;
@@ -105,7 +107,8 @@ int connect_to(const config::endpoint& target, clock_type::time_point deadline, 
         if (error == 0) {
             connected = fd;
         } else {
-            why = "cannot connect to " + config::to_string(target) + ": " + std::strerror(error);
+            why = "cannot connect to " + config::to_string(target) + ": " +
+                  std::generic_category().message(error);
             ::close(fd);
         }
     }
@@ -211,19 +214,19 @@ int healthcheck_command(const std::vector<std::string>& args) {
         const ssize_t n =
             ::send(fd.get(), request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
         if (n < 0 && errno != EAGAIN && errno != EINTR) {
-            return unhealthy(std::string("send: ") + std::strerror(errno));
+            return unhealthy(std::string("send: ") + std::generic_category().message(errno));
         }
         sent += n > 0 ? static_cast<std::size_t>(n) : 0;
     }
     // The status line is all the probe reads.
     std::string head;
-    char buffer[512];
+    std::array<char, 512> buffer{};
     while (head.find("\r\n") == std::string::npos && head.size() < 4096) {
         if (!wait_for(fd.get(), POLLIN, deadline)) {
             return unhealthy("no answer from " + config::to_string(target) + path + " within " +
                              std::to_string(timeout.count()) + " ms");
         }
-        const ssize_t n = ::recv(fd.get(), buffer, sizeof buffer, 0);
+        const ssize_t n = ::recv(fd.get(), buffer.data(), buffer.size(), 0);
         if (n == 0) {
             break;
         }
@@ -231,9 +234,9 @@ int healthcheck_command(const std::vector<std::string>& args) {
             if (errno == EAGAIN || errno == EINTR) {
                 continue;
             }
-            return unhealthy(std::string("recv: ") + std::strerror(errno));
+            return unhealthy(std::string("recv: ") + std::generic_category().message(errno));
         }
-        head.append(buffer, static_cast<std::size_t>(n));
+        head.append(buffer.data(), static_cast<std::size_t>(n));
     }
     const auto status = response_status(head);
     if (!status) {

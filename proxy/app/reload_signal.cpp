@@ -25,9 +25,12 @@ std::string joined(const std::vector<std::string>& keys) {
 
 }  // namespace
 
-reload_signal::reload_signal(asio::io_context& ioc, const config::settings& running,
-                             reloader reload, targets to_update)
-    : signals_(ioc, SIGHUP), running_(running), reload_(std::move(reload)), targets_(to_update) {}
+reload_signal::reload_signal(asio::io_context& ioc, config::settings running, reloader reload,
+                             targets to_update)
+    : signals_(ioc, SIGHUP),
+      running_(std::move(running)),
+      reload_(std::move(reload)),
+      targets_(std::move(to_update)) {}
 
 void reload_signal::start() {
     wait();

@@ -30,7 +30,7 @@ class reload_signal {
         std::function<void()> on_hangup;
     };
 
-    reload_signal(asio::io_context& ioc, const config::settings& running, reloader reload,
+    reload_signal(asio::io_context& ioc, config::settings running, reloader reload,
                   targets to_update);
     void start();
     void stop();

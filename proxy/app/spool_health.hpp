@@ -29,6 +29,9 @@ class spool_health {
                  std::atomic<bool>& failing, std::uint64_t unacknowledged_at_start);
     spool_health(const spool_health&) = delete;
     spool_health& operator=(const spool_health&) = delete;
+    spool_health(spool_health&&) = delete;
+    spool_health& operator=(spool_health&&) = delete;
+    ~spool_health() = default;
 
     void start();
     void stop();

@@ -104,7 +104,8 @@ std::shared_ptr<const tokenizer::catalog> load_tokenizers_or_explain(
 std::string configured_secret(const std::string& env_key, const std::string& env_name,
                               const std::string& file_key, const std::string& file_path) {
     if (!env_name.empty()) {
-        const char* value = std::getenv(env_name.c_str());
+        // At start-up and on reload, on the main thread: nothing sets the environment.
+        const char* value = std::getenv(env_name.c_str());  // NOLINT(concurrency-mt-unsafe)
         if (value == nullptr || *value == '\0') {
             throw start_up_error(env_key + ": environment variable " + env_name +
                                  " is not set or empty");

@@ -27,6 +27,9 @@ class tls_watch {
               prometheus::Registry& registry, std::string listener);
     tls_watch(const tls_watch&) = delete;
     tls_watch& operator=(const tls_watch&) = delete;
+    tls_watch(tls_watch&&) = delete;
+    tls_watch& operator=(tls_watch&&) = delete;
+    ~tls_watch() = default;
 
     [[nodiscard]] const net::tls_server& server() const noexcept { return server_; }
     [[nodiscard]] metrics::tls_metrics& counters() noexcept { return metrics_; }

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -36,7 +37,7 @@ std::int64_t peak_resident_bytes() {
     std::string line;
     while (std::getline(status, line)) {
         if (line.rfind("VmHWM:", 0) == 0) {
-            return std::atoll(line.c_str() + 6) * 1024;  // "VmHWM:   1234 kB"
+            return std::strtoll(line.c_str() + 6, nullptr, 10) * 1024;  // "VmHWM:   1234 kB"
         }
     }
     return 0;
@@ -61,6 +62,7 @@ std::vector<std::string> tokenizer_search_dirs(const std::string& configured_dir
         dirs.push_back(std::move(dir));
     };
     add(configured_dir);
+    // NOLINTNEXTLINE(concurrency-mt-unsafe): read while loading; nothing sets the environment
     if (const char* env = std::getenv("TOKENMETER_TOKENIZER_DIR"); env != nullptr) {
         add(env);
     }
@@ -111,11 +113,11 @@ std::vector<std::string> describe_tokenizers(const tokenizer::catalog& catalog) 
         if (e.shared) {
             line += ", shared with an earlier entry (loaded once)";
         } else {
-            char numbers[96];
-            std::snprintf(numbers, sizeof numbers, ", loaded in %.0f ms, resident +%.1f MiB",
+            std::array<char, 96> numbers{};
+            std::snprintf(numbers.data(), numbers.size(), ", loaded in %.0f ms, resident +%.1f MiB",
                           e.load_seconds * 1e3,
                           static_cast<double>(e.resident_growth_bytes) / (1024.0 * 1024.0));
-            line += numbers;
+            line += numbers.data();
         }
         lines.push_back(std::move(line));
     }

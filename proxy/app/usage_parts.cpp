@@ -10,7 +10,7 @@
 
 namespace tokenmeter::app {
 
-void usage_parts::stop() {
+void usage_parts::stop() {  // NOLINT(readability-make-member-function-const): stops what it owns
     if (spool) {
         spool->stop();
     }

@@ -1,5 +1,7 @@
 #include "app/workers.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <optional>
 #include <utility>
@@ -30,7 +32,13 @@ worker_pool::worker_pool(std::uint32_t threads, const relay::upstream_pool_setti
 }
 
 worker_pool::~worker_pool() {
-    stop();
+    try {
+        stop();
+    } catch (const std::exception& e) {
+        // A worker thread that cannot be joined is still running on this object: std::thread's
+        // destructor ends the process, as it must.
+        spdlog::critical("workers: cannot stop: {}", e.what());
+    }
 }
 
 asio::io_context& worker_pool::next() {

@@ -17,14 +17,14 @@
 #include <string_view>
 
 #if defined(__SANITIZE_THREAD__)
-#define TOKENMETER_DIRECT_IO 0
+#define TOKENMETER_DIRECT_IO 0  // NOLINT(cppcoreguidelines-macro-usage): read by #if
 #elif defined(__has_feature)
 #if __has_feature(thread_sanitizer)
-#define TOKENMETER_DIRECT_IO 0
+#define TOKENMETER_DIRECT_IO 0  // NOLINT(cppcoreguidelines-macro-usage): read by #if
 #endif
 #endif
 #ifndef TOKENMETER_DIRECT_IO
-#define TOKENMETER_DIRECT_IO 1
+#define TOKENMETER_DIRECT_IO 1  // NOLINT(cppcoreguidelines-macro-usage): read by #if
 #endif
 
 namespace tokenmeter::net::direct_io {

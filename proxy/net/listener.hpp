@@ -53,6 +53,9 @@ class listener {
              edge_counters& edge, pick_context pick, on_accept accepted, at_capacity full = {});
     listener(const listener&) = delete;
     listener& operator=(const listener&) = delete;
+    listener(listener&&) = delete;
+    listener& operator=(listener&&) = delete;
+    ~listener() = default;
 
     void start();
     void stop();

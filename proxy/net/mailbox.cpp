@@ -9,6 +9,7 @@
 
 namespace tokenmeter::net {
 
+// NOLINTNEXTLINE(cppcoreguidelines-avoid-non-const-global-variables): Asio's service key
 asio::io_context::id mailbox::id;
 
 mailbox::mailbox(asio::io_context& ioc) : asio::io_context::service(ioc), ioc_(ioc) {
@@ -40,7 +41,7 @@ void mailbox::post(task t) {
     // the eventfd before it takes the queue, so none is lost between the two).
     if (was_empty) {
         const std::uint64_t one = 1;
-        ssize_t written;
+        ssize_t written = 0;
         do {
             written = ::write(wake_->native_handle(), &one, sizeof one);
         } while (written < 0 && errno == EINTR);
@@ -58,7 +59,7 @@ void mailbox::on_ready(error_code ec) {
         return;
     }
     std::uint64_t count = 0;
-    ssize_t got;
+    ssize_t got = 0;
     do {
         got = ::read(wake_->native_handle(), &count, sizeof count);
     } while (got < 0 && errno == EINTR);

@@ -27,6 +27,7 @@ namespace tokenmeter::net {
 
 class mailbox final : public asio::io_context::service {
   public:
+    // NOLINTNEXTLINE(cppcoreguidelines-avoid-non-const-global-variables): Asio's service key
     static asio::io_context::id id;
 
     // A move-only nullary callable.

@@ -11,7 +11,13 @@ namespace tokenmeter::net {
 name_resolver::name_resolver() : work_(asio::make_work_guard(ioc_)), resolver_(ioc_) {}
 
 name_resolver::~name_resolver() {
-    stop();
+    try {
+        stop();
+    } catch (const std::exception& e) {
+        // The post or the join failed: the thread is still joinable, and std::thread's own
+        // destructor ends the process, as it must with a thread left running on this object.
+        spdlog::critical("upstream name resolver: cannot stop its thread: {}", e.what());
+    }
 }
 
 void name_resolver::start() {

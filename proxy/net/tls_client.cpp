@@ -4,10 +4,12 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
+#include <array>
 #include <boost/asio/ip/address.hpp>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <system_error>
 
 #include "net/tls_stream.hpp"
 
@@ -29,8 +31,9 @@ tls_client_load_result load_tls_client_context(const tls_client_options& o) {
     SSL_CTX* ctx = context->native_handle();
     SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
     SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION);
-    static constexpr unsigned char alpn[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
-    SSL_CTX_set_alpn_protos(ctx, alpn, sizeof alpn);  // 0 on success
+    static constexpr std::array<unsigned char, 9> alpn = {8,   'h', 't', 't', 'p',
+                                                          '/', '1', '.', '1'};
+    SSL_CTX_set_alpn_protos(ctx, alpn.data(), alpn.size());  // 0 on success
     if (o.ca_file.empty()) {
         if (SSL_CTX_set_default_verify_paths(ctx) != 1) {
             result.error = o.ca_file_key + ": the system CA bundle did not load (" +
@@ -40,8 +43,8 @@ tls_client_load_result load_tls_client_context(const tls_client_options& o) {
     } else {
         std::FILE* f = std::fopen(o.ca_file.c_str(), "rb");
         if (f == nullptr) {
-            result.error =
-                o.ca_file_key + ": cannot read " + o.ca_file + ": " + std::strerror(errno);
+            result.error = o.ca_file_key + ": cannot read " + o.ca_file + ": " +
+                           std::generic_category().message(errno);
             return result;
         }
         std::fclose(f);
@@ -62,7 +65,8 @@ tls_client_load_result load_tls_client_context(const tls_client_options& o) {
             std::FILE* file = std::fopen(f->c_str(), "rb");
             if (file == nullptr) {
                 result.error = (f == &o.cert_file ? o.cert_file_key : o.key_file_key) +
-                               ": cannot read " + *f + ": " + std::strerror(errno);
+                               ": cannot read " + *f + ": " +
+                               std::generic_category().message(errno);
                 return result;
             }
             std::fclose(file);
@@ -159,9 +163,10 @@ bool prepare_tls_client(SSL* ssl, const std::string& host, std::string& error) {
         return true;
     }
     X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
-    // SSL_set_tlsext_host_name without its C cast.
-    if (SSL_ctrl(ssl, SSL_CTRL_SET_TLSEXT_HOSTNAME, TLSEXT_NAMETYPE_host_name,
-                 const_cast<char*>(host.c_str())) != 1 ||
+    // SSL_set_tlsext_host_name without its C cast; OpenSSL copies the name (its parameter is not
+    // const, hence the copy).
+    std::string sni = host;
+    if (SSL_ctrl(ssl, SSL_CTRL_SET_TLSEXT_HOSTNAME, TLSEXT_NAMETYPE_host_name, sni.data()) != 1 ||
         X509_VERIFY_PARAM_set1_host(param, host.c_str(), 0) != 1) {
         error = "cannot use host name " + host + " for TLS: " + take_openssl_error();
         return false;

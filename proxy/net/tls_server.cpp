@@ -6,10 +6,12 @@
 #include <openssl/x509err.h>
 #include <sys/stat.h>
 
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
 #include <stdexcept>
+#include <system_error>
 #include <utility>
 
 #include "net/tls_stream.hpp"
@@ -28,13 +30,14 @@ constexpr const char* tls13_suites =
 constexpr const char* groups = "X25519:P-256:P-384";
 // The session ID context: resumed sessions must come from this proxy (required with client
 // certificates, or OpenSSL refuses to resume).
-constexpr unsigned char session_context[] = "tokenmeter";
+constexpr std::array<unsigned char, 10> session_context = {'t', 'o', 'k', 'e', 'n',
+                                                           'm', 'e', 't', 'e', 'r'};
 
 // A readable error for a file that cannot be opened, before OpenSSL's vaguer one.
 std::string unreadable(const std::string& path) {
     std::FILE* f = std::fopen(path.c_str(), "rb");
     if (f == nullptr) {
-        return "cannot read " + path + ": " + std::strerror(errno);
+        return "cannot read " + path + ": " + std::generic_category().message(errno);
     }
     std::fclose(f);
     return {};
@@ -44,10 +47,11 @@ std::string unreadable(const std::string& path) {
 // no_application_protocol alert: a clean failure instead of HTTP/1.1 bytes it cannot read.
 int select_alpn(SSL* /*ssl*/, const unsigned char** out, unsigned char* out_len,
                 const unsigned char* in, unsigned int in_len, void* /*arg*/) {
-    static constexpr unsigned char ours[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
+    static constexpr std::array<unsigned char, 9> ours = {8,   'h', 't', 't', 'p',
+                                                          '/', '1', '.', '1'};
     unsigned char* chosen = nullptr;
     unsigned char chosen_len = 0;
-    if (SSL_select_next_proto(&chosen, &chosen_len, ours, sizeof ours, in, in_len) !=
+    if (SSL_select_next_proto(&chosen, &chosen_len, ours.data(), ours.size(), in, in_len) !=
         OPENSSL_NPN_NEGOTIATED) {
         return SSL_TLSEXT_ERR_ALERT_FATAL;
     }
@@ -153,7 +157,7 @@ tls_load_result load_tls_server_context(const tls_server_options& o) {
     }
     SSL_CTX_set_alpn_select_cb(ctx, select_alpn, nullptr);
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_SERVER);
-    SSL_CTX_set_session_id_context(ctx, session_context, sizeof session_context - 1);
+    SSL_CTX_set_session_id_context(ctx, session_context.data(), session_context.size());
     result.not_after_unix = not_after_of(ctx);
     result.context = std::move(context);
     return result;

@@ -60,7 +60,7 @@ namespace {
 
 // The sink's answer is read whole but bounded: a billing API acknowledges in a few bytes.
 constexpr std::uint32_t max_response_head = 16 * 1024;
-constexpr std::uint64_t max_response_body = 64 * 1024;
+constexpr std::uint64_t max_response_body = 64ull * 1024;
 
 // The start of an error answer for the log: one line, printable, and without the token should
 // the sink echo the request back.

@@ -19,7 +19,7 @@ namespace tokenmeter::protocol {
 
 class usage_filter {
   public:
-    static constexpr std::size_t default_max_held_bytes = 64 * 1024;
+    static constexpr std::size_t default_max_held_bytes = std::size_t{64} * 1024;
 
     // continuous_usage: the proxy also asked for usage in every chunk, so the "usage":{...}
     // member of every other chunk is removed too.
@@ -43,10 +43,10 @@ class usage_filter {
     std::size_t max_held_bytes_;
     bool continuous_usage_;
     std::string out_;
-    std::string event_;     // bytes of the current event, while it may be the usage chunk
-    sse::line_splitter lines_;  // the same line ends as the SSE parser sees
-    bool passing_ = false;      // the current event was judged "keep": its bytes go straight out
-    bool at_line_start_ = true;  // the current line has no bytes yet: a line end here is blank
+    std::string event_;            // bytes of the current event, while it may be the usage chunk
+    sse::line_splitter lines_;     // the same line ends as the SSE parser sees
+    bool passing_ = false;         // the current event was judged "keep": its bytes go straight out
+    bool at_line_start_ = true;    // the current line has no bytes yet: a line end here is blank
     bool cr_ended_event_ = false;  // a CR just ended an event; an LF may follow in the next read
     bool dropped_last_ = false;    // the event that just ended was the one removed
     bool removed_ = false;         // only one chunk is ever removed

@@ -85,6 +85,9 @@ body_decoder body_decoder::until_close() noexcept {
     return {framing::until_close, state::data, 0, 0};
 }
 
+// One loop over the bytes with the chunked state machine inline: split into functions per state,
+// the hot path (data inside a chunk) would leave and re-enter the loop for every chunk.
+// NOLINTNEXTLINE(readability-function-cognitive-complexity)
 body_decoder::step body_decoder::decode(char* data, std::size_t size) noexcept {
     step result;
     if (state_ == state::failed) {

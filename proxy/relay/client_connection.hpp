@@ -151,10 +151,10 @@ class client_connection : public idle_closable,
     request_state request_;
     upstream_exchange<Stream> upstream_;
 
-    static constexpr std::size_t client_buffer_slack = 16 * 1024;
+    static constexpr std::size_t client_buffer_slack = std::size_t{16} * 1024;
     static constexpr std::chrono::seconds linger_time{2};
     static constexpr std::chrono::seconds close_notify_time{2};
-    static constexpr std::uint64_t max_linger_bytes = 1024 * 1024;
+    static constexpr std::uint64_t max_linger_bytes = 1024ull * 1024;
 };
 
 extern template class client_connection<tcp_stream>;

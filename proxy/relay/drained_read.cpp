@@ -226,7 +226,9 @@ void drained_read::hangup() noexcept {
 }
 
 asio::detail::reactor_op::status drained_read::do_perform(reactor_op* base) {
-    auto* self = static_cast<drained_read*>(base);
+    // Asio hands back the operation it was given as its base: this object.
+    auto* self = static_cast<drained_read*>(
+        base);  // NOLINT(cppcoreguidelines-pro-type-static-cast-downcast)
     if (self->data_ == nullptr && !self->borrow()) {
         self->queued_ = false;
         self->ec_ = asio::error::no_memory;
@@ -277,7 +279,9 @@ __attribute__((noinline)) void drained_read::give_back() noexcept {
 
 void drained_read::do_complete(void* owner, asio::detail::operation* base, const error_code&,
                                std::size_t) {
-    auto* self = static_cast<drained_read*>(base);
+    // Asio hands back the operation it was given as its base: this object.
+    auto* self = static_cast<drained_read*>(
+        base);  // NOLINT(cppcoreguidelines-pro-type-static-cast-downcast)
     self->queued_ = false;
     self->again_ = self->again_ && owner != nullptr;
     // Released when this returns: the last reference may own this operation.

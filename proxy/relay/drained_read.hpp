@@ -31,12 +31,12 @@
 #include "net/beast.hpp"
 
 #if BOOST_VERSION == 108100 && defined(BOOST_ASIO_HAS_EPOLL) && !defined(BOOST_ASIO_HAS_IO_URING)
-#define TOKENMETER_DRAINED_READ 1
+#define TOKENMETER_DRAINED_READ 1  // NOLINT(cppcoreguidelines-macro-usage): read by #if
 #include <boost/asio/detail/reactor.hpp>
 #include <boost/asio/detail/reactor_op.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #else
-#define TOKENMETER_DRAINED_READ 0
+#define TOKENMETER_DRAINED_READ 0  // NOLINT(cppcoreguidelines-macro-usage): read by #if
 #endif
 
 namespace tokenmeter::relay {

@@ -55,15 +55,10 @@ std::vector<std::string> field_tokens(const bhttp::fields& fields, bhttp::field 
 // RFC 3986 host [":" port] without user info: reg-name, IPv4 or a bracketed IP literal. An
 // empty value is allowed (a target without an authority).
 bool is_authority(std::string_view value) {
-    for (char c : value) {
-        const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                        (c >= '0' && c <= '9') ||
-                        std::string_view("-._~%!$&'()*+,;=:[]").find(c) != std::string_view::npos;
-        if (!ok) {
-            return false;
-        }
-    }
-    return true;
+    return std::ranges::all_of(value, [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+               std::string_view("-._~%!$&'()*+,;=:[]").find(c) != std::string_view::npos;
+    });
 }
 
 }  // namespace
@@ -124,10 +119,11 @@ void append_field(std::string& out, std::string_view name, std::string_view valu
 }
 
 void append_field(std::string& out, std::string_view name, std::uint64_t value) {
-    char digits[20];  // the most a 64-bit value takes
-    const auto written = std::to_chars(std::begin(digits), std::end(digits), value);
-    append_field(out, name,
-                 std::string_view(digits, static_cast<std::size_t>(written.ptr - digits)));
+    std::array<char, 20> digits{};  // the most a 64-bit value takes
+    const auto written = std::to_chars(digits.data(), digits.data() + digits.size(), value);
+    append_field(
+        out, name,
+        std::string_view(digits.data(), static_cast<std::size_t>(written.ptr - digits.data())));
 }
 
 void append_end_to_end_fields(const bhttp::fields& from, std::string& out) {

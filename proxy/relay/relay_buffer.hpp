@@ -17,7 +17,7 @@ namespace tokenmeter::relay {
 
 struct relay_buffer_size {
     static constexpr std::size_t initial = 512;
-    static constexpr std::size_t max = 256 * 1024;
+    static constexpr std::size_t max = std::size_t{256} * 1024;
     // Reads in a row that the first size would have held without filling it, after which a grown
     // buffer is made small again.
     static constexpr std::uint32_t shrink_after_small_reads = 16;

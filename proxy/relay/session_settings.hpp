@@ -36,7 +36,7 @@ struct session_settings {
     std::chrono::milliseconds client_idle{60'000};
     std::chrono::milliseconds client_write{60'000};
     std::chrono::milliseconds upstream_idle{300'000};
-    std::uint64_t max_request_header_bytes = 64 * 1024;
+    std::uint64_t max_request_header_bytes = 64ull * 1024;
     std::uint64_t max_request_body_bytes = 32ull * 1024 * 1024;
     // Which request fields name a metered request's tenant: the edge refuses a request whose
     // billed credential is not exactly the one the upstream receives (headers.hpp).

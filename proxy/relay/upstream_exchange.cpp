@@ -23,7 +23,7 @@ namespace tokenmeter::relay {
 
 template <class Stream>
 upstream_exchange<Stream>::upstream_exchange(client_connection<Stream>& owner, upstream_pool& pool)
-    : owner_(owner), pool_(pool), body_watch_(owner.lowest().get_executor()), body_capacity_(0) {}
+    : owner_(owner), pool_(pool), body_watch_(owner.lowest().get_executor()) {}
 
 template <class Stream>
 void upstream_exchange<Stream>::resize_body_buffer_after(std::size_t bytes_read) {
@@ -46,7 +46,7 @@ void upstream_exchange<Stream>::reset_body_buffer() {
 }
 
 template <class Stream>
-void upstream_exchange<Stream>::start(upstream_request request, relay_options options) {
+void upstream_exchange<Stream>::start(upstream_request&& request, relay_options options) {
     r_ = state{};
     r_.head_text = std::move(request.head);
     r_.request_body = std::move(request.body);
@@ -62,14 +62,14 @@ bool upstream_exchange<Stream>::client_gone() const noexcept {
 }
 
 template <class Stream>
-void upstream_exchange<Stream>::cancel() noexcept {
+void upstream_exchange<Stream>::cancel() noexcept {  // NOLINT(bugprone-exception-escape)
     if (upstream_) {
         upstream_->stream.cancel();
     }
 }
 
 template <class Stream>
-void upstream_exchange<Stream>::abort() noexcept {
+void upstream_exchange<Stream>::abort() noexcept {  // NOLINT(bugprone-exception-escape)
     stop_body_watch();
     drained_.detach();
     if (upstream_) {

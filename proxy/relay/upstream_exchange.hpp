@@ -69,14 +69,20 @@ class upstream_exchange {
     upstream_exchange(client_connection<Stream>& owner, upstream_pool& pool);
     upstream_exchange(const upstream_exchange&) = delete;
     upstream_exchange& operator=(const upstream_exchange&) = delete;
+    upstream_exchange(upstream_exchange&&) = delete;
+    upstream_exchange& operator=(upstream_exchange&&) = delete;
+    ~upstream_exchange() = default;
 
     // Forwards `request` and relays its response; the owner hears back through its
     // finish_exchange / respond_local / next_request_or_close.
-    void start(upstream_request request, relay_options options);
+    void start(upstream_request&& request, relay_options options);
+    // cancel, abort and stop_body_watch are noexcept although Asio's cancel reports a failure by
+    // exception: the reactor's cancel does not fail, so a throw there is a broken invariant and
+    // terminate is the right answer (hence the NOLINTs).
     // The client hung up: stop waiting for the upstream (the pending handler ends the exchange).
-    void cancel() noexcept;
+    void cancel() noexcept;  // NOLINT(bugprone-exception-escape)
     // Closes the upstream connection, if any, without reusing it.
-    void abort() noexcept;
+    void abort() noexcept;  // NOLINT(bugprone-exception-escape)
     // A scratch buffer for the owner while no exchange runs (draining a closing connection).
     [[nodiscard]] asio::mutable_buffer scratch() noexcept {
         ensure_body_buffer();
@@ -120,7 +126,7 @@ class upstream_exchange {
     // the read and timeouts.client_write on the write in flight, in place of Beast's timer per
     // operation (a wait and a cancel for every read and every write: two per chunk).
     void start_body_watch();
-    void stop_body_watch() noexcept;
+    void stop_body_watch() noexcept;  // NOLINT(bugprone-exception-escape): see cancel
     void begin_wait(bool on_upstream) noexcept;
     // Clears the wait; the error to handle (`ec`, or a timeout when the watch cut the operation).
     [[nodiscard]] error_code end_wait(error_code ec) noexcept;
@@ -138,38 +144,38 @@ class upstream_exchange {
     // Everything one request's exchange knows, made anew by start(): nothing carries over from
     // one request to the next on the same client connection.
     struct state {
-        exchange_stage stage = exchange_stage::idle;
         relay_options options;
         // The request being sent (its head in head_text), kept for a retry on a fresh connection
         // until the retry can no longer come; empty while the response streams.
         std::string request_body;
-        bool request_held = false;  // head_text and request_body hold the request
-        bool reused = false;        // the upstream connection came from the pool
-        bool retried = false;       // the one retry on a fresh connection was taken
         // The response head's parser: made per response, let go once the body's framing is
         // known (the relay decodes the body itself), so a streaming response does not carry it.
         std::unique_ptr<bhttp::response_parser<bhttp::buffer_body>> parser;
-        bool upstream_keep_alive = false;  // the parser's keep_alive(), kept when it is let go
         std::uint64_t head_bytes = 0;
-        unsigned interim_responses = 0;
         std::unique_ptr<bhttp::response<bhttp::empty_body>> interim_response;  // for a 1xx
         // The head being written: the request's to the upstream (request_plan), then the
         // response's to the client (response_plan).
         std::string head_text;
-        body_framing framing = body_framing::none;
-        bool end_written = false;  // the write in flight carries the end of the body
-        // Over plain TCP, when body bytes came with the response head, the head (head_text) is
-        // written with them in one send: one write and one segment fewer per response.
-        bool head_pending = false;
         std::optional<protocol::usage_filter> usage_filter;
         // The body as it arrives: its framing removed in place, read by read (start_body).
         body_decoder decoder;
-        bool bytes_after_body = false;  // the upstream sent more than the body: not reused
         std::uint64_t relayed_bytes = 0;
         std::string_view pending_last;  // the held end of the response (see write_last_body)
         std::size_t last_read = 0;      // bytes of the previous body read (buffer growth)
-        std::uint32_t small_reads = 0;  // reads in a row too small to need a grown buffer
         error_code deferred_error;      // a framing error found behind forwarded bytes
+        unsigned interim_responses = 0;
+        std::uint32_t small_reads = 0;  // reads in a row too small to need a grown buffer
+        exchange_stage stage = exchange_stage::idle;
+        body_framing framing = body_framing::none;
+        bool request_held = false;         // head_text and request_body hold the request
+        bool reused = false;               // the upstream connection came from the pool
+        bool retried = false;              // the one retry on a fresh connection was taken
+        bool upstream_keep_alive = false;  // the parser's keep_alive(), kept when it is let go
+        bool end_written = false;          // the write in flight carries the end of the body
+        // Over plain TCP, when body bytes came with the response head, the head (head_text) is
+        // written with them in one send: one write and one segment fewer per response.
+        bool head_pending = false;
+        bool bytes_after_body = false;  // the upstream sent more than the body: not reused
         bool drained_ok = false;        // this body is read with drained_
     };
     state r_;
@@ -236,7 +242,7 @@ class upstream_exchange {
     }
     // Uninitialised: untouched pages cost no RSS. A read of the first size on a plain TCP
     // upstream holds none while it waits (drained_read takes one when data is there).
-    std::unique_ptr<char[]> body_buffer_;
+    std::unique_ptr<char[]> body_buffer_;  // NOLINT(modernize-avoid-c-arrays): a vector zeroes
     std::size_t body_capacity_ = 0;
 };
 

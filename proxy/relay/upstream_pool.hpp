@@ -135,6 +135,9 @@ class upstream_pool {
                   net::name_resolver& names);
     upstream_pool(const upstream_pool&) = delete;
     upstream_pool& operator=(const upstream_pool&) = delete;
+    upstream_pool(upstream_pool&&) = delete;
+    upstream_pool& operator=(upstream_pool&&) = delete;
+    ~upstream_pool() = default;
 
     // Hands over an idle connection (unless allow_reuse is false) or a new one.
     void acquire(bool allow_reuse, acquire_handler handler);

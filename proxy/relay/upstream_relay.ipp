@@ -396,7 +396,7 @@ void upstream_exchange<Stream>::start_body_watch() {
 }
 
 template <class Stream>
-void upstream_exchange<Stream>::stop_body_watch() noexcept {
+void upstream_exchange<Stream>::stop_body_watch() noexcept {  // NOLINT(bugprone-exception-escape)
     if (body_watch_on_) {
         body_watch_on_ = false;
         waiting_ = waiting_on::nothing;
