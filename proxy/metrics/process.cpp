@@ -8,6 +8,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <array>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -36,7 +37,8 @@ double count_open_fds() {
         return -1;
     }
     double n = 0;
-    while (const dirent* entry = ::readdir(dir)) {
+    // readdir is safe on a stream no other thread reads.
+    while (const dirent* entry = ::readdir(dir)) {  // NOLINT(concurrency-mt-unsafe)
         if (entry->d_name[0] != '.') {
             n += 1;
         }
@@ -59,16 +61,16 @@ process_sample read_process_sample() {
             std::istringstream fields(line.substr(close + 2));
             std::string field;
             // Field 3 is the first here; utime is 14, stime 15, starttime 22, vsize 23, rss 24.
-            double values[25] = {};
+            std::array<double, 25> values{};
             for (int i = 3; i <= 24 && (fields >> field); ++i) {
                 try {
-                    values[i] = std::stod(field);
+                    values.at(i) = std::stod(field);
                 } catch (...) {
-                    values[i] = 0;
+                    values.at(i) = 0;
                 }
             }
-            const double ticks = static_cast<double>(::sysconf(_SC_CLK_TCK));
-            const double page = static_cast<double>(::sysconf(_SC_PAGESIZE));
+            const auto ticks = static_cast<double>(::sysconf(_SC_CLK_TCK));
+            const auto page = static_cast<double>(::sysconf(_SC_PAGESIZE));
             if (ticks > 0) {
                 sample.cpu_seconds = (values[14] + values[15]) / ticks;
                 const double boot = boot_time_seconds();
@@ -162,8 +164,6 @@ edge_metrics::edge_metrics(prometheus::Registry& registry)
                                   "the proxy (an exception); the process went on.")
                             .Register(registry)
                             .Add({})),
-      reloads_ok_(nullptr),
-      reloads_rejected_(nullptr),
       draining_(&prometheus::BuildGauge()
                      .Name("tokenmeter_draining")
                      .Help("1 while the proxy is draining (GET /drain or a signal; /readyz "

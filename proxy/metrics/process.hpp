@@ -66,8 +66,8 @@ class edge_metrics {
     prometheus::Family<prometheus::Counter>* accept_errors_;
     prometheus::Counter* refused_;
     prometheus::Counter* internal_errors_;
-    prometheus::Counter* reloads_ok_;
-    prometheus::Counter* reloads_rejected_;
+    prometheus::Counter* reloads_ok_ = nullptr;
+    prometheus::Counter* reloads_rejected_ = nullptr;
     prometheus::Gauge* draining_;
 };
 
