@@ -27,6 +27,7 @@ relay::session_settings session_settings_from(const config::settings& settings) 
             out.forwarded_for = relay::forwarded_for_policy::drop;
             break;
     }
+    out.client_address = settings.log.access_log;
     out.routes = make_route_table(settings);
     out.request_header = settings.timeouts.request_header;
     out.client_idle = settings.timeouts.client_idle;

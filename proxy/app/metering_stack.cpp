@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "app/allocator.hpp"
+#include "app/log_format.hpp"
 #include "app/module_options.hpp"
 #include "app/start_up.hpp"
 #include "app/tokenizers.hpp"
@@ -63,6 +64,9 @@ metering_stack::metering_stack(const config::settings& settings, const core::clo
                                   prices.empty() ? nullptr : &prices};
     parts.tasks = tasks ? &*tasks : nullptr;
     parts.status = status ? &*status : nullptr;
+    if (settings.log.access_log) {
+        parts.access_log = make_access_writer(settings.log.format);
+    }
     metering = std::make_unique<observe::metering_observer>(std::move(parts),
                                                             metering_options_from(settings));
     wrapped = wrap ? wrap(*metering) : nullptr;

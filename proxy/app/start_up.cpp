@@ -139,7 +139,9 @@ observe::metering_options metering_options_from(const config::settings& settings
         settings.limits.max_buffered_response_bytes;
     options.exchange_limits.max_prompt_count_bytes = settings.limits.max_prompt_count_bytes;
     options.input_counting = input_counting(settings);
-    options.access_log = settings.log.access_log;
+    options.upstream =
+        relay::upstream_host_header({settings.upstream.scheme, settings.upstream.host,
+                                     settings.upstream.port, settings.upstream.base_path});
     options.hold_until_durable = settings.usage.hold_until_durable;
     options.checkpoint_interval = settings.usage.checkpoint_interval;
     options.billing.bill_failed_input = settings.billing.bill_failed_input;

@@ -40,6 +40,18 @@ std::string client_request_id(std::string_view value) {
     return std::string(value);
 }
 
+// What only the access record needs of a request, copied at its start (the request's own
+// strings are gone by its end); made only when the access log is on.
+struct access_facts {
+    std::string method;
+    std::string path;
+    std::string client;
+    std::string request_id;
+    std::uint64_t bytes_in = 0;
+    std::uint64_t bytes_out = 0;  // response body bytes shown to body()
+    bool answered_locally = false;
+};
+
 // Everything one request's metering holds, in one place.
 struct request_state {
     protocol::api_kind api = protocol::api_kind::none;
@@ -64,9 +76,10 @@ struct request_state {
     // the real count at the end.
     bool shared = false;
     std::uint64_t estimate = 0;
-    std::uint64_t reserved = 0;  // local bucket only
-    std::unique_ptr<task_state> task;  // null when the request has none
-    bool degraded = false;             // a metering call failed: marked in the record
+    std::uint64_t reserved = 0;            // local bucket only
+    std::unique_ptr<task_state> task;      // null when the request has none
+    bool degraded = false;                 // a metering call failed: marked in the record
+    std::unique_ptr<access_facts> access;  // null when the access log is off
 };
 
 // A shared-limit admission, written by the store's thread before the session is called back.
@@ -91,8 +104,9 @@ std::uint64_t reservation_for(const tokenizer::encoder* native, const protocol::
     }
     const std::uint64_t output = info.max_output_tokens.value_or(default_output);
     std::uint64_t total = 0;
-    return __builtin_add_overflow(prompt, output, &total) ? std::numeric_limits<std::uint64_t>::max()
-                                                          : total;
+    return __builtin_add_overflow(prompt, output, &total)
+               ? std::numeric_limits<std::uint64_t>::max()
+               : total;
 }
 
 class metering_exchange final : public exchange_observer {
@@ -105,6 +119,13 @@ class metering_exchange final : public exchange_observer {
                     &parts.registry->inter_token_latency_bounds(), options.exchange_limits) {
         state_.api = facts.api;
         state_.received = facts.received;
+        if (parts_.access_log) {
+            state_.access = std::make_unique<access_facts>(
+                access_facts{std::string(facts.method),
+                             std::string(facts.target.substr(0, facts.target.find('?'))),
+                             std::string(facts.client),
+                             client_request_id(facts.header("x-request-id")), facts.body_bytes});
+        }
         open_record(facts);
         const tokenizer::selection chosen = parts_.tokenizers != nullptr
                                                 ? parts_.tokenizers->for_model(facts.info.model)
@@ -164,7 +185,12 @@ class metering_exchange final : public exchange_observer {
     }
 
     void request_sent(core::time_point /*at*/) override { exchange_.on_request_sent(); }
-    void answered_locally(std::string_view code) override { exchange_.on_local_answer(code); }
+    void answered_locally(std::string_view code) override {
+        exchange_.on_local_answer(code);
+        if (state_.access) {
+            state_.access->answered_locally = true;
+        }
+    }
 
     durable_wait response_head(int status, std::string_view content_type, bool has_body,
                                core::time_point at) override {
@@ -178,6 +204,9 @@ class metering_exchange final : public exchange_observer {
     void unreadable_body() override { exchange_.on_unreadable_body(); }
 
     void body(std::string_view bytes, core::time_point at) override {
+        if (state_.access) {
+            state_.access->bytes_out += bytes.size();
+        }
         if (state_.api == protocol::api_kind::none || bytes.empty()) {
             return;
         }
@@ -232,19 +261,48 @@ class metering_exchange final : public exchange_observer {
         if (parts_.tasks != nullptr && state_.task) {
             parts_.tasks->end(*state_.task, summary, counts);
         }
-        if (options_.access_log) {
-            spdlog::info(
-                "access api={} model={} status={} outcome={} ttft={} output_tokens={} "
-                "duration={:.6f}",
-                protocol::to_string(summary.api), summary.model, summary.status,
-                meter::to_string(summary.result),
-                summary.time_to_first_token ? std::to_string(*summary.time_to_first_token)
-                                            : std::string("-"),
-                summary.output_tokens, summary.duration_seconds);
+        if (state_.access) {
+            write_access(summary, counts);
         }
     }
 
   private:
+    // Whether the request went on to the upstream (a tenant refusal did not).
+    [[nodiscard]] bool forwarded() const noexcept {
+        if (slot_) {
+            return slot_->decided.load(std::memory_order_acquire) && slot_->admitted;
+        }
+        return !state_.admit;
+    }
+
+    void write_access(const meter::request_summary& summary, const meter::billed_counts& counts) {
+        const access_facts& facts = *state_.access;
+        access_entry entry;
+        entry.method = facts.method;
+        entry.path = facts.path;
+        entry.status = summary.status;
+        entry.outcome = meter::to_string(summary.result);
+        if (summary.api != protocol::api_kind::none) {
+            entry.api = protocol::to_string(summary.api);
+        }
+        entry.model = summary.model;
+        entry.tenant = state_.tenant;
+        entry.request_id = facts.request_id;
+        entry.client = facts.client;
+        if (forwarded()) {
+            entry.upstream = options_.upstream;
+        }
+        entry.time_to_first_token = summary.time_to_first_token;
+        entry.duration_seconds = summary.duration_seconds;
+        entry.input_tokens = counts.input.value;
+        entry.output_tokens = counts.output.value;
+        entry.bytes_in = facts.bytes_in;
+        if (!facts.answered_locally) {
+            entry.bytes_out = facts.bytes_out;
+        }
+        parts_.access_log(entry);
+    }
+
     // A usage record's open entry was written and its close was not.
     [[nodiscard]] bool writing_record() const noexcept {
         return state_.open && !state_.open->id.empty();
@@ -450,8 +508,8 @@ std::unique_ptr<exchange_observer> metering_observer::begin(request_facts facts)
     return std::make_unique<metering_exchange>(parts_, options_, facts);
 }
 
-void metering_observer::unforwarded(protocol::api_kind api, std::string_view model,
-                                    outcome result, int status, double seconds) {
+void metering_observer::unforwarded(protocol::api_kind api, std::string_view model, outcome result,
+                                    int status, double seconds) {
     parts_.registry->record_unforwarded(api, model, result, status, seconds);
 }
 

@@ -6,10 +6,12 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "core/time.hpp"
 #include "meter/billing.hpp"
 #include "meter/exchange.hpp"
+#include "observe/access_log.hpp"
 #include "observe/observer.hpp"
 #include "usage/price.hpp"
 
@@ -36,7 +38,8 @@ class task_meter;
 struct metering_options {
     meter::exchange_limits exchange_limits{};
     meter::input_counting input_counting = meter::input_counting::when_unreported;
-    bool access_log = false;
+    // The upstream requests are forwarded to, as the access record names it (host:port).
+    std::string upstream;
     // Release the response head and its end only once the open and close entries are on disk.
     bool hold_until_durable = true;
     core::duration checkpoint_interval = std::chrono::seconds(1);
@@ -65,6 +68,8 @@ struct metering_parts {
     metrics::status_board* status = nullptr;
     // Task time (`tasks`): the task label, task time and sessions of requests with a task header.
     task_meter* tasks = nullptr;
+    // The access log (log.access_log): one record per request at its end. Empty: off.
+    access_writer access_log{};
 };
 
 class metering_observer final : public observer {

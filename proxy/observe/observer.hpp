@@ -55,8 +55,11 @@ using header_lookup = std::function<std::string_view(std::string_view name)>;
 // What the session knows of a request when it is about to forward it.
 struct request_facts {
     protocol::api_kind api = protocol::api_kind::none;
-    protocol::request_info info;  // prompt_text is moved from
-    std::string_view target;      // normalized origin-form target
+    protocol::request_info info;   // prompt_text is moved from
+    std::string_view target;       // normalized origin-form target
+    std::string_view method;       // as the client sent it
+    std::string_view client;       // the client's IP address ("" when unknown)
+    std::uint64_t body_bytes = 0;  // the request body as the client sent it
     core::time_point received{};
     header_lookup header;
     bool model_cut = false;  // info.model was cut to usage::max_model_bytes (set by the observer)

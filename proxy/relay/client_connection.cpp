@@ -38,7 +38,8 @@ void client_connection<Stream>::start() {
     sessions_.add(this->shared_from_this());
     error_code ignored;
     socket().set_option(tcp::no_delay(true), ignored);
-    if (context_.settings.forwarded_for == forwarded_for_policy::append) {
+    if (context_.settings.forwarded_for == forwarded_for_policy::append ||
+        context_.settings.client_address) {
         const auto remote = socket().remote_endpoint(ignored);
         if (!ignored) {
             client_address_ = remote.address().to_string();
@@ -255,6 +256,7 @@ void client_connection<Stream>::handle_request() {
     if (client_buffer_.size() == 0) {
         client_buffer_.shrink_to_fit();
     }
+    const std::size_t body_bytes = request.body().size();
     request_plan plan =
         plan_request(request, request_.forward_target, request_.header_fields, context_.settings,
                      client_origin{net::is_tls_stream<Stream>, client_address_});
@@ -280,6 +282,9 @@ void client_connection<Stream>::handle_request() {
     facts.api = plan.api;
     facts.info = std::move(plan.info);
     facts.target = std::string_view(request.target().data(), request.target().size());
+    facts.method = std::string_view(request.method_string().data(), request.method_string().size());
+    facts.client = client_address_;
+    facts.body_bytes = body_bytes;
     facts.received = request_.received;
     facts.header = [&request](std::string_view name) {
         auto value = request[beast::string_view(name.data(), name.size())];

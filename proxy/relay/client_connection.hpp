@@ -143,7 +143,7 @@ class client_connection : public idle_closable,
     bool watching_ = false;
     std::uint64_t watch_generation_ = 0;
     std::uint64_t lingered_bytes_ = 0;
-    std::string client_address_;  // for X-Forwarded-For / Forwarded (forwarded_for: append)
+    std::string client_address_;  // X-Forwarded-For / Forwarded, the access log; or ""
     // Made per request while it is read, and for a local answer: not carried inline by every
     // open stream (about 400 bytes).
     std::unique_ptr<bhttp::request_parser<bhttp::string_body>> request_parser_;

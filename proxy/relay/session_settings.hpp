@@ -30,6 +30,8 @@ struct session_settings {
     net::upstream_address upstream;
     bool preserve_host = false;  // false: Host sent upstream is the upstream's host:port
     forwarded_for_policy forwarded_for = forwarded_for_policy::keep;
+    // Read each client's address even when forwarded_for does not need it (the access log).
+    bool client_address = false;
     // Which API each POST speaks, and whether usage may be injected (built once by app/).
     protocol::route_table routes{{}, true};
     std::chrono::milliseconds request_header{30'000};
