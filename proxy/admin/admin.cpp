@@ -8,7 +8,9 @@
 #include <string>
 
 #include "admin/status_page.hpp"
+#include "metrics/exposition.hpp"
 #include "metrics/native_histogram.hpp"
+#include "metrics/openmetrics.hpp"
 #include "net/error_body.hpp"
 #include "net/tls_server.hpp"
 #include "net/tls_stream.hpp"
@@ -191,15 +193,7 @@ class admin_session : public std::enable_shared_from_this<admin_session<Stream>>
             if (state_.before_scrape) {
                 state_.before_scrape();
             }
-            // Native histograms exist only in the protobuf format: served when asked for.
-            if (state_.metrics.native_histograms_enabled() &&
-                metrics::accepts_protobuf(request_[bhttp::field::accept])) {
-                respond(bhttp::status::ok, metrics::protobuf_content_type,
-                        state_.metrics.expose_protobuf());
-            } else {
-                respond(bhttp::status::ok, "text/plain; version=0.0.4; charset=utf-8",
-                        state_.metrics.expose());
-            }
+            serve_metrics();
         } else if (serve_status_page(path)) {
             // answered
         } else if (path == "/drain") {
@@ -377,6 +371,38 @@ class admin_session : public std::enable_shared_from_this<admin_session<Stream>>
             }
             self->check_drained();
         });
+    }
+
+    // The format the scraper asks for (native histograms exist only in the protobuf one),
+    // gzip-compressed when it takes gzip.
+    void serve_metrics() {
+        const auto accept = request_[bhttp::field::accept];
+        std::string_view type = metrics::prometheus_text_content_type;
+        std::string body;
+        switch (metrics::choose_exposition(std::string_view(accept.data(), accept.size()),
+                                           state_.metrics.native_histograms_enabled())) {
+            case metrics::exposition_format::protobuf:
+                type = metrics::protobuf_content_type;
+                body = state_.metrics.expose_protobuf();
+                break;
+            case metrics::exposition_format::openmetrics:
+                type = metrics::openmetrics_content_type;
+                body = state_.metrics.expose_openmetrics();
+                break;
+            case metrics::exposition_format::prometheus_text:
+                body = state_.metrics.expose();
+                break;
+        }
+        const auto encoding = request_[bhttp::field::accept_encoding];
+        std::optional<std::string> compressed;
+        if (metrics::accepts_gzip(std::string_view(encoding.data(), encoding.size()))) {
+            compressed = metrics::gzip_compress(body);
+        }
+        respond(bhttp::status::ok, type, compressed ? std::move(*compressed) : std::move(body));
+        if (compressed) {
+            response_.set(bhttp::field::content_encoding, "gzip");
+        }
+        response_.set(bhttp::field::vary, "Accept, Accept-Encoding");
     }
 
     void respond(bhttp::status status, std::string_view type, std::string body) {

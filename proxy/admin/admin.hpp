@@ -1,9 +1,9 @@
-// admin/admin: the admin listener: /metrics (Prometheus text), /healthz (alive), /readyz (the
-// upstream accepts connections and the proxy is not draining), /drain (start draining: /readyz
-// fails from now on; answers once no request is in flight, or when its wait is over), /undrain
-// (POST: ready again), and the status page: / and /status (HTML; its CSS, JS and icon under
-// /status/), /status.json. Plain HTTP, or TLS with admin_tls (the same session code over either
-// stream).
+// admin/admin: the admin listener: /metrics (Prometheus or OpenMetrics text, or protobuf, as
+// the scraper asks; gzip when it takes it), /healthz (alive), /readyz (the upstream accepts
+// connections and the proxy is not draining), /drain (start draining: /readyz fails from now
+// on; answers once no request is in flight, or when its wait is over), /undrain (POST: ready
+// again), and the status page: / and /status (HTML; its CSS, JS and icon under /status/),
+// /status.json. Plain HTTP, or TLS with admin_tls (the same session code over either stream).
 #pragma once
 
 #include <atomic>

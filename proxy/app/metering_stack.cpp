@@ -1,5 +1,6 @@
 #include "app/metering_stack.hpp"
 
+#include <array>
 #include <chrono>
 #include <string_view>
 
@@ -9,6 +10,8 @@
 #include "app/start_up.hpp"
 #include "app/tokenizers.hpp"
 #include "metrics/tokenizer_info.hpp"
+#include "observe/guarded_observer.hpp"
+#include "relay/local_failure.hpp"
 
 namespace tokenmeter::app {
 namespace {
@@ -26,6 +29,17 @@ std::int64_t unix_ms_now() {
         .count();
 }
 
+// The counter families whose labels are a fixed, small set: every series at 0 from start-up.
+void start_fixed_series_at_zero(metrics::registry& registry) {
+    registry.start_at_zero(metrics::registry::fixed_labels::upstream_error_reason,
+                           relay::upstream_error_reasons);
+    std::array<std::string_view, observe::metering_phase_count> phases{};
+    for (std::size_t i = 0; i < phases.size(); ++i) {
+        phases[i] = observe::to_string(static_cast<observe::metering_phase>(i));
+    }
+    registry.start_at_zero(metrics::registry::fixed_labels::metering_failure_phase, phases);
+}
+
 }  // namespace
 
 metering_stack::metering_stack(const config::settings& settings, const core::clock& clock,
@@ -41,6 +55,7 @@ metering_stack::metering_stack(const config::settings& settings, const core::clo
       shared_limits(open_shared_limits(settings, throughput, *registry.prometheus_registry())),
       prices(price_table(settings)) {
     metrics::register_tokenizer_info(*registry.prometheus_registry(), tokenizers->entries());
+    start_fixed_series_at_zero(registry);
     if (usage.spool) {
         billing_metrics.add_spool_quarantined(usage.quarantined_at_start);
     }

@@ -17,6 +17,7 @@
 #include "meter/billing.hpp"
 #include "metrics/itl_batch.hpp"
 #include "metrics/native_histogram.hpp"
+#include "metrics/openmetrics.hpp"
 
 namespace tokenmeter::metrics {
 namespace {
@@ -635,6 +636,14 @@ void registry::upstream_error(std::string_view reason) {
     series(upstream_errors_, {{"reason", reason}}).Increment();
 }
 
+void registry::start_at_zero(fixed_labels family, std::span<const std::string_view> values) {
+    const bool reasons = family == fixed_labels::upstream_error_reason;
+    for (const std::string_view value : values) {
+        (void)series(reasons ? upstream_errors_ : metering_failures_,
+                     {{reasons ? "reason" : "phase", value}});
+    }
+}
+
 void registry::metering_failure(std::string_view phase) {
     series(metering_failures_, {{"phase", phase}}).Increment();
 }
@@ -648,6 +657,10 @@ void registry::parse_errors(protocol::api_kind api, protocol::parse_error reason
 
 std::string registry::expose() const {
     return prometheus::TextSerializer().Serialize(collect());
+}
+
+std::string registry::expose_openmetrics() const {
+    return serialize_openmetrics(collect());
 }
 
 std::string registry::expose_protobuf() const {

@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -136,6 +137,10 @@ class registry {
     [[nodiscard]] slo_verdict judge_slo(const std::string& model_label,
                                         const meter::request_summary& s);
     void upstream_error(std::string_view reason);
+    // Families whose label takes a fixed, small set of values: each series is made at 0 from
+    // start-up, so rate() and increase() see the first event.
+    enum class fixed_labels : std::uint8_t { upstream_error_reason, metering_failure_phase };
+    void start_at_zero(fixed_labels family, std::span<const std::string_view> values);
     // A failure inside metering (observe/guarded_observer), by the phase that threw.
     void metering_failure(std::string_view phase);
     void parse_errors(protocol::api_kind api, protocol::parse_error reason, std::uint64_t count);
@@ -147,6 +152,8 @@ class registry {
         return itl_batch_bounds_;
     }
     [[nodiscard]] std::string expose() const;
+    // The same families as OpenMetrics text (metrics/openmetrics), for a scraper that asks.
+    [[nodiscard]] std::string expose_openmetrics() const;
     // The protobuf exposition (metrics.native_histograms): every family, histograms with their
     // native buckets. Empty when native histograms are off.
     [[nodiscard]] std::string expose_protobuf() const;

@@ -7,7 +7,9 @@
 #include <prometheus/registry.h>
 
 #include <array>
+#include <string>
 
+#include "metrics/build_revision.hpp"
 #include "metrics/registry.hpp"
 
 namespace tokenmeter::metrics {
@@ -120,9 +122,9 @@ void registry::register_families() {
                            .Add({});
     prometheus::BuildGauge()
         .Name("tokenmeter_build_info")
-        .Help("Always 1; labels carry the version")
+        .Help("Always 1; labels carry the version and the git revision it was built from")
         .Register(*registry_)
-        .Add({{"version", TOKENMETER_VERSION}})
+        .Add({{"version", TOKENMETER_VERSION}, {"revision", std::string(build_revision())}})
         .Set(1);
 }
 

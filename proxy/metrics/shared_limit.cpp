@@ -40,6 +40,11 @@ shared_limit_metrics::shared_limit_metrics(prometheus::Registry& registry)
     for (const char* reason : {"timeout", "connection", "script", "reply"}) {
         errors_.Add({{"reason", reason}});
     }
+    for (const char* decision : {"admitted", "refused"}) {
+        for (const char* store : {"shared", "local"}) {
+            decisions_.Add({{"decision", decision}, {"store", store}});
+        }
+    }
 }
 
 void shared_limit_metrics::error(std::string_view reason) {

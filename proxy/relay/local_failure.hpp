@@ -4,6 +4,7 @@
 // classified here too, with the label of tokenmeter_upstream_errors_total.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -53,6 +54,13 @@ struct upstream_failure {
     local_failure failure;
     std::string message;  // for the JSON body
 };
+
+// Every label of tokenmeter_upstream_errors_total: what classify_upstream_error gives, and the
+// two failures of a response already begun (idle_timeout, truncated). Each series starts at 0.
+inline constexpr std::array<std::string_view, 12> upstream_error_reasons{
+    "connect_timeout", "timeout",        "pool_exhausted",    "tls",
+    "connect_refused", "resolve_failed", "connection_closed", "bad_response",
+    "connect_failed",  "io_error",       "idle_timeout",      "truncated"};
 
 // detail: more than the error code says, when known (a TLS certificate verdict).
 [[nodiscard]] upstream_failure classify_upstream_error(const error_code& ec, upstream_stage stage,

@@ -67,6 +67,30 @@ TEST(LocalFailure, UpstreamErrorsGetTheirMetricLabelAndAnswer) {
     EXPECT_NE(garbage.message.find("not valid HTTP/1.1"), std::string::npos);
 }
 
+// tokenmeter_upstream_errors_total starts each reason at 0: the list holds every one given.
+TEST(LocalFailure, EveryUpstreamReasonIsListed) {
+    const error_code codes[] = {
+        asio::error::connection_refused,
+        beast::error::timeout,
+        make_error_code(pool_errc::exhausted),
+        bhttp::error::end_of_stream,
+        bhttp::error::bad_version,
+        asio::error::host_not_found,
+        asio::error::connection_reset,
+        asio::error::network_unreachable,
+        asio::ssl::error::make_error_code(asio::ssl::error::stream_truncated)};
+    for (const auto stage :
+         {upstream_stage::connect, upstream_stage::write, upstream_stage::response_header}) {
+        for (const error_code& ec : codes) {
+            const std::string_view reason = classify_upstream_error(ec, stage).reason;
+            EXPECT_NE(
+                std::find(upstream_error_reasons.begin(), upstream_error_reasons.end(), reason),
+                upstream_error_reasons.end())
+                << reason;
+        }
+    }
+}
+
 TEST(LocalFailure, UpstreamTlsFailuresAreTheirOwnReason) {
     const error_code verify(
         static_cast<int>(ERR_PACK(ERR_LIB_SSL, 0, SSL_R_CERTIFICATE_VERIFY_FAILED)),
