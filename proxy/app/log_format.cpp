@@ -3,6 +3,7 @@
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <optional>
@@ -150,13 +151,10 @@ bool needs_quotes(std::string_view value) {
     if (value.empty() || value == "-") {
         return true;
     }
-    for (const char ch : value) {
+    return std::ranges::any_of(value, [](char ch) {
         const auto c = static_cast<unsigned char>(ch);
-        if (c <= 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '=') {
-            return true;
-        }
-    }
-    return false;
+        return c <= 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '=';
+    });
 }
 
 // One record's fields in one format; nulls as null (JSON) or - (text).
@@ -240,9 +238,9 @@ class record_body final : public spdlog::custom_flag_formatter {
         const bool access =
             std::string_view(msg.logger_name.data(), msg.logger_name.size()) == access_logger_name;
         if (json_) {
-            append(dest, "\"msg\":\"");
+            append(dest, R"("msg":")");
             if (access) {
-                append(dest, "access\",");
+                append(dest, R"(access",)");
                 append(dest, text);
             } else {
                 escape_json(dest, text);

@@ -492,7 +492,7 @@ class metering_exchange final : public exchange_observer {
 }  // namespace
 
 metering_observer::metering_observer(metering_parts parts, metering_options options)
-    : parts_(std::move(parts)), options_(options) {
+    : parts_(std::move(parts)), options_(std::move(options)) {
     if (!parts_.wall_clock_ms) {
         parts_.wall_clock_ms = [] {
             return std::chrono::duration_cast<std::chrono::milliseconds>(
