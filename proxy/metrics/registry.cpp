@@ -41,7 +41,7 @@ std::vector<std::string> prompt_class_labels(const std::vector<std::uint64_t>& b
     std::vector<std::string> out;
     std::string lower = "0";
     for (const std::uint64_t b : bounds) {
-        out.push_back(lower + "-" + token_count_label(b));
+        out.emplace_back(lower + "-" + token_count_label(b));
         lower = token_count_label(b);
     }
     out.push_back(lower + "+");
@@ -123,7 +123,7 @@ T& registry::series(prometheus::Family<T>* family, const label_list& labels,
     // The key: the family's address, then each name and value behind its length, so that no two
     // label sets share a key whatever bytes a value holds. Built on the stack (a model label is
     // at most 128 bytes, so every set the registry makes fits), on the heap past that.
-    std::size_t size = sizeof family;
+    std::size_t size = sizeof family;  // NOLINT(bugprone-sizeof-expression): the address is key
     for (const auto& [name, value] : labels) {
         size += 2 * sizeof(std::uint32_t) + name.size() + value.size();
     }
@@ -134,6 +134,7 @@ T& registry::series(prometheus::Family<T>* family, const label_list& labels,
         heap_buffer.resize(size);
         key_data = heap_buffer.data();
     }
+    // NOLINTNEXTLINE(bugprone-sizeof-expression): the family's address is the key's first part
     char* out = put_bytes(key_data, reinterpret_cast<const char*>(&family), sizeof family);
     const auto put = [&out](std::string_view text) {
         const auto length = static_cast<std::uint32_t>(text.size());
@@ -351,7 +352,7 @@ void registry::record_details(const std::string& model, model_series& m,
         if (!reported || !native) {
             return;
         }
-        const double r = static_cast<double>(*reported);
+        const auto r = static_cast<double>(*reported);
         const double diff = std::abs(r - static_cast<double>(*native));
         if (diff > 2.0 && diff > 0.02 * r) {
             series(mismatch_, {{"model", model}, {"type", type}}).Increment();

@@ -240,37 +240,38 @@ class registry {
     std::vector<std::size_t> itl_classic_index_;  // per batch bucket: its classic bucket
     std::vector<int> itl_native_index_;           // per batch bucket: its native bucket
     std::shared_ptr<prometheus::Registry> registry_;
-    prometheus::Family<prometheus::Histogram>* ttft_;
-    prometheus::Family<prometheus::Histogram>* ttfct_;
-    prometheus::Family<prometheus::Histogram>* itl_;
-    prometheus::Family<prometheus::Histogram>* tpot_;
-    prometheus::Family<prometheus::Histogram>* output_tps_;
-    prometheus::Family<prometheus::Histogram>* decode_tps_;
-    prometheus::Family<prometheus::Histogram>* duration_;
-    prometheus::Family<prometheus::Histogram>* normalized_tps_;
-    prometheus::Family<prometheus::Histogram>* input_tokens_;  // per request, verbosity
-    prometheus::Family<prometheus::Histogram>* output_tokens_;
-    prometheus::Family<prometheus::Counter>* output_chars_;
-    prometheus::Family<prometheus::Counter>* mismatch_;
-    prometheus::Family<prometheus::Counter>* requests_;
-    prometheus::Family<prometheus::Counter>* tokens_;               // billed: best source, once
-    prometheus::Family<prometheus::Counter>* reasoning_tokens_;     // part of output
-    prometheus::Family<prometheus::Counter>* cached_input_tokens_;  // part of input
-    prometheus::Family<prometheus::Counter>* cache_write_tokens_;   // part of input
-    prometheus::Family<prometheus::Counter>* reported_tokens_;      // per source, for comparison
-    prometheus::Family<prometheus::Counter>* native_tokens_;
-    prometheus::Family<prometheus::Counter>* normalized_tokens_;
-    prometheus::Family<prometheus::Counter>* parse_errors_;
-    prometheus::Family<prometheus::Counter>* upstream_errors_;
-    prometheus::Family<prometheus::Counter>* metering_failures_;
-    prometheus::Gauge* streams_active_;
+    prometheus::Family<prometheus::Histogram>* ttft_ = nullptr;
+    prometheus::Family<prometheus::Histogram>* ttfct_ = nullptr;
+    prometheus::Family<prometheus::Histogram>* itl_ = nullptr;
+    prometheus::Family<prometheus::Histogram>* tpot_ = nullptr;
+    prometheus::Family<prometheus::Histogram>* output_tps_ = nullptr;
+    prometheus::Family<prometheus::Histogram>* decode_tps_ = nullptr;
+    prometheus::Family<prometheus::Histogram>* duration_ = nullptr;
+    prometheus::Family<prometheus::Histogram>* normalized_tps_ = nullptr;
+    prometheus::Family<prometheus::Histogram>* input_tokens_ = nullptr;  // per request, verbosity
+    prometheus::Family<prometheus::Histogram>* output_tokens_ = nullptr;
+    prometheus::Family<prometheus::Counter>* output_chars_ = nullptr;
+    prometheus::Family<prometheus::Counter>* mismatch_ = nullptr;
+    prometheus::Family<prometheus::Counter>* requests_ = nullptr;
+    prometheus::Family<prometheus::Counter>* tokens_ = nullptr;  // billed: best source, once
+    prometheus::Family<prometheus::Counter>* reasoning_tokens_ = nullptr;     // part of output
+    prometheus::Family<prometheus::Counter>* cached_input_tokens_ = nullptr;  // part of input
+    prometheus::Family<prometheus::Counter>* cache_write_tokens_ = nullptr;   // part of input
+    prometheus::Family<prometheus::Counter>* reported_tokens_ =
+        nullptr;  // per source, for comparison
+    prometheus::Family<prometheus::Counter>* native_tokens_ = nullptr;
+    prometheus::Family<prometheus::Counter>* normalized_tokens_ = nullptr;
+    prometheus::Family<prometheus::Counter>* parse_errors_ = nullptr;
+    prometheus::Family<prometheus::Counter>* upstream_errors_ = nullptr;
+    prometheus::Family<prometheus::Counter>* metering_failures_ = nullptr;
+    prometheus::Gauge* streams_active_ = nullptr;
 
     core::shared_snapshot<const slo_options> slo_;
     std::vector<std::uint64_t> prompt_bounds_;
     std::vector<std::string> prompt_labels_;  // one per bound, then the open class, then unknown
-    prometheus::Family<prometheus::Counter>* slo_requests_;
-    prometheus::Family<prometheus::Gauge>* slo_objective_;
-    prometheus::Family<prometheus::Gauge>* slo_target_;
+    prometheus::Family<prometheus::Counter>* slo_requests_ = nullptr;
+    prometheus::Family<prometheus::Gauge>* slo_objective_ = nullptr;
+    prometheus::Family<prometheus::Gauge>* slo_target_ = nullptr;
 };
 
 }  // namespace tokenmeter::metrics
