@@ -8,9 +8,9 @@
 #   3. a ThreadSanitizer build of the proxy and the simulator only (and unit_core, for the
 #      threaded test of core::shared_snapshot), running the tests where threads meet (label
 #      tsan); any race report fails the stage;
-#   4. the request-path, upstream-response-head, upstream-body-decoder and spool-reader fuzzers
-#      (clang, libFuzzer), 45 s each (TOKENMETER_FUZZ_SECONDS), after replaying their seed
-#      corpora.
+#   4. the request-path, upstream-response-head, upstream-body-decoder, spool-reader and
+#      Redis-reply fuzzers (clang, libFuzzer), 45 s each (TOKENMETER_FUZZ_SECONDS), after
+#      replaying their seed corpora.
 # Set TOKENMETER_SKIP_SANITIZE=1 to run only the first stage.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -96,7 +96,7 @@ if [[ "${TOKENMETER_SKIP_SANITIZE:-0}" != 1 ]]; then
     fi
 
     fuzz_seconds="${TOKENMETER_FUZZ_SECONDS:-45}"
-    for target in request_fuzz response_head_fuzz body_decoder_fuzz spool_fuzz; do
+    for target in request_fuzz response_head_fuzz body_decoder_fuzz spool_fuzz resp_fuzz; do
         step "fuzzing $target for ${fuzz_seconds} s (tests/fuzz/run.sh)"
         TOKENMETER_FUZZ_BUILD_DIR="$fuzz_dir" TOKENMETER_FUZZ_TARGET="$target" \
             "$root/tests/fuzz/run.sh" "$fuzz_seconds" 2>&1 | tail -n 12

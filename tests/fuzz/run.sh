@@ -7,7 +7,7 @@
 #
 # Environment: TOKENMETER_FUZZ_TARGET (sse_parser_fuzz, the default, ndjson_parser_fuzz,
 # dialect_stream_fuzz, tokenizer_fuzz, request_fuzz, response_head_fuzz, json_walk_fuzz,
-# body_decoder_fuzz, openai_chunk_fuzz or spool_fuzz),
+# body_decoder_fuzz, openai_chunk_fuzz, spool_fuzz or resp_fuzz),
 # TOKENMETER_FUZZ_BUILD_DIR (default build-fuzz), CXX_FUZZ (default clang++-14 or clang++).
 set -euo pipefail
 
@@ -49,6 +49,7 @@ case "$target" in
     body_decoder_fuzz) seeds=body_decoder; dict=() ;;
     openai_chunk_fuzz) seeds=openai_chunk; dict=() ;;
     spool_fuzz) seeds=spool; dict=() ;;
+    resp_fuzz) seeds=resp; dict=() ;;
     *) echo "unknown TOKENMETER_FUZZ_TARGET $target" >&2; exit 2 ;;
 esac
 cmake --build "$build" --target "$target" -j2
