@@ -5,6 +5,7 @@
 #include <string>
 
 #include "app/start_up.hpp"
+#include "net/tls_client.hpp"
 
 namespace tokenmeter::app {
 namespace {
@@ -33,10 +34,23 @@ shared_limit_parts open_shared_limits(const config::settings& settings,
     outbound::redis_settings store;
     store.host = endpoint.host;
     store.port = endpoint.port;
+    if (endpoint.tls) {
+        net::tls_client_options tls;
+        tls.ca_file = r.ca_file;
+        tls.ca_file_key = "tenants.shared_limits.redis.ca_file";
+        net::tls_client_load_result loaded = net::load_tls_client_context(tls);
+        if (!loaded.context) {
+            throw start_up_error(loaded.error);
+        }
+        store.tls = std::move(loaded.context);
+        store.server_name = r.server_name;
+    }
     store.username = r.username;
     store.password = redis_password(r);
     store.timeout = r.timeout;
     store.connections = r.connections;
+    store.max_reply_bytes = r.max_reply_bytes;
+    store.max_reply_elements = r.max_reply_elements;
     parts.store = std::make_unique<outbound::redis_store>(std::move(store));
     parts.metrics = std::make_unique<metrics::shared_limit_metrics>(registry);
     observe::shared_limit_options options;
@@ -46,8 +60,9 @@ shared_limit_parts open_shared_limits(const config::settings& settings,
     parts.limiter = std::make_unique<observe::shared_limiter>(options, *parts.store, local,
                                                               parts.metrics.get());
     parts.store->start();
-    spdlog::info("tenant limits shared through Redis at {}:{} (timeout {} ms, on_error {})",
-                 endpoint.host, endpoint.port, r.timeout.count(), r.on_error);
+    spdlog::info("tenant limits shared through Redis at {}:{} ({}timeout {} ms, on_error {})",
+                 endpoint.host, endpoint.port, endpoint.tls ? "TLS, " : "", r.timeout.count(),
+                 r.on_error);
     if (!settings.tenants.enforce_provisioned) {
         spdlog::warn(
             "tenants.shared_limits.redis is set but tenants.enforce_provisioned is false: "

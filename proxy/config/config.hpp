@@ -116,14 +116,18 @@ struct tenant_limit {
 
 // The fleet-wide tenant limit's store: one Redis for every replica.
 struct redis_limit_settings {
-    std::string url;            // "": limits per process; redis://host[:port]
+    std::string url;            // "": limits per process; redis:// or rediss://host[:port]
     std::string username;       // ACL user; "" with a password: AUTH <password>
     std::string password_env;   // env var holding the password (never in the file itself)
     std::string password_file;  // file holding the password
     std::string key_prefix = "tokenmeter:";
-    milliseconds timeout{50};        // one admission's round trip at most
-    std::string on_error = "allow";  // allow: the local bucket decides; deny: 429
-    std::uint32_t connections = 2;   // the pool; calls are pipelined on each
+    milliseconds timeout{50};                     // one admission's round trip at most
+    std::string on_error = "allow";               // allow: the local bucket decides; deny: 429
+    std::uint32_t connections = 2;                // the pool; calls are pipelined on each
+    std::uint64_t max_reply_bytes = 1024 * 1024;  // one reply; more closes the connection
+    std::uint32_t max_reply_elements = 1'024;     // array members in one reply
+    std::string ca_file;      // rediss://: PEM CAs trusted instead of the system bundle
+    std::string server_name;  // rediss://: the name the certificate must carry; "": the host
     bool operator==(const redis_limit_settings&) const = default;
 };
 
@@ -132,10 +136,11 @@ struct shared_limits_settings {
     bool operator==(const shared_limits_settings&) const = default;
 };
 
-// A redis:// URL, split. Credentials and TLS are refused (rediss:// comes with TLS support).
+// A redis:// or rediss:// (TLS) URL, split. Credentials in it are refused.
 struct redis_endpoint {
     std::string host;
     std::uint16_t port = 6379;
+    bool tls = false;  // rediss://
 };
 // Empty error: parsed.
 redis_endpoint parse_redis_url(const std::string& url, std::string& error);

@@ -1,6 +1,6 @@
-// config/redis_url: splits tenants.shared_limits.redis.url. Only redis://host[:port][/0]: the
-// password belongs in a file or an environment variable (a URL is logged and dumped), and TLS
-// (rediss://) comes with the proxy's TLS support.
+// config/redis_url: splits tenants.shared_limits.redis.url: redis://host[:port][/0], or
+// rediss:// for TLS (the same default port). No credentials: the password belongs in a file or an
+// environment variable (a URL is logged and dumped).
 #include <charconv>
 #include <string>
 #include <string_view>
@@ -14,16 +14,14 @@ redis_endpoint parse_redis_url(const std::string& url, std::string& error) {
     error.clear();
     std::string_view rest(url);
     if (rest.starts_with("rediss://")) {
-        error =
-            "rediss:// (TLS to Redis) is not supported yet: it comes with TLS support; use "
-            "redis:// on a trusted network";
+        out.tls = true;
+        rest.remove_prefix(9);
+    } else if (rest.starts_with("redis://")) {
+        rest.remove_prefix(8);
+    } else {
+        error = "expected redis://host:port or rediss://host:port, got '" + url + "'";
         return out;
     }
-    if (!rest.starts_with("redis://")) {
-        error = "expected redis://host:port, got '" + url + "'";
-        return out;
-    }
-    rest.remove_prefix(8);
     if (rest.find('@') != std::string_view::npos) {
         error =
             "credentials do not belong in the URL: set username, and password_file or "

@@ -49,9 +49,17 @@ void check_tenants(schema::checker& c, const tenants_settings& t) {
     const redis_limit_settings& r = t.shared_limits.redis;
     if (!r.url.empty()) {
         std::string error;
-        (void)parse_redis_url(r.url, error);
+        const redis_endpoint endpoint = parse_redis_url(r.url, error);
         if (!error.empty()) {
             c.error("tenants.shared_limits.redis.url", error);
+        } else if (!endpoint.tls) {
+            for (const auto& [key, value] :
+                 {std::pair{"tenants.shared_limits.redis.ca_file", &r.ca_file},
+                  std::pair{"tenants.shared_limits.redis.server_name", &r.server_name}}) {
+                if (!value->empty()) {
+                    c.error(key, "applies to rediss:// only; the url is redis://");
+                }
+            }
         }
     }
     if (!r.password_env.empty() && !r.password_file.empty()) {

@@ -171,11 +171,25 @@ void check_connections(checker& c, key_ref key, const std::uint32_t& n) {
     }
 }
 
+// The bucket script's reply is a few dozen bytes in an array of two.
+void check_reply_bytes(checker& c, key_ref key, const std::uint64_t& bytes) {
+    if (bytes < 1024 || bytes > 512ULL * 1024 * 1024) {
+        c.error(key, "must be from 1KiB to 512MiB, got " + std::to_string(bytes));
+    }
+}
+
+void check_reply_elements(checker& c, key_ref key, const std::uint32_t& n) {
+    if (n < 2 || n > 1'000'000) {
+        c.error(key, "must be from 2 to 1000000, got " + std::to_string(n));
+    }
+}
+
 using RL = redis_limit_settings;
 const table<RL>& redis_limit_table() {
     static const table<RL> t{
         value<RL, std::string>("url", &RL::url, read_string, nullptr,
-                               "redis://host:port of the shared store; empty: per process"),
+                               "redis:// or rediss:// (TLS) host:port of the shared store; "
+                               "empty: per process"),
         value<RL, std::string>("username", &RL::username, read_string, nullptr,
                                "Redis ACL user name"),
         value<RL, std::string>("password_env", &RL::password_env, read_string, nullptr,
@@ -190,6 +204,15 @@ const table<RL>& redis_limit_table() {
               "allow or deny while Redis fails or is slow"),
         value("connections", &RL::connections, read_count, check_connections,
               "Redis connections per proxy; calls are pipelined"),
+        value("max_reply_bytes", &RL::max_reply_bytes, read_size, check_reply_bytes,
+              "largest Redis reply read; a larger one closes the connection"),
+        value("max_reply_elements", &RL::max_reply_elements, read_count, check_reply_elements,
+              "most array members in one Redis reply; more closes the connection"),
+        value<RL, std::string>("ca_file", &RL::ca_file, read_text, nullptr,
+                               "rediss://: PEM CAs trusted instead of the system bundle"),
+        value<RL, std::string>("server_name", &RL::server_name, read_text, nullptr,
+                               "rediss://: the name Redis's certificate must carry; default: "
+                               "the host"),
     };
     return t;
 }
