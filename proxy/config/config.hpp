@@ -121,11 +121,11 @@ struct redis_limit_settings {
     std::string password_env;   // env var holding the password (never in the file itself)
     std::string password_file;  // file holding the password
     std::string key_prefix = "tokenmeter:";
-    milliseconds timeout{50};                     // one admission's round trip at most
-    std::string on_error = "allow";               // allow: the local bucket decides; deny: 429
-    std::uint32_t connections = 2;                // the pool; calls are pipelined on each
-    std::uint64_t max_reply_bytes = 1024 * 1024;  // one reply; more closes the connection
-    std::uint32_t max_reply_elements = 1'024;     // array members in one reply
+    milliseconds timeout{50};                   // one admission's round trip at most
+    std::string on_error = "allow";             // allow: the local bucket decides; deny: 429
+    std::uint32_t connections = 2;              // the pool; calls are pipelined on each
+    std::uint64_t max_reply_bytes = 1'048'576;  // one reply (1 MiB); more closes the connection
+    std::uint32_t max_reply_elements = 1'024;   // array members in one reply
     std::string ca_file;      // rediss://: PEM CAs trusted instead of the system bundle
     std::string server_name;  // rediss://: the name the certificate must carry; "": the host
     bool operator==(const redis_limit_settings&) const = default;

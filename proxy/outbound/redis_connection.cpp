@@ -16,6 +16,18 @@ namespace tokenmeter::outbound {
 using observe::store_failure;
 using observe::store_reply;
 
+namespace {
+
+void log_callback_failure(const char* what) noexcept {
+    try {
+        spdlog::error("shared limit: a callback failed: {}", what);
+    } catch (...) {
+        // Nothing is left to tell it with.
+    }
+}
+
+}  // namespace
+
 pending_call::pending_call(asio::io_context& ioc, observe::shared_call c,
                            std::function<void(const store_reply&)> d, clock_type::time_point at)
     : call(std::move(c)), done(std::move(d)), started(at), timer(ioc.get_executor()) {}
@@ -25,14 +37,18 @@ void pending_call::finish(store_reply reply) noexcept {
         return;
     }
     finished = true;
-    timer.cancel();
+    try {
+        timer.cancel();
+    } catch (...) {
+        // The timer's own failure changes nothing: `finished` already keeps it from answering.
+    }
     reply.seconds = std::chrono::duration<double>(clock_type::now() - started).count();
     try {
         done(reply);
     } catch (const std::exception& e) {
-        spdlog::error("shared limit: a callback failed: {}", e.what());
+        log_callback_failure(e.what());
     } catch (...) {
-        spdlog::error("shared limit: a callback failed");
+        log_callback_failure("an unknown exception");
     }
     done = nullptr;
 }
@@ -68,7 +84,7 @@ struct redis_connection::link {
     std::optional<socket_type> plain;
     std::unique_ptr<ssl::stream<socket_type>> secure;
     resp::parser parser;
-    std::array<char, 16 * 1024> buffer{};
+    std::array<char, 16'384> buffer{};
     std::string queued;   // commands written after the write in progress
     std::string writing;  // the write in progress
     bool write_busy = false;
@@ -181,7 +197,7 @@ void redis_connection::start_session(const std::shared_ptr<link>& l) {
         waiting_.push_back({nullptr, waiting::what::auth});
         write(l, auth_command(settings_.username, settings_.password));
     }
-    static constexpr char hex[] = "0123456789abcdef";
+    static constexpr std::string_view hex = "0123456789abcdef";
     probe_token_.assign(16, '0');
     for (char& c : probe_token_) {
         c = hex[random_() & 0x0f];
@@ -233,7 +249,7 @@ void redis_connection::on_read(const std::shared_ptr<link>& l, const error_code&
     }
 }
 
-void redis_connection::on_reply(const std::shared_ptr<link>& l, resp::value reply) {
+void redis_connection::on_reply(const std::shared_ptr<link>& l, const resp::value& reply) {
     if (waiting_.empty()) {
         // What it said is not logged: only that it was said.
         drop("a reply nobody asked for (" + std::string(resp::to_string(reply.type)) + ")",
@@ -322,7 +338,7 @@ void redis_connection::send(const std::shared_ptr<pending_call>& call) {
     write(link_, script_command(call->call, sha_, call->sent_script));
 }
 
-void redis_connection::write(const std::shared_ptr<link>& l, std::string bytes) {
+void redis_connection::write(const std::shared_ptr<link>& l, std::string_view bytes) {
     l->queued += bytes;
     flush(l);
 }

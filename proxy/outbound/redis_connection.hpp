@@ -83,10 +83,10 @@ class redis_connection : public std::enable_shared_from_this<redis_connection> {
     void start_session(const std::shared_ptr<link>& l);
     void read(const std::shared_ptr<link>& l);
     void on_read(const std::shared_ptr<link>& l, const error_code& ec, std::size_t n);
-    void on_reply(const std::shared_ptr<link>& l, resp::value reply);
+    void on_reply(const std::shared_ptr<link>& l, const resp::value& reply);
     void on_call_reply(const std::shared_ptr<link>& l, const std::shared_ptr<pending_call>& call,
                        const resp::value& reply);
-    void write(const std::shared_ptr<link>& l, std::string bytes);
+    void write(const std::shared_ptr<link>& l, std::string_view bytes);
     void flush(const std::shared_ptr<link>& l);
     void drop(std::string_view why, close_kind kind);
     void reconnect_later();

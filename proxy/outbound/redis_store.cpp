@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <array>
 #include <random>
 #include <string_view>
 #include <thread>
@@ -16,11 +17,11 @@ namespace tokenmeter::outbound {
 namespace {
 
 std::string sha1_hex(std::string_view text) {
-    unsigned char digest[SHA_DIGEST_LENGTH];
-    SHA1(reinterpret_cast<const unsigned char*>(text.data()), text.size(), digest);
-    static constexpr char hex[] = "0123456789abcdef";
+    std::array<unsigned char, SHA_DIGEST_LENGTH> digest{};
+    SHA1(reinterpret_cast<const unsigned char*>(text.data()), text.size(), digest.data());
+    static constexpr std::string_view hex = "0123456789abcdef";
     std::string out;
-    out.reserve(2 * SHA_DIGEST_LENGTH);
+    out.reserve(std::size_t{2} * SHA_DIGEST_LENGTH);
     for (unsigned char byte : digest) {
         out.push_back(hex[byte >> 4]);
         out.push_back(hex[byte & 0x0f]);
@@ -83,7 +84,11 @@ redis_store::redis_store(redis_settings settings)
     : state_(std::make_unique<state>(std::move(settings))) {}
 
 redis_store::~redis_store() {
-    stop();
+    try {
+        stop();
+    } catch (const std::exception& e) {
+        spdlog::error("shared limit: stopping the Redis thread failed: {}", e.what());
+    }
 }
 
 void redis_store::start() {

@@ -30,10 +30,10 @@ struct redis_settings {
     std::string username;     // "" with a password: AUTH <password>
     std::string password;     // "": no AUTH; never logged
     std::chrono::milliseconds timeout{50};
-    std::uint32_t connections = 2;                // the pool
-    std::uint32_t max_in_flight = 1'024;          // per connection; beyond: failure `connection`
-    std::uint64_t max_reply_bytes = 1024 * 1024;  // one reply; more closes the connection
-    std::uint32_t max_reply_elements = 1'024;     // array members in one reply
+    std::uint32_t connections = 2;              // the pool
+    std::uint32_t max_in_flight = 1'024;        // per connection; beyond: failure `connection`
+    std::uint64_t max_reply_bytes = 1'048'576;  // one reply (1 MiB); more closes the connection
+    std::uint32_t max_reply_elements = 1'024;   // array members in one reply
     // Reconnect waits: exponential with full jitter from `reconnect_initial` up to
     // `reconnect_max`, back to the start once a connection has answered a call.
     std::chrono::milliseconds reconnect_initial{100};

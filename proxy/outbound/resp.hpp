@@ -35,7 +35,7 @@ struct value {
 };
 
 struct limits {
-    std::size_t max_reply_bytes = 1024 * 1024;
+    std::size_t max_reply_bytes = std::size_t{1024} * 1024;
     std::size_t max_elements = 1024;  // array members over the whole reply, nested ones too
     std::size_t max_depth = 8;        // arrays inside arrays
 };

@@ -296,65 +296,69 @@ TEST(RedisStore, ACommandAnsweredTwiceClosesTheConnection) {
     EXPECT_EQ(call_until_answered(store).failure, store_failure::none);
 }
 
+redis_settings with_timeout(redis_settings s, std::chrono::milliseconds timeout) {
+    s.timeout = timeout;
+    return s;
+}
+
+// A Redis that answers EVALSHA with `odd_answer` (nothing: silence) while `odd` is set, and a
+// store on it, up and answering.
+struct odd_redis {
+    explicit odd_redis(std::string answer, std::chrono::milliseconds timeout = 300ms)
+        : odd_answer(std::move(answer)),
+          server([this](const std::vector<std::string>& c) {
+              return c[0] == "EVALSHA" && odd ? odd_answer : good_redis(c, loaded);
+          }),
+          store(with_timeout(settings_for(server), timeout)) {
+        store.start();
+        EXPECT_EQ(call_until_answered(store).failure, store_failure::none);
+    }
+
+    std::string odd_answer;
+    std::atomic<bool> loaded{true};
+    std::atomic<bool> odd{false};
+    scripted_server server;
+    redis_store store;
+};
+
 TEST(RedisStore, HugeHeadersCloseTheConnectionAtOnce) {
     for (const std::string& huge :
          {std::string("*20000000\r\n"), std::string("$2000000000\r\n"),
           std::string("*2\r\n*2\r\n*2\r\n*2\r\n*2\r\n*2\r\n*2\r\n*2\r\n*2\r\n")}) {
-        std::atomic<bool> loaded{true};
-        std::atomic<bool> hostile{false};
-        scripted_server server([&](const std::vector<std::string>& c) {
-            return c[0] == "EVALSHA" && hostile ? huge : good_redis(c, loaded);
-        });
-        redis_store store(settings_for(server));
-        store.start();
-        EXPECT_EQ(call_until_answered(store).failure, store_failure::none);
-        hostile = true;
+        odd_redis redis(huge);
+        redis.odd = true;
         const auto start = std::chrono::steady_clock::now();
-        EXPECT_EQ(call(store).failure, store_failure::connection) << huge;
+        EXPECT_EQ(call(redis.store).failure, store_failure::connection) << huge;
         EXPECT_LT(std::chrono::steady_clock::now() - start, 250ms)
             << "refused on the header, not after the timeout";
-        hostile = false;
-        EXPECT_EQ(call_until_answered(store).failure, store_failure::none);
-        EXPECT_GE(server.connections(), 2);
+        redis.odd = false;
+        EXPECT_EQ(call_until_answered(redis.store).failure, store_failure::none);
+        EXPECT_GE(redis.server.connections(), 2);
     }
 }
 
 TEST(RedisStore, ASilentServerTimesOutAndTheConnectionIsReplaced) {
-    std::atomic<bool> loaded{true};
-    std::atomic<bool> silent{false};
-    scripted_server server([&](const std::vector<std::string>& c) {
-        return c[0] == "EVALSHA" && silent ? std::string() : good_redis(c, loaded);
-    });
-    redis_store store(settings_for(server));
-    store.start();
-    EXPECT_EQ(call_until_answered(store).failure, store_failure::none);
-    silent = true;
+    odd_redis redis("");
+    redis.odd = true;
     const auto start = std::chrono::steady_clock::now();
-    EXPECT_EQ(call(store).failure, store_failure::timeout);
+    EXPECT_EQ(call(redis.store).failure, store_failure::timeout);
     EXPECT_GE(std::chrono::steady_clock::now() - start, 290ms);
-    silent = false;
-    EXPECT_EQ(call_until_answered(store).failure, store_failure::none);
-    EXPECT_EQ(server.connections(), 2) << "the timed-out connection was closed and replaced";
+    redis.odd = false;
+    EXPECT_EQ(call_until_answered(redis.store).failure, store_failure::none);
+    EXPECT_EQ(redis.server.connections(), 2) << "the timed-out connection was closed and replaced";
 }
 
 TEST(RedisStore, WrongReplyTypesFailTheCallNotTheConnection) {
     for (const std::string& wrong :
          {std::string(":1\r\n"), std::string("+OK\r\n"), std::string("$-1\r\n"),
           std::string("*1\r\n:1\r\n"), std::string("-ERR something else\r\n")}) {
-        std::atomic<bool> loaded{true};
-        std::atomic<bool> odd{false};
-        scripted_server server([&](const std::vector<std::string>& c) {
-            return c[0] == "EVALSHA" && odd ? wrong : good_redis(c, loaded);
-        });
-        redis_store store(settings_for(server));
-        store.start();
-        EXPECT_EQ(call_until_answered(store).failure, store_failure::none);
-        odd = true;
-        const auto failure = call(store).failure;
+        odd_redis redis(wrong);
+        redis.odd = true;
+        const auto failure = call(redis.store).failure;
         EXPECT_TRUE(failure == store_failure::reply || failure == store_failure::script) << wrong;
-        odd = false;
-        EXPECT_EQ(call(store).failure, store_failure::none) << wrong;
-        EXPECT_EQ(server.connections(), 1) << wrong;
+        redis.odd = false;
+        EXPECT_EQ(call(redis.store).failure, store_failure::none) << wrong;
+        EXPECT_EQ(redis.server.connections(), 1) << wrong;
     }
 }
 
@@ -405,23 +409,14 @@ TEST(RedisStore, ARefusedConnectionFailsAtOnceAndStopAnswersPendingCalls) {
     store.start();
     EXPECT_EQ(call(store).failure, store_failure::connection);
 
-    std::atomic<bool> loaded{true};
-    std::atomic<bool> silent{false};
-    scripted_server server([&](const std::vector<std::string>& c) {
-        return c[0] == "EVALSHA" && silent ? std::string() : good_redis(c, loaded);
-    });
-    redis_settings quiet = settings_for(server);
-    quiet.timeout = 5s;
-    redis_store pending_store(quiet);
-    pending_store.start();
-    call_until_answered(pending_store);
-    silent = true;
+    odd_redis redis("", 5s);
+    redis.odd = true;
     auto p = std::make_shared<std::promise<observe::store_reply>>();
     auto f = p->get_future();
-    pending_store.call(observe::shared_call{},
-                       [p](const observe::store_reply& r) { p->set_value(r); });
+    redis.store.call(observe::shared_call{},
+                     [p](const observe::store_reply& r) { p->set_value(r); });
     std::this_thread::sleep_for(100ms);
-    pending_store.stop();
+    redis.store.stop();
     ASSERT_EQ(f.wait_for(1s), std::future_status::ready);
     EXPECT_EQ(f.get().failure, store_failure::connection);
 }
