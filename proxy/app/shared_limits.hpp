@@ -32,7 +32,7 @@ struct shared_limit_parts {
     std::unique_ptr<observe::shared_limiter> limiter;
 
     // Ends the Redis thread (its pending calls fail); before the limiter goes.
-    void stop() {
+    void stop() {  // NOLINT(readability-make-member-function-const): stops what it owns
         if (store) {
             store->stop();
         }

@@ -227,8 +227,8 @@ void drained_read::hangup() noexcept {
 
 asio::detail::reactor_op::status drained_read::do_perform(reactor_op* base) {
     // Asio hands back the operation it was given as its base: this object.
-    auto* self = static_cast<drained_read*>(
-        base);  // NOLINT(cppcoreguidelines-pro-type-static-cast-downcast)
+    // NOLINTNEXTLINE(cppcoreguidelines-pro-type-static-cast-downcast)
+    auto* self = static_cast<drained_read*>(base);
     if (self->data_ == nullptr && !self->borrow()) {
         self->queued_ = false;
         self->ec_ = asio::error::no_memory;
@@ -280,8 +280,8 @@ __attribute__((noinline)) void drained_read::give_back() noexcept {
 void drained_read::do_complete(void* owner, asio::detail::operation* base, const error_code&,
                                std::size_t) {
     // Asio hands back the operation it was given as its base: this object.
-    auto* self = static_cast<drained_read*>(
-        base);  // NOLINT(cppcoreguidelines-pro-type-static-cast-downcast)
+    // NOLINTNEXTLINE(cppcoreguidelines-pro-type-static-cast-downcast)
+    auto* self = static_cast<drained_read*>(base);
     self->queued_ = false;
     self->again_ = self->again_ && owner != nullptr;
     // Released when this returns: the last reference may own this operation.

@@ -10,8 +10,9 @@ namespace {
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wnon-virtual-dtor"
-// NOLINTNEXTLINE(cppcoreguidelines-virtual-class-destructor): one static instance, never
-// deleted through the base (Boost's error_category destructor is protected and non-virtual).
+// One static instance, never deleted through the base (Boost's error_category destructor is
+// protected and non-virtual).
+// NOLINTNEXTLINE(cppcoreguidelines-virtual-class-destructor)
 class pool_category_impl final : public boost::system::error_category {
   public:
     const char* name() const noexcept override { return "tokenmeter.upstream_pool"; }
@@ -25,8 +26,9 @@ class pool_category_impl final : public boost::system::error_category {
         return "unknown upstream pool error";
     }
 };
-// NOLINTNEXTLINE(cppcoreguidelines-virtual-class-destructor): one static instance, never
-// deleted through the base (Boost's error_category destructor is protected and non-virtual).
+// One static instance, never deleted through the base (Boost's error_category destructor is
+// protected and non-virtual).
+// NOLINTNEXTLINE(cppcoreguidelines-virtual-class-destructor)
 class upstream_category_impl final : public boost::system::error_category {
   public:
     const char* name() const noexcept override { return "tokenmeter.upstream"; }
