@@ -272,8 +272,8 @@ parsed<milliseconds> parse_duration_detailed(std::string_view text) {
     }};
     std::uint64_t factor = 1'000;  // a bare number is seconds
     if (!unit_text.empty()) {
-        const auto it = std::find_if(units.begin(), units.end(),
-                                     [&](const unit& u) { return u.name == unit_text; });
+        const auto* const it = std::find_if(units.begin(), units.end(),
+                                            [&](const unit& u) { return u.name == unit_text; });
         if (it == units.end()) {
             return failure<milliseconds>("unknown unit " + quote(unit_text) +
                                          "; use ms, s, m or h");
@@ -334,8 +334,8 @@ parsed<std::uint64_t> parse_size_detailed(std::string_view text) {
         {"mib", 1ull << 20},
         {"gib", 1ull << 30},
     }};
-    const auto it = std::find_if(units.begin(), units.end(),
-                                 [&](const unit& u) { return u.name == unit_text; });
+    const auto* const it = std::find_if(units.begin(), units.end(),
+                                        [&](const unit& u) { return u.name == unit_text; });
     if (it == units.end()) {
         static constexpr std::array<std::string_view, 8> decimal{"k", "kb", "m", "mb",
                                                                  "g", "gb", "t", "tb"};

@@ -118,7 +118,7 @@ void check_positive_bytes(checker& c, key_ref key, const std::uint64_t& bytes);
 void check_at_least_one(checker& c, key_ref key, const std::uint32_t& n);
 void check_objective(checker& c, key_ref key, const double& v);
 void check_optional_objective(checker& c, key_ref key, const std::optional<double>& v);
-void check_buckets(checker& c, key_ref key, const std::optional<std::vector<double>>& bounds);
+void check_buckets(checker& c, key_ref key, const std::optional<std::vector<double>>& list);
 
 // ---- value writers (values.cpp): the text each reader reads back as the same value; the reader
 // picks the form where one type has several (a double is a percentage for read_objective).

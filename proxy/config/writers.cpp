@@ -1,5 +1,6 @@
 // config/writers: the value writers the schema rows use to print a configuration (to_yaml). Each
 // writes the text its reader (values.cpp) reads back as the same value.
+#include <array>
 #include <cstdio>
 
 #include "config/walk.hpp"
@@ -85,9 +86,9 @@ YAML::Node to_node(value_reader<double> read, const double& v) {
     if (read == read_objective) {
         // A percentage, as parse_objective reads it (10 significant digits: 99.9%, not
         // 99.90000000000001%).
-        char text[32];
-        std::snprintf(text, sizeof text, "%.10g%%", v * 100);
-        return YAML::Node(std::string(text));
+        std::array<char, 32> text{};
+        std::snprintf(text.data(), text.size(), "%.10g%%", v * 100);
+        return YAML::Node(std::string(text.data()));
     }
     return YAML::Node(detail::format_number(v));
 }
