@@ -2,10 +2,10 @@
 //
 // Usage merge rule: message_start carries message.usage (input, cache reads and writes, and a
 // placeholder output count, which is ignored); message_delta carries usage again with the
-// cumulative output count (and, on newer servers, input figures). Every field is a running total, so the adapter keeps the latest
-// value of each and reports the normalized totals after every usage-bearing event:
-// input = input_tokens + cache_read_input_tokens + cache_creation_input_tokens (Anthropic's
-// input_tokens excludes both), cached_input = cache_read_input_tokens, cache_write =
+// cumulative output count (and, on newer servers, input figures). Every field is a running total,
+// so the adapter keeps the latest value of each and reports the normalized totals after every
+// usage-bearing event: input = input_tokens + cache_read_input_tokens + cache_creation_input_tokens
+// (Anthropic's input_tokens excludes both), cached_input = cache_read_input_tokens, cache_write =
 // cache_creation_input_tokens (its 1-hour part: cache_creation.ephemeral_1h_input_tokens),
 // output = output_tokens.
 // The meter keeps the latest report, so nothing is added twice.
@@ -195,8 +195,7 @@ std::unique_ptr<adapter> make() {
 
 }  // namespace
 
-extern const dialect anthropic_messages_dialect{
-    api_kind::anthropic_messages, "anthropic_messages", matches_path, read_request, nullptr,
-    make};
+extern constinit const dialect anthropic_messages_dialect{
+    api_kind::anthropic_messages, "anthropic_messages", matches_path, read_request, nullptr, make};
 
 }  // namespace tokenmeter::protocol

@@ -13,7 +13,8 @@
 namespace tokenmeter::protocol {
 
 // The table: each dialect's file defines its descriptor; a new dialect adds one line to each of
-// the two lists below.
+// the two lists below. The rows are constinit and the table constexpr, so both are in place
+// before any dynamic initialization: a lookup from another file's static initializer is safe.
 extern const dialect openai_chat_dialect;
 extern const dialect openai_completions_dialect;
 extern const dialect openai_responses_dialect;
@@ -26,7 +27,7 @@ extern const dialect gemini_generate_dialect;
 
 namespace {
 
-const std::array<const dialect*, 9> table{{
+constexpr std::array<const dialect*, 9> table{{
     &openai_chat_dialect,
     &openai_completions_dialect,
     &openai_responses_dialect,

@@ -222,7 +222,7 @@ std::unique_ptr<adapter> make() {
 
 }  // namespace
 
-extern const dialect gemini_generate_dialect{
+extern constinit const dialect gemini_generate_dialect{
     api_kind::gemini_generate, "gemini_generate", matches_path, read_request, nullptr, make};
 
 }  // namespace tokenmeter::protocol

@@ -99,8 +99,11 @@ std::unique_ptr<adapter> make() {
 
 }  // namespace
 
-extern const dialect llamacpp_completion_dialect{
-    api_kind::llamacpp_completion, "llamacpp_completion", matches_path, read_request, nullptr,
-    make};
+extern constinit const dialect llamacpp_completion_dialect{api_kind::llamacpp_completion,
+                                                           "llamacpp_completion",
+                                                           matches_path,
+                                                           read_request,
+                                                           nullptr,
+                                                           make};
 
 }  // namespace tokenmeter::protocol

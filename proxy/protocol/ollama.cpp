@@ -115,9 +115,9 @@ std::unique_ptr<adapter> make() {
 
 }  // namespace
 
-extern const dialect ollama_chat_dialect{
+extern constinit const dialect ollama_chat_dialect{
     api_kind::ollama_chat, "ollama_chat", is_chat_path, read_request, nullptr, make};
-extern const dialect ollama_generate_dialect{
+extern constinit const dialect ollama_generate_dialect{
     api_kind::ollama_generate, "ollama_generate", is_generate_path, read_request, nullptr, make};
 
 }  // namespace tokenmeter::protocol

@@ -333,17 +333,17 @@ bool read_openai_chat_chunk(std::string_view text, chunk_builder& out, bool& cho
     return chat_chunk_reader(text, out).read(choices, role);
 }
 
-extern const dialect openai_chat_dialect{api_kind::openai_chat_completions,
-                                         "openai_chat",
-                                         is_chat_path,
-                                         read_request,
-                                         may_inject_usage,
-                                         make_chat};
-extern const dialect openai_completions_dialect{api_kind::openai_completions,
-                                                "openai_completions",
-                                                is_completions_path,
-                                                read_request,
-                                                may_inject_usage,
-                                                make_completions};
+extern constinit const dialect openai_chat_dialect{api_kind::openai_chat_completions,
+                                                   "openai_chat",
+                                                   is_chat_path,
+                                                   read_request,
+                                                   may_inject_usage,
+                                                   make_chat};
+extern constinit const dialect openai_completions_dialect{api_kind::openai_completions,
+                                                          "openai_completions",
+                                                          is_completions_path,
+                                                          read_request,
+                                                          may_inject_usage,
+                                                          make_completions};
 
 }  // namespace tokenmeter::protocol

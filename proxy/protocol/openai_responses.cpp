@@ -216,7 +216,7 @@ std::unique_ptr<adapter> make() {
 
 }  // namespace
 
-extern const dialect openai_responses_dialect{
+extern constinit const dialect openai_responses_dialect{
     api_kind::openai_responses, "openai_responses", matches_path, read_request, nullptr, make};
 
 }  // namespace tokenmeter::protocol

@@ -109,7 +109,7 @@ std::unique_ptr<adapter> make() {
 
 }  // namespace
 
-extern const dialect tgi_generate_dialect{
+extern constinit const dialect tgi_generate_dialect{
     api_kind::tgi_generate, "tgi_generate", matches_path, read_request, nullptr, make};
 
 }  // namespace tokenmeter::protocol
