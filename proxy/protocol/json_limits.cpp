@@ -5,6 +5,7 @@
 namespace tokenmeter::protocol {
 namespace {
 
+// NOLINTNEXTLINE(cppcoreguidelines-avoid-non-const-global-variables): a start-up setting
 std::atomic<std::size_t> depth_limit{default_max_json_depth};
 
 }  // namespace

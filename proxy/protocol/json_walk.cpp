@@ -91,13 +91,17 @@ constexpr std::array<char, 256> one_character_escapes = [] {
     return escapes;
 }();
 
-constexpr bool is_digit(char c) noexcept { return c >= '0' && c <= '9'; }
+constexpr bool is_digit(char c) noexcept {
+    return c >= '0' && c <= '9';
+}
 
 constexpr bool is_whitespace(char c) noexcept {
     return c == ' ' || c == '\t' || c == '\n' || c == '\r';
 }
 
-constexpr unsigned byte(char c) noexcept { return static_cast<unsigned char>(c); }
+constexpr unsigned byte(char c) noexcept {
+    return static_cast<unsigned char>(c);
+}
 
 // Length of the well-formed UTF-8 sequence (RFC 3629, as nlohmann's lexer checks it) whose lead
 // byte, 0x80 or above, is at `p`; 0 if it is ill-formed or cut off by `end`.
@@ -439,8 +443,8 @@ class json_scanner {
                 return false;
             }
             p_ += 6;
-            code_point = 0x10000 + ((code_point - 0xD800) << 10U) +
-                         (static_cast<unsigned>(second) - 0xDC00);
+            code_point =
+                0x10000 + ((code_point - 0xD800) << 10U) + (static_cast<unsigned>(second) - 0xDC00);
         }
         append_utf8(out, code_point);
         return true;
@@ -619,6 +623,9 @@ walk_result walk_json_scratch(std::string_view text, json_visitor& visitor) {
     }
     in_use = true;
     struct release {
+        release() = default;
+        release(const release&) = delete;
+        release& operator=(const release&) = delete;
         ~release() { in_use = false; }
     } on_exit;
     return walk_json(text, visitor, scratch);

@@ -39,7 +39,7 @@ constexpr std::array<bool, 256> plain_string_bytes = [] {
 // or a byte of a UTF-8 sequence. Sixteen bytes at a time where SSE2 is there (every x86-64),
 // since most of a chunk's bytes are inside strings; the table decides the rest.
 [[gnu::always_inline]] inline const char* skip_plain_bytes(const char* p,
-                                                          const char* end) noexcept {
+                                                           const char* end) noexcept {
 #if defined(__SSE2__)
     const __m128i quote = _mm_set1_epi8('"');
     const __m128i backslash = _mm_set1_epi8('\\');
@@ -112,6 +112,8 @@ class json_visitor {
     json_visitor() = default;
     json_visitor(const json_visitor&) = default;
     json_visitor& operator=(const json_visitor&) = default;
+    json_visitor(json_visitor&&) = default;
+    json_visitor& operator=(json_visitor&&) = default;
     virtual ~json_visitor() = default;
 
     virtual void on_string(const json_path& /*path*/, std::string_view /*value*/) {}

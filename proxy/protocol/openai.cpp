@@ -20,9 +20,9 @@ namespace tokenmeter::protocol {
 namespace {
 
 using openai_detail::chat_chunk_reader;
-using openai_detail::key_is;
 
 // Off only in tests and benchmarks that compare the reader with the walk.
+// NOLINTNEXTLINE(cppcoreguidelines-avoid-non-const-global-variables): a process-wide test switch
 std::atomic<bool> chunk_reader_enabled{true};
 
 // One chunk (or a whole body) walked once. Each open object or array is a frame that knows what
