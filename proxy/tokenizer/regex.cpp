@@ -1,7 +1,8 @@
 // tokenizer/regex: the PCRE2 wrapper behind pretokenize.hpp.
-#define PCRE2_CODE_UNIT_WIDTH 8
+#define PCRE2_CODE_UNIT_WIDTH 8  // NOLINT(cppcoreguidelines-macro-usage): pcre2.h requires it
 #include <pcre2.h>
 
+#include <array>
 #include <cstdio>
 
 #include "tokenizer/pretokenize.hpp"
@@ -14,8 +15,91 @@ namespace {
 
 // Unicode White_Space, the meaning of \s in the Rust regex crate and in Oniguruma.
 constexpr std::string_view white_space_ranges =
-    "\\t-\\r\\x{20}\\x{85}\\x{a0}\\x{1680}\\x{2000}-\\x{200a}\\x{2028}\\x{2029}\\x{202f}\\x{205f}"
-    "\\x{3000}";
+    R"(\t-\r\x{20}\x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000})";
+
+// What Unicode 16 assigned to the general category `name` ("L", "Nd", ...) beyond PCRE2 10.42's
+// Unicode 14 tables, as class ranges; empty when nothing was added.
+std::string added_ranges(std::string_view name) {
+    std::string ranges;
+    for (const unicode_addition& a : unicode_additions) {
+        if (a.category == name) {
+            for (const unicode_range& r : a.ranges) {
+                std::array<char, 48> buf{};
+                std::snprintf(buf.data(), buf.size(), "\\x{%X}-\\x{%X}", r.first, r.last);
+                ranges += buf.data();
+            }
+        }
+    }
+    return ranges;
+}
+
+// \p{X}, \pX or their \P negations, `i` at the p or P: rewritten so that X includes what Unicode
+// 16 added to it. Leaves `i` at the escape's last character.
+bool rewrite_property(std::string_view in, std::size_t& i, bool in_class, std::string& out,
+                      std::string& error) {
+    const char n = in[i];
+    std::string name;
+    std::size_t j = i + 1;
+    if (j < in.size() && in[j] == '{') {
+        const std::size_t close = in.find('}', j);
+        if (close == std::string_view::npos) {
+            error = "unterminated \\p{";
+            return false;
+        }
+        name = std::string(in.substr(j + 1, close - j - 1));
+        j = close;
+    } else if (j < in.size()) {
+        name = std::string(1, in[j]);
+    }
+    const std::string ranges = added_ranges(name);
+    const std::string original = "\\" + std::string(1, n) + "{" + name + "}";
+    i = j;
+    if (ranges.empty() || (n == 'P' && in_class)) {
+        out.append(original);
+    } else if (in_class) {
+        out.append(original).append(ranges);
+    } else if (n == 'p') {
+        out.append("[").append(original).append(ranges).append("]");
+    } else {
+        out.append("[^\\p{" + name + "}").append(ranges).append("]");
+    }
+    return true;
+}
+
+// One escape, `i` at the character after the backslash: \s and \S as Unicode White_Space,
+// \p and \P with Unicode 16's additions, anchors refused (a streamed match cannot see them),
+// anything else as it is. Leaves `i` at the escape's last character.
+bool rewrite_escape(std::string_view in, std::size_t& i, bool in_class, std::string& out,
+                    std::string& error) {
+    const char n = in[i];
+    if (n == 's') {
+        if (in_class) {
+            out.append(white_space_ranges);
+        } else {
+            out.append("[").append(white_space_ranges).append("]");
+        }
+        return true;
+    }
+    if (n == 'S') {
+        if (in_class) {
+            error = "\\S inside a character class is not supported";
+            return false;
+        }
+        out.append("[^").append(white_space_ranges).append("]");
+        return true;
+    }
+    if (n == 'p' || n == 'P') {
+        return rewrite_property(in, i, in_class, out, error);
+    }
+    if (!in_class &&
+        (n == 'b' || n == 'B' || n == 'G' || n == 'A' || n == 'z' || n == 'Z' || n == 'K')) {
+        error = std::string("the anchor \\") + n + " is not supported (streaming)";
+        return false;
+    }
+    out.push_back('\\');
+    out.push_back(n);
+    return true;
+}
 
 bool rewrite_pattern(std::string_view in, std::string& out, std::string& error) {
     bool in_class = false;
@@ -23,72 +107,11 @@ bool rewrite_pattern(std::string_view in, std::string& out, std::string& error) 
     for (std::size_t i = 0; i < in.size(); ++i) {
         const char c = in[i];
         if (c == '\\' && i + 1 < in.size()) {
-            const char n = in[i + 1];
             ++i;
             class_start = false;
-            if (n == 's') {
-                if (in_class) {
-                    out.append(white_space_ranges);
-                } else {
-                    out.append("[").append(white_space_ranges).append("]");
-                }
-                continue;
-            }
-            if (n == 'S') {
-                if (in_class) {
-                    error = "\\S inside a character class is not supported";
-                    return false;
-                }
-                out.append("[^").append(white_space_ranges).append("]");
-                continue;
-            }
-            if (n == 'p' || n == 'P') {
-                // \p{X}: PCRE2 10.42 has Unicode 14 tables; add what Unicode 16 assigned to X.
-                std::string name;
-                std::size_t j = i + 1;
-                if (j < in.size() && in[j] == '{') {
-                    const std::size_t close = in.find('}', j);
-                    if (close == std::string_view::npos) {
-                        error = "unterminated \\p{";
-                        return false;
-                    }
-                    name = std::string(in.substr(j + 1, close - j - 1));
-                    j = close;
-                } else if (j < in.size()) {
-                    name = std::string(1, in[j]);
-                }
-                std::string ranges;
-                for (const unicode_addition& a : unicode_additions) {
-                    if (a.category == name) {
-                        for (std::size_t k = 0; k < a.count; ++k) {
-                            char buf[48];
-                            std::snprintf(buf, sizeof buf, "\\x{%X}-\\x{%X}", a.ranges[k].first,
-                                          a.ranges[k].last);
-                            ranges += buf;
-                        }
-                    }
-                }
-                const std::string original = "\\" + std::string(1, n) + "{" + name + "}";
-                i = j;
-                class_start = false;
-                if (ranges.empty() || (n == 'P' && in_class)) {
-                    out.append(original);
-                } else if (in_class) {
-                    out.append(original).append(ranges);
-                } else if (n == 'p') {
-                    out.append("[").append(original).append(ranges).append("]");
-                } else {
-                    out.append("[^\\p{" + name + "}").append(ranges).append("]");
-                }
-                continue;
-            }
-            if (!in_class && (n == 'b' || n == 'B' || n == 'G' || n == 'A' || n == 'z' ||
-                              n == 'Z' || n == 'K')) {
-                error = std::string("the anchor \\") + n + " is not supported (streaming)";
+            if (!rewrite_escape(in, i, in_class, out, error)) {
                 return false;
             }
-            out.push_back('\\');
-            out.push_back(n);
             continue;
         }
         if (in_class) {
@@ -116,13 +139,11 @@ bool rewrite_pattern(std::string_view in, std::string& out, std::string& error) 
 
 // Per-thread match state: match data and a JIT stack big enough for long runs. Never shared.
 struct thread_state {
-    pcre2_match_data* data = nullptr;
-    pcre2_match_context* context = nullptr;
-    pcre2_jit_stack* stack = nullptr;
+    pcre2_match_data* data = pcre2_match_data_create(1, nullptr);
+    pcre2_match_context* context = pcre2_match_context_create(nullptr);
+    pcre2_jit_stack* stack =
+        pcre2_jit_stack_create(std::size_t{64} * 1024, std::size_t{8} * 1024 * 1024, nullptr);
     thread_state() {
-        data = pcre2_match_data_create(1, nullptr);
-        context = pcre2_match_context_create(nullptr);
-        stack = pcre2_jit_stack_create(64 * 1024, 8 * 1024 * 1024, nullptr);
         if (context != nullptr && stack != nullptr) {
             pcre2_jit_stack_assign(context, nullptr, stack);
         }
@@ -154,10 +175,10 @@ std::unique_ptr<regex> regex::compile(std::string_view pattern, std::string& err
         pcre2_compile(reinterpret_cast<PCRE2_SPTR>(rewritten.data()), rewritten.size(),
                       PCRE2_UTF | PCRE2_UCP | PCRE2_NO_UTF_CHECK, &code, &offset, nullptr);
     if (re == nullptr) {
-        PCRE2_UCHAR message[256];
-        pcre2_get_error_message(code, message, sizeof message);
+        std::array<PCRE2_UCHAR, 256> message{};
+        pcre2_get_error_message(code, message.data(), message.size());
         error = "regex does not compile at offset " + std::to_string(offset) + ": " +
-                reinterpret_cast<const char*>(message);
+                reinterpret_cast<const char*>(message.data());
         return nullptr;
     }
     std::unique_ptr<regex> result(new regex());

@@ -4,7 +4,9 @@
 #pragma once
 // clang-format off
 
+#include <array>
 #include <cstdint>
+#include <span>
 #include <string_view>
 
 namespace tokenmeter::tokenizer::detail {
@@ -16,11 +18,10 @@ struct unicode_range {
 
 struct unicode_addition {
     std::string_view category;
-    const unicode_range* ranges;
-    std::size_t count;
+    std::span<const unicode_range> ranges;
 };
 
-inline constexpr unicode_range added_L[] = {
+inline constexpr std::array<unicode_range, 35> added_L{{
     {0x1C89, 0x1C8A}, {0xA7CB, 0xA7CD}, {0xA7DA, 0xA7DC}, {0x105C0, 0x105F3},
     {0x10D4A, 0x10D65}, {0x10D6F, 0x10D85}, {0x10EC2, 0x10EC4}, {0x1123F, 0x11240},
     {0x11380, 0x11389}, {0x1138B, 0x1138B}, {0x1138E, 0x1138E}, {0x11390, 0x113B5},
@@ -30,20 +31,20 @@ inline constexpr unicode_range added_L[] = {
     {0x18CFF, 0x18CFF}, {0x1B132, 0x1B132}, {0x1B155, 0x1B155}, {0x1DF25, 0x1DF2A},
     {0x1E030, 0x1E06D}, {0x1E4D0, 0x1E4EB}, {0x1E5D0, 0x1E5ED}, {0x1E5F0, 0x1E5F0},
     {0x2B739, 0x2B739}, {0x2EBF0, 0x2EE5D}, {0x31350, 0x323AF},
-};
-inline constexpr unicode_range added_Lu[] = {
+}};
+inline constexpr std::array<unicode_range, 5> added_Lu{{
     {0x1C89, 0x1C89}, {0xA7CB, 0xA7CC}, {0xA7DA, 0xA7DA}, {0xA7DC, 0xA7DC},
     {0x10D50, 0x10D65},
-};
-inline constexpr unicode_range added_Ll[] = {
+}};
+inline constexpr std::array<unicode_range, 5> added_Ll{{
     {0x1C8A, 0x1C8A}, {0xA7CD, 0xA7CD}, {0xA7DB, 0xA7DB}, {0x10D70, 0x10D85},
     {0x1DF25, 0x1DF2A},
-};
-inline constexpr unicode_range added_Lm[] = {
+}};
+inline constexpr std::array<unicode_range, 6> added_Lm{{
     {0x10D4E, 0x10D4E}, {0x10D6F, 0x10D6F}, {0x16D40, 0x16D42}, {0x16D6B, 0x16D6C},
     {0x1E030, 0x1E06D}, {0x1E4EB, 0x1E4EB},
-};
-inline constexpr unicode_range added_Lo[] = {
+}};
+inline constexpr std::array<unicode_range, 30> added_Lo{{
     {0x105C0, 0x105F3}, {0x10D4A, 0x10D4D}, {0x10D4F, 0x10D4F}, {0x10EC2, 0x10EC4},
     {0x1123F, 0x11240}, {0x11380, 0x11389}, {0x1138B, 0x1138B}, {0x1138E, 0x1138E},
     {0x11390, 0x113B5}, {0x113B7, 0x113B7}, {0x113D1, 0x113D1}, {0x113D3, 0x113D3},
@@ -52,56 +53,56 @@ inline constexpr unicode_range added_Lo[] = {
     {0x16D43, 0x16D6A}, {0x18CFF, 0x18CFF}, {0x1B132, 0x1B132}, {0x1B155, 0x1B155},
     {0x1E4D0, 0x1E4EA}, {0x1E5D0, 0x1E5ED}, {0x1E5F0, 0x1E5F0}, {0x2B739, 0x2B739},
     {0x2EBF0, 0x2EE5D}, {0x31350, 0x323AF},
-};
-inline constexpr unicode_range added_M[] = {
+}};
+inline constexpr std::array<unicode_range, 24> added_M{{
     {0x897, 0x897}, {0xCF3, 0xCF3}, {0xECE, 0xECE}, {0x10D69, 0x10D6D},
     {0x10EFC, 0x10EFF}, {0x11241, 0x11241}, {0x113B8, 0x113C0}, {0x113C2, 0x113C2},
     {0x113C5, 0x113C5}, {0x113C7, 0x113CA}, {0x113CC, 0x113D0}, {0x113D2, 0x113D2},
     {0x113E1, 0x113E2}, {0x11F00, 0x11F01}, {0x11F03, 0x11F03}, {0x11F34, 0x11F3A},
     {0x11F3E, 0x11F42}, {0x11F5A, 0x11F5A}, {0x13440, 0x13440}, {0x13447, 0x13455},
     {0x1611E, 0x1612F}, {0x1E08F, 0x1E08F}, {0x1E4EC, 0x1E4EF}, {0x1E5EE, 0x1E5EF},
-};
-inline constexpr unicode_range added_Mn[] = {
+}};
+inline constexpr std::array<unicode_range, 22> added_Mn{{
     {0x897, 0x897}, {0xECE, 0xECE}, {0x10D69, 0x10D6D}, {0x10EFC, 0x10EFF},
     {0x11241, 0x11241}, {0x113BB, 0x113C0}, {0x113CE, 0x113CE}, {0x113D0, 0x113D0},
     {0x113D2, 0x113D2}, {0x113E1, 0x113E2}, {0x11F00, 0x11F01}, {0x11F36, 0x11F3A},
     {0x11F40, 0x11F40}, {0x11F42, 0x11F42}, {0x11F5A, 0x11F5A}, {0x13440, 0x13440},
     {0x13447, 0x13455}, {0x1611E, 0x16129}, {0x1612D, 0x1612F}, {0x1E08F, 0x1E08F},
     {0x1E4EC, 0x1E4EF}, {0x1E5EE, 0x1E5EF},
-};
-inline constexpr unicode_range added_Mc[] = {
+}};
+inline constexpr std::array<unicode_range, 13> added_Mc{{
     {0xCF3, 0xCF3}, {0x113B8, 0x113BA}, {0x113C2, 0x113C2}, {0x113C5, 0x113C5},
     {0x113C7, 0x113CA}, {0x113CC, 0x113CD}, {0x113CF, 0x113CF}, {0x1171E, 0x1171E},
     {0x11F03, 0x11F03}, {0x11F34, 0x11F35}, {0x11F3E, 0x11F3F}, {0x11F41, 0x11F41},
     {0x1612A, 0x1612C},
-};
-inline constexpr unicode_range added_N[] = {
+}};
+inline constexpr std::array<unicode_range, 10> added_N{{
     {0x10D40, 0x10D49}, {0x116D0, 0x116E3}, {0x11BF0, 0x11BF9}, {0x11F50, 0x11F59},
     {0x16130, 0x16139}, {0x16D70, 0x16D79}, {0x1CCF0, 0x1CCF9}, {0x1D2C0, 0x1D2D3},
     {0x1E4F0, 0x1E4F9}, {0x1E5F1, 0x1E5FA},
-};
-inline constexpr unicode_range added_Nd[] = {
+}};
+inline constexpr std::array<unicode_range, 9> added_Nd{{
     {0x10D40, 0x10D49}, {0x116D0, 0x116E3}, {0x11BF0, 0x11BF9}, {0x11F50, 0x11F59},
     {0x16130, 0x16139}, {0x16D70, 0x16D79}, {0x1CCF0, 0x1CCF9}, {0x1E4F0, 0x1E4F9},
     {0x1E5F1, 0x1E5FA},
-};
-inline constexpr unicode_range added_No[] = {
+}};
+inline constexpr std::array<unicode_range, 1> added_No{{
     {0x1D2C0, 0x1D2D3},
-};
+}};
 
-inline constexpr unicode_addition unicode_additions[] = {
-    {"L", added_L, sizeof added_L / sizeof(unicode_range)},
-    {"Lu", added_Lu, sizeof added_Lu / sizeof(unicode_range)},
-    {"Ll", added_Ll, sizeof added_Ll / sizeof(unicode_range)},
-    {"Lm", added_Lm, sizeof added_Lm / sizeof(unicode_range)},
-    {"Lo", added_Lo, sizeof added_Lo / sizeof(unicode_range)},
-    {"M", added_M, sizeof added_M / sizeof(unicode_range)},
-    {"Mn", added_Mn, sizeof added_Mn / sizeof(unicode_range)},
-    {"Mc", added_Mc, sizeof added_Mc / sizeof(unicode_range)},
-    {"N", added_N, sizeof added_N / sizeof(unicode_range)},
-    {"Nd", added_Nd, sizeof added_Nd / sizeof(unicode_range)},
-    {"No", added_No, sizeof added_No / sizeof(unicode_range)},
-};
+inline constexpr std::array<unicode_addition, 11> unicode_additions{{
+    {"L", added_L},
+    {"Lu", added_Lu},
+    {"Ll", added_Ll},
+    {"Lm", added_Lm},
+    {"Lo", added_Lo},
+    {"M", added_M},
+    {"Mn", added_Mn},
+    {"Mc", added_Mc},
+    {"N", added_N},
+    {"Nd", added_Nd},
+    {"No", added_No},
+}};
 
 }  // namespace tokenmeter::tokenizer::detail
 // clang-format on
