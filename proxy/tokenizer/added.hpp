@@ -69,11 +69,9 @@ class added_set {
 // appended to `out`; with `open` the text may continue after `end`, and the return value is how
 // far the ids are final (as encoder::encode_final); otherwise `end`.
 struct segment_encoder {
+    virtual ~segment_encoder() = default;
     virtual std::size_t encode_segment(std::string_view text, std::size_t begin, std::size_t end,
                                        bool open, std::vector<token_id>& out) const = 0;
-
-  protected:
-    ~segment_encoder() = default;
 };
 
 // The added tokens of one encoder. Hugging Face first matches the tokens with normalized =

@@ -36,6 +36,15 @@ char32_t char_at(std::string_view text, std::size_t p) {
     return utf8_next(text, p);
 }
 
+// Whether the text at `begin` (before `end`) already starts with what Metaspace would prepend,
+// as it is or once its first byte is replaced.
+bool starts_with_prepend(const hf_model& m, std::string_view text, std::size_t begin,
+                         std::size_t end) {
+    const auto lead = static_cast<unsigned char>(text[begin]);
+    return text.substr(begin, end - begin).starts_with(m.prepend) ||
+           (lead < 0x80 && std::string_view(m.replace_with[lead]).starts_with(m.prepend));
+}
+
 void bpe_ids(const hf_model& m, merge_scratch& s, std::vector<token_id>& out) {
     merge_symbols(
         s,
@@ -122,8 +131,8 @@ void hf_encoder::encode_rest(std::string_view text, bool at_start,
 class hf_encoder::segments final : public segment_encoder {
   public:
     segments(const hf_encoder& enc, bool at_start) : enc_(enc), at_start_(at_start) {}
-    std::size_t encode_segment(std::string_view text, std::size_t begin, std::size_t end,
-                               bool open, std::vector<token_id>& out) const override {
+    std::size_t encode_segment(std::string_view text, std::size_t begin, std::size_t end, bool open,
+                               std::vector<token_id>& out) const override {
         const bool prepend = begin == 0 ? at_start_ : enc_.m_->prepend_each_segment;
         return enc_.segment(text, begin, end, prepend, open, out);
     }
@@ -346,13 +355,7 @@ std::size_t hf_encoder::sentencepiece_segment(std::string_view text, std::size_t
 
     if (at_start && !m.prepend.empty()) {
         // Metaspace prepends only when the text does not already start with the replacement.
-        const bool starts_with_it =
-            m.prepend_if_absent &&
-            (text.substr(begin, end - begin).starts_with(m.prepend) ||
-             (static_cast<unsigned char>(text[begin]) < 0x80 &&
-              std::string_view(m.replace_with[static_cast<unsigned char>(text[begin])])
-                  .starts_with(m.prepend)));
-        if (!starts_with_it) {
+        if (!(m.prepend_if_absent && starts_with_prepend(m, text, begin, end))) {
             push_all(m.prepend);
             chunk_has_prepend = true;
         }
@@ -371,16 +374,15 @@ std::size_t hf_encoder::sentencepiece_segment(std::string_view text, std::size_t
         token_id first_id = 0;
         const kind first_kind = classify(first, first_id);
         if (p > begin && last_kind != kind::none) {
-            // Cut before this character if no merge can join it to the previous one.
-            bool safe = false;
+            // Cut before this character if no merge can join it to the previous one:
+            // byte-fallback and unk symbols never merge (checked at load).
+            bool safe = true;
             if (!m.split_before.empty() && first == m.split_before) {
-                safe = true;  // Metaspace(split = true): every "▁" starts a new word
+                // still safe: with Metaspace(split = true) every "▁" starts a new word
             } else if (first_kind == kind::known && last_kind == kind::known) {
                 safe = m.joined_chars.find(last_id, first_id) == nullptr;
             } else if (first_kind == kind::unk && last_kind == kind::unk) {
                 safe = !m.fuse_unk;
-            } else {
-                safe = true;  // byte-fallback and unk symbols never merge (checked at load)
             }
             if (!safe && bounds.piece_cap != 0 && p - chunk_start >= bounds.piece_cap) {
                 bounds.capped = true;  // bounded counting: no merge spans more than the cap

@@ -3,6 +3,8 @@
 #include <unicode/normalizer2.h>
 #include <unicode/stringpiece.h>
 
+#include <algorithm>
+
 #include "tokenizer/encoders.hpp"
 
 namespace tokenmeter::tokenizer::detail {
@@ -23,12 +25,8 @@ const icu::Normalizer2* nfc() {
 bool nfc_is_trivially_normalized(std::string_view text) noexcept {
     // Lead bytes below 0xCC encode code points below U+0300: no combining marks, no characters
     // that NFC changes, so the text is its own NFC form.
-    for (char c : text) {
-        if (static_cast<unsigned char>(c) >= 0xCC) {
-            return false;
-        }
-    }
-    return true;
+    return std::none_of(text.begin(), text.end(),
+                        [](char c) { return static_cast<unsigned char>(c) >= 0xCC; });
 }
 
 bool nfc_is_normalized(std::string_view text) {

@@ -5,6 +5,7 @@
 // would).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -29,13 +30,13 @@ class piece_cache {
         }
         const entry& e = entries_[slot(owner, hash)];
         if (e.owner != owner || e.hash != hash || e.length != piece.size() ||
-            !same_bytes(e.text, piece.data(), piece.size())) {
+            !same_bytes(e.text.data(), piece.data(), piece.size())) {
             return false;
         }
         if (e.count == 1) {
             out.push_back(e.ids[0]);  // most pieces are one token
         } else {
-            out.insert(out.end(), e.ids, e.ids + e.count);
+            out.insert(out.end(), e.ids.begin(), e.ids.begin() + e.count);
         }
         return true;
     }
@@ -50,8 +51,8 @@ class piece_cache {
         e.hash = hash;
         e.length = static_cast<std::uint8_t>(piece.size());
         e.count = static_cast<std::uint8_t>(count);
-        std::memcpy(e.text, piece.data(), piece.size());
-        std::memcpy(e.ids, ids, count * sizeof(token_id));
+        std::memcpy(e.text.data(), piece.data(), piece.size());
+        std::memcpy(e.ids.data(), ids, count * sizeof(token_id));
     }
 
     // A process-unique owner id for each encoder (an address could be reused by a later one).
@@ -78,8 +79,8 @@ class piece_cache {
         std::uint64_t hash = 0;
         std::uint8_t length = 0;
         std::uint8_t count = 0;
-        char text[max_piece] = {};
-        token_id ids[max_ids] = {};
+        std::array<char, max_piece> text{};
+        std::array<token_id, max_ids> ids{};
     };
     std::vector<entry> entries_ = std::vector<entry>(entries);
 };

@@ -58,7 +58,7 @@ inline std::uint64_t hash_bytes(std::string_view s) noexcept {
     std::uint64_t h = 0x9E3779B97F4A7C15ULL ^ (s.size() * 0xff51afd7ed558ccdULL);
     std::size_t i = 0;
     for (; i + 8 <= s.size(); i += 8) {
-        std::uint64_t w;
+        std::uint64_t w = 0;
         std::memcpy(&w, s.data() + i, 8);
         h = (h ^ w) * 0xbf58476d1ce4e5b9ULL;
         h ^= h >> 31;
@@ -101,7 +101,8 @@ class bytes_map {
 
     // Returns false if the key was already present (the first id wins) or the id is too large.
     bool insert(std::string_view key, std::uint32_t id) {
-        if (id > max_id || key.size() > 0xFFFFFFFFU || arena_.size() + key.size() + 4 > 0xFFFFFFFFU) {
+        if (id > max_id || key.size() > 0xFFFFFFFFU ||
+            arena_.size() + key.size() + 4 > 0xFFFFFFFFU) {
             return false;
         }
         if (slots_.empty() || (size_ + 1) * 5 > slots_.size() * 4) {
@@ -113,7 +114,8 @@ class bytes_map {
             slot& s = slots_[i];
             if (s.is_empty()) {
                 tags_[i] = tag;
-                const std::uint32_t length = key.size() < long_key ? static_cast<std::uint32_t>(key.size()) : long_key;
+                const std::uint32_t length =
+                    key.size() < long_key ? static_cast<std::uint32_t>(key.size()) : long_key;
                 if (length == long_key) {
                     const auto n = static_cast<std::uint32_t>(key.size());
                     arena_.append(reinterpret_cast<const char*>(&n), sizeof n);
