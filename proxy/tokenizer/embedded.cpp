@@ -105,13 +105,18 @@ void release_blob_pages(std::string_view blob) noexcept {
     const std::uintptr_t first = (begin + size - 1) / size * size;
     const std::uintptr_t last = (begin + blob.size()) / size * size;
     if (last > first) {
-        ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+        // The pages' address as an offset from the blob's pointer, not an integer made a pointer.
+        // NOLINTNEXTLINE(cppcoreguidelines-pro-type-const-cast): madvise takes void*, writes none
+        void* const pages = const_cast<char*>(blob.data() + (first - begin));
+        ::madvise(pages, last - first, MADV_DONTNEED);
     }
 }
 
 }  // namespace
 
-bool is_embedded(std::string_view name) noexcept { return !embedded_blob(name).empty(); }
+bool is_embedded(std::string_view name) noexcept {
+    return !embedded_blob(name).empty();
+}
 
 std::string_view embedded_blob(std::string_view name) noexcept {
     if (name == "o200k_base") {
@@ -158,8 +163,8 @@ std::shared_ptr<const encoder> load_embedded(std::string_view name, bool match_s
     std::string_view stored_name;
     std::string_view pattern;
     std::uint64_t count = 0;
-    if (!in.bytes(6, magic) || magic != "TMTOK1" || !in.text(stored_name) ||
-        stored_name != name || !in.text(pattern) || !in.varint(count) || count > table.size()) {
+    if (!in.bytes(6, magic) || magic != "TMTOK1" || !in.text(stored_name) || stored_name != name ||
+        !in.text(pattern) || !in.varint(count) || count > table.size()) {
         error = "built-in " + std::string(name) + ": damaged table header";
         return nullptr;
     }

@@ -52,11 +52,10 @@ bool ends_with(std::string_view s, std::string_view suffix) {
 }
 
 std::string stem_of(const std::string& path) {
-    std::string p = path;
-    std::size_t slash = p.find_last_of('/');
-    std::string file = slash == std::string::npos ? p : p.substr(slash + 1);
+    const std::size_t slash = path.find_last_of('/');
+    std::string file = slash == std::string::npos ? path : path.substr(slash + 1);
     if (file == "tokenizer.json" && slash != std::string::npos && slash > 0) {
-        std::string dir = p.substr(0, slash);
+        std::string dir = path.substr(0, slash);
         const std::size_t s2 = dir.find_last_of('/');
         return s2 == std::string::npos ? dir : dir.substr(s2 + 1);
     }
@@ -98,7 +97,8 @@ load_result load(std::string_view spec, const load_options& options) {
         for (const std::string& configured : options.search_dirs) {
             const std::string dir = configured.empty() ? std::string(".") : configured;
             for (const char* suffix : {".json", ".tiktoken", "/tokenizer.json"}) {
-                result.tried.push_back(dir + "/" + s + suffix);
+                std::string& path = result.tried.emplace_back(dir);
+                path.append("/").append(s).append(suffix);
             }
         }
         name = s;

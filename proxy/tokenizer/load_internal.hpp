@@ -34,8 +34,7 @@ std::uint32_t checked_id(std::uint64_t id);
 // rank file ("<base64 token> <rank>" per line; only cl100k_base and o200k_base, whose pattern
 // and special tokens are known by name).
 std::shared_ptr<const encoder> tiktoken_from_json(const nlohmann::json& j, std::string name,
-                                                  special_tokens special,
-                                                  special_outcome& outcome);
+                                                  special_tokens special, special_outcome& outcome);
 std::shared_ptr<const encoder> tiktoken_from_rank_file(const std::string& text, std::string name,
                                                        special_tokens special,
                                                        special_outcome& outcome);
@@ -47,6 +46,7 @@ bool tiktoken_matches_special(special_tokens special, special_outcome& outcome);
 // nodes, which made them most of the load time and a peak of several times the file's size;
 // everything else becomes an ordinary DOM, where model.vocab is left as an empty object and
 // model.merges as an empty array.
+// NOLINTNEXTLINE(bugprone-exception-escape): json() is noexcept, its throw unreachable
 struct hf_document {
     nlohmann::json dom;
     bool has_vocab = false;   // model.vocab was an object

@@ -90,7 +90,7 @@ std::shared_ptr<const encoder> tiktoken_from_json(const json& j, std::string nam
     if (!j.contains("bpe_ranks") || !j["bpe_ranks"].is_string()) {
         throw load_error{"no \"bpe_ranks\" string"};
     }
-    const std::string& ranks_text = j["bpe_ranks"].get_ref<const std::string&>();
+    const auto& ranks_text = j["bpe_ranks"].get_ref<const std::string&>();
     bytes_map ranks;
     ranks.reserve(ranks_text.size() / 8);
     std::string token;
