@@ -65,7 +65,8 @@ int run(const config::settings& settings, const reloader& reload, const metering
     const thread_choice threads_chosen =
         settings.threads != 0
             ? thread_choice{settings.threads, "threads setting"}
-            : default_threads(cgroup_cpu_quota(), std::thread::hardware_concurrency());
+            : default_threads(cgroup_cpu_quota(), std::thread::hardware_concurrency(),
+                              affinity_cpus());
     const std::uint32_t threads = threads_chosen.threads;
     core::steady_clock_source clock;
 

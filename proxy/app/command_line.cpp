@@ -28,7 +28,7 @@ options (flags override the config file; --flag VALUE or --flag=VALUE):
   --listen HOST:PORT   where clients connect          (default 127.0.0.1:8080)
   --upstream URL       the model server, http[s]://HOST:PORT[/base] (default http://127.0.0.1:8000)
   --admin HOST:PORT    /metrics, /healthz, /readyz    (default 127.0.0.1:9090)
-  --threads N          worker threads (0 = one per core)
+  --threads N          worker threads (0 = one per usable CPU, at most 8)
   --log-level LEVEL    trace|debug|info|warn|error|off
   --access-log         log one line per request
   --check-config FILE  validate FILE with the other flags on top, loading every certificate,

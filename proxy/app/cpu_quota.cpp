@@ -1,6 +1,8 @@
 // app/cpu_quota: reads the cgroup CPU quota (v2 and v1) to size the worker pool.
 #include "app/cpu_quota.hpp"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -143,15 +145,35 @@ std::optional<double> cgroup_cpu_quota(const std::string& root) {
     return best;
 }
 
-thread_choice default_threads(std::optional<double> quota, unsigned hardware_threads) {
-    const std::uint32_t hardware = std::max(1u, hardware_threads);
-    if (!quota) {
-        return {hardware, std::to_string(hardware) + " hardware threads"};
+unsigned affinity_cpus() {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (::sched_getaffinity(0, sizeof set, &set) != 0) {
+        return 0;
     }
-    const auto rounded = static_cast<std::uint32_t>(std::max(1.0, std::ceil(*quota - 1e-9)));
+    return static_cast<unsigned>(CPU_COUNT(&set));
+}
+
+thread_choice default_threads(std::optional<double> quota, unsigned hardware_threads,
+                              unsigned allowed_cpus) {
+    const std::uint32_t hardware = std::max(1u, hardware_threads);
+    std::uint32_t threads = hardware;
     std::ostringstream reason;
-    reason << "cgroup CPU quota " << *quota << " of " << hardware << " hardware threads";
-    return {std::min(rounded, hardware), reason.str()};
+    reason << hardware << " hardware threads";
+    if (allowed_cpus > 0 && allowed_cpus < threads) {
+        threads = allowed_cpus;
+        reason << ", " << allowed_cpus << " in the affinity mask";
+    }
+    if (quota) {
+        const auto rounded = static_cast<std::uint32_t>(std::max(1.0, std::ceil(*quota - 1e-9)));
+        reason << ", cgroup CPU quota " << *quota;
+        threads = std::min(threads, rounded);
+    }
+    if (threads > max_default_threads) {
+        threads = max_default_threads;
+        reason << ", at most " << max_default_threads << " by default";
+    }
+    return {threads, reason.str()};
 }
 
 }  // namespace tokenmeter::app

@@ -1,7 +1,9 @@
 // app/cpu_quota: how many worker threads `threads: 0` means. A sidecar with a 250m CPU limit on a
-// 128-core node must not start 128 event loops: the default follows the container's CPU quota
-// (cgroup v2 cpu.max, or v1 cpu.cfs_quota_us / cpu.cfs_period_us), rounded up, at least 1, and
-// never above the hardware threads.
+// 128-core node must not start 128 event loops: the default is the smallest of the container's
+// CPU quota (cgroup v2 cpu.max, or v1 cpu.cfs_quota_us / cpu.cfs_period_us) rounded up, the CPUs
+// the process may run on (its affinity mask), the hardware threads, and max_default_threads;
+// at least 1. Each worker holds its own buffers and allocator heap after a burst, so a sidecar
+// without a CPU limit on a large GPU node is held to a size its memory limit was set for.
 #pragma once
 
 #include <cstdint>
@@ -27,7 +29,16 @@ struct thread_choice {
     std::string reason;  // for the start-up log: "cgroup CPU quota 0.25" or "8 hardware threads"
 };
 
-// `threads: 0` → ceil(quota), at least 1, at most the hardware threads (0 = unknown → 1).
-thread_choice default_threads(std::optional<double> quota, unsigned hardware_threads);
+// The most workers `threads: 0` starts; a `threads` setting may name more.
+constexpr std::uint32_t max_default_threads = 8;
+
+// The CPUs in this process's affinity mask; 0 when it cannot be read.
+unsigned affinity_cpus();
+
+// `threads: 0` → the smallest of ceil(quota), allowed_cpus (0 = unknown), the hardware threads
+// (0 = unknown → 1) and max_default_threads; at least 1. The reason names every bound that
+// applied.
+thread_choice default_threads(std::optional<double> quota, unsigned hardware_threads,
+                              unsigned allowed_cpus = 0);
 
 }  // namespace tokenmeter::app

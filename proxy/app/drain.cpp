@@ -42,6 +42,8 @@ void drain_controller::on_signal(error_code ec, int signal_number) {
     check();
 }
 
+// Not const: it ends the drain (actions_ holds references to what it stops).
+// NOLINTNEXTLINE(readability-make-member-function-const)
 void drain_controller::on_second_signal(error_code ec) {
     if (ec || stopped_) {
         return;

@@ -1,6 +1,7 @@
 // app/usage_command: see usage_command.hpp.
 #include "app/usage_command.hpp"
 
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -122,8 +123,8 @@ bool set_plan_option(std::string_view arg, const std::string& v, plan_options& o
     return true;
 }
 
-constexpr std::string_view plan_flags[] = {"band-size", "ttft-target", "tpot-target",
-                                           "reference-mix"};
+constexpr std::array<std::string_view, 4> plan_flags = {"band-size", "ttft-target", "tpot-target",
+                                                        "reference-mix"};
 
 }  // namespace
 

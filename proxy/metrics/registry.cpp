@@ -44,8 +44,8 @@ std::vector<std::string> prompt_class_labels(const std::vector<std::uint64_t>& b
         out.emplace_back(lower + "-" + token_count_label(b));
         lower = token_count_label(b);
     }
-    out.push_back(lower + "+");
-    out.push_back("unknown");
+    out.emplace_back(lower + "+");
+    out.emplace_back("unknown");
     return out;
 }
 

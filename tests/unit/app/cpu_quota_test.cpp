@@ -61,6 +61,14 @@ TEST(CpuQuota, DefaultThreadsRoundsUpAndCaps) {
     EXPECT_EQ(default_threads(2.0, 128).threads, 2u);
     EXPECT_EQ(default_threads(64.0, 8).threads, 8u);
     EXPECT_EQ(default_threads(std::nullopt, 8).threads, 8u);
+    EXPECT_EQ(default_threads(std::nullopt, 224).threads, max_default_threads);
+    EXPECT_EQ(default_threads(64.0, 224).threads, max_default_threads);
+    EXPECT_EQ(default_threads(std::nullopt, 224, 4).threads, 4u);
+    EXPECT_EQ(default_threads(6.0, 224, 4).threads, 4u);
+    EXPECT_EQ(default_threads(2.0, 224, 4).threads, 2u);
+    EXPECT_EQ(default_threads(std::nullopt, 8, 0).threads, 8u);
+    EXPECT_NE(default_threads(std::nullopt, 224).reason.find("at most 8"), std::string::npos);
+    EXPECT_NE(default_threads(std::nullopt, 224, 4).reason.find("affinity"), std::string::npos);
     EXPECT_EQ(default_threads(std::nullopt, 0).threads, 1u);
     EXPECT_NE(default_threads(0.25, 128).reason.find("quota"), std::string::npos);
 }
