@@ -43,7 +43,7 @@ else
 end
 redis.call('HSET', KEYS[1], 'level', string.format('%.6f', level), 'at', string.format('%.6f', at))
 redis.call('PEXPIRE', KEYS[1], math.ceil((capacity - level) / rate * 1000) + 1000)
-return {admitted, string.format('%.6f', level)}
+return {admitted, string.format('%.6f', level), ARGV[5]}
 )lua";
 
 std::string number(double value) {

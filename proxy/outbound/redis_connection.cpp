@@ -309,7 +309,15 @@ void redis_connection::on_reply(const std::shared_ptr<link>& l, const resp::valu
 void redis_connection::on_call_reply(const std::shared_ptr<link>& l,
                                      const std::shared_ptr<pending_call>& call,
                                      const resp::value& reply) {
-    const script_outcome outcome = read_script_outcome(reply);
+    const script_outcome outcome = read_script_outcome(reply, call->tag);
+    if (outcome.out_of_step) {
+        // Another call's answer: the server answered some command twice, and every reply from
+        // here on would be one call late. This call fails; the connection goes.
+        call->finish(outcome.reply);
+        drop("replies out of step with the commands (a reply carrying another call's tag)",
+             close_kind::violation);
+        return;
+    }
     if (!call->finished) {
         answered_ = true;
     }
@@ -334,8 +342,9 @@ void redis_connection::send(const std::shared_ptr<pending_call>& call) {
     }
     call->connection = weak_from_this();
     call->link_id = link_->id;
+    call->tag = std::to_string(++tags_sent_);
     waiting_.push_back({call, waiting::what::call});
-    write(link_, script_command(call->call, sha_, call->sent_script));
+    write(link_, script_command(call->call, sha_, call->sent_script, call->tag));
 }
 
 void redis_connection::write(const std::shared_ptr<link>& l, std::string_view bytes) {

@@ -40,6 +40,7 @@ struct pending_call {
     steady_timer timer;
     bool finished = false;
     bool sent_script = false;  // the EVAL fallback after NOSCRIPT was used
+    std::string tag;           // what the script's reply must carry back (script_command)
     // Where it was sent: a call that times out closes that connection.
     std::weak_ptr<redis_connection> connection;
     std::uint64_t link_id = 0;
@@ -105,6 +106,7 @@ class redis_connection : public std::enable_shared_from_this<redis_connection> {
     std::uint64_t next_link_id_ = 1;
     std::deque<waiting> waiting_;  // sent on link_, answered in this order
     std::string probe_token_;
+    std::uint64_t tags_sent_ = 0;  // the bucket calls sent: each call's tag is its number
     phase phase_ = phase::down;
     bool answered_ = false;  // a call was answered in time on link_
     bool closing_ = false;

@@ -21,11 +21,11 @@ std::string probe_command(std::string_view token) {
     return out;
 }
 
-std::string script_command(const observe::shared_call& call, std::string_view sha,
-                           bool with_script) {
+std::string script_command(const observe::shared_call& call, std::string_view sha, bool with_script,
+                           std::string_view tag) {
     const std::vector<std::string> args = observe::script_arguments(call);
     std::vector<std::string_view> argv;
-    argv.reserve(4 + args.size());
+    argv.reserve(5 + args.size());
     argv.emplace_back(with_script ? "EVAL" : "EVALSHA");
     argv.push_back(with_script ? observe::shared_limit_script() : sha);
     argv.emplace_back("1");
@@ -33,6 +33,7 @@ std::string script_command(const observe::shared_call& call, std::string_view sh
     for (const std::string& a : args) {
         argv.emplace_back(a);
     }
+    argv.push_back(tag);
     std::string out;
     resp::append_command(out, argv);
     return out;
@@ -50,16 +51,22 @@ bool probe_in_step(const resp::value& reply, std::string_view token) noexcept {
            (reply.type == resp::kind::bulk && reply.text == token);
 }
 
-script_outcome read_script_outcome(const resp::value& reply) noexcept {
+script_outcome read_script_outcome(const resp::value& reply, std::string_view tag) noexcept {
     script_outcome out;
     if (reply.type == resp::kind::error) {
         out.noscript = error_code_word(reply.text) == "NOSCRIPT";
         out.reply.failure = observe::store_failure::script;
         return out;
     }
-    if (reply.type != resp::kind::array || reply.members.size() != 2 ||
-        reply.members[0].type != resp::kind::integer || reply.members[1].type != resp::kind::bulk) {
+    if (reply.type != resp::kind::array || reply.members.size() != 3 ||
+        reply.members[0].type != resp::kind::integer || reply.members[1].type != resp::kind::bulk ||
+        reply.members[2].type != resp::kind::bulk) {
         out.reply.failure = observe::store_failure::reply;
+        return out;
+    }
+    if (reply.members[2].text != tag) {
+        out.reply.failure = observe::store_failure::reply;
+        out.out_of_step = true;
         return out;
     }
     out.reply = observe::read_script_reply(reply.members[0].integer, reply.members[1].text);

@@ -21,9 +21,11 @@ std::string auth_command(std::string_view username, std::string_view password);
 // once the token comes back as the answer to this command; a reply sent before anyone asked
 // (a greeting) shows up as a wrong answer here instead of as the answer to a call.
 std::string probe_command(std::string_view token);
-// EVALSHA <sha> 1 <key> <args...>, or EVAL <script> ... once the server said NOSCRIPT.
-std::string script_command(const observe::shared_call& call, std::string_view sha,
-                           bool with_script);
+// EVALSHA <sha> 1 <key> <args...> <tag>, or EVAL <script> ... once the server said NOSCRIPT.
+// The script answers with `tag` as its last member: a reply that carries another call's tag
+// (a command answered twice, so every reply after it is one call late) is seen at once.
+std::string script_command(const observe::shared_call& call, std::string_view sha, bool with_script,
+                           std::string_view tag);
 
 enum class auth_verdict : std::uint8_t { accepted, refused, wrong_type };
 auth_verdict read_auth_reply(const resp::value& reply) noexcept;
@@ -35,8 +37,10 @@ bool probe_in_step(const resp::value& reply, std::string_view token) noexcept;
 struct script_outcome {
     observe::store_reply reply;  // failure `script` for an error, `reply` for a wrong shape
     bool noscript = false;       // the script is not cached yet: send it with EVAL
+    bool out_of_step = false;    // the reply is the script's, with another call's tag
 };
-script_outcome read_script_outcome(const resp::value& reply) noexcept;
+// The reply to the call sent with `tag`.
+script_outcome read_script_outcome(const resp::value& reply, std::string_view tag) noexcept;
 
 // The code an error reply starts with (WRONGPASS, NOAUTH, ERR) when its first word is a plain
 // uppercase word of at most 32 letters; "" otherwise. The rest of a server's text may echo what

@@ -36,12 +36,14 @@ function readCommands(buffer) {
 }
 
 // A Redis that answers PING with its token, AUTH with OK and the bucket script with an
-// admission at the given level.
+// admission at the given level, carrying back the call's tag (its last argument) as the script
+// does.
 export function redisLike(command, { level = '100.0' } = {}) {
   const [name, arg] = command;
   if (name === 'PING') return `$${Buffer.byteLength(arg)}\r\n${arg}\r\n`;
   if (name === 'AUTH') return '+OK\r\n';
-  return `*2\r\n:1\r\n$${level.length}\r\n${level}\r\n`;
+  const tag = command[command.length - 1];
+  return `*3\r\n:1\r\n$${level.length}\r\n${level}\r\n$${Buffer.byteLength(tag)}\r\n${tag}\r\n`;
 }
 
 export async function startFakeRedis({ answer = redisLike, greeting = '', tlsOptions = null } = {}) {

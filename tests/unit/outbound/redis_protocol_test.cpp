@@ -28,14 +28,15 @@ TEST(RedisProtocol, ScriptCallsAreEvalshaThenEval) {
     call.capacity = 20;
     call.cost = 5;
     call.admit = true;
-    const resp::value sha = parse_one(script_command(call, "abc123", false));
-    ASSERT_EQ(sha.members.size(), 8U);
+    const resp::value sha = parse_one(script_command(call, "abc123", false, "17"));
+    ASSERT_EQ(sha.members.size(), 9U);
     EXPECT_EQ(sha.members[0].text, "EVALSHA");
     EXPECT_EQ(sha.members[1].text, "abc123");
     EXPECT_EQ(sha.members[2].text, "1");
     EXPECT_EQ(sha.members[3].text, "tm:{a}:tokens");
     EXPECT_EQ(sha.members[7].text, "1");
-    const resp::value eval = parse_one(script_command(call, "abc123", true));
+    EXPECT_EQ(sha.members[8].text, "17") << "the tag the reply must carry back";
+    const resp::value eval = parse_one(script_command(call, "abc123", true, "18"));
     EXPECT_EQ(eval.members[0].text, "EVAL");
     EXPECT_EQ(eval.members[1].text, observe::shared_limit_script());
 }
@@ -53,20 +54,28 @@ TEST(RedisProtocol, AuthAndProbeVerdicts) {
 }
 
 TEST(RedisProtocol, ScriptOutcomes) {
-    const script_outcome ok = read_script_outcome(parse_one("*2\r\n:1\r\n$4\r\n12.5\r\n"));
+    const script_outcome ok =
+        read_script_outcome(parse_one("*3\r\n:1\r\n$4\r\n12.5\r\n$2\r\n17\r\n"), "17");
     EXPECT_EQ(ok.reply.failure, observe::store_failure::none);
     EXPECT_TRUE(ok.reply.admitted);
     EXPECT_DOUBLE_EQ(ok.reply.level, 12.5);
-    const script_outcome noscript = read_script_outcome(parse_one("-NOSCRIPT No matching\r\n"));
+    EXPECT_FALSE(ok.out_of_step);
+    const script_outcome late =
+        read_script_outcome(parse_one("*3\r\n:1\r\n$4\r\n12.5\r\n$2\r\n16\r\n"), "17");
+    EXPECT_TRUE(late.out_of_step) << "another call's reply";
+    EXPECT_EQ(late.reply.failure, observe::store_failure::reply);
+    const script_outcome noscript =
+        read_script_outcome(parse_one("-NOSCRIPT No matching\r\n"), "17");
     EXPECT_TRUE(noscript.noscript);
     EXPECT_EQ(noscript.reply.failure, observe::store_failure::script);
-    EXPECT_FALSE(read_script_outcome(parse_one("-ERR NOSCRIPT\r\n")).noscript);
+    EXPECT_FALSE(read_script_outcome(parse_one("-ERR NOSCRIPT\r\n"), "17").noscript);
     for (const char* wrong :
-         {":1\r\n", "+OK\r\n", "$-1\r\n", "*1\r\n:1\r\n", "*2\r\n$1\r\n1\r\n$1\r\n2\r\n",
-          "*2\r\n:2\r\n$1\r\n1\r\n", "*2\r\n:1\r\n$3\r\nnan\r\n"}) {
-        EXPECT_EQ(read_script_outcome(parse_one(wrong)).reply.failure,
-                  observe::store_failure::reply)
-            << wrong;
+         {":1\r\n", "+OK\r\n", "$-1\r\n", "*1\r\n:1\r\n", "*2\r\n:1\r\n$4\r\n12.5\r\n",
+          "*3\r\n$1\r\n1\r\n$1\r\n2\r\n$2\r\n17\r\n", "*3\r\n:2\r\n$1\r\n1\r\n$2\r\n17\r\n",
+          "*3\r\n:1\r\n$3\r\nnan\r\n$2\r\n17\r\n", "*3\r\n:1\r\n$1\r\n1\r\n:17\r\n"}) {
+        const script_outcome o = read_script_outcome(parse_one(wrong), "17");
+        EXPECT_EQ(o.reply.failure, observe::store_failure::reply) << wrong;
+        EXPECT_FALSE(o.out_of_step) << wrong;
     }
 }
 

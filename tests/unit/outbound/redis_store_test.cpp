@@ -30,7 +30,14 @@ using tcp = asio::ip::tcp;
 using namespace std::chrono_literals;
 using observe::store_failure;
 
-const std::string script_reply = "*2\r\n:1\r\n$4\r\n42.5\r\n";
+// The bucket script's reply to `command`: admitted at `level`, with the command's tag (its last
+// argument) carried back as the script does.
+std::string script_reply(const std::vector<std::string>& command,
+                         const std::string& level = "42.5") {
+    const std::string& tag = command.back();
+    return "*3\r\n:1\r\n$" + std::to_string(level.size()) + "\r\n" + level + "\r\n$" +
+           std::to_string(tag.size()) + "\r\n" + tag + "\r\n";
+}
 
 // A RESP server on 127.0.0.1 that answers each command with what `answer` returns (nothing: no
 // answer) and greets each connection with `greeting`.
@@ -158,7 +165,7 @@ std::string good_redis(const std::vector<std::string>& c, std::atomic<bool>& loa
         return "-NOSCRIPT No matching script. Please use EVAL.\r\n";
     }
     loaded = true;
-    return script_reply;
+    return script_reply(c);
 }
 
 redis_settings settings_for(const scripted_server& server) {
@@ -239,26 +246,31 @@ TEST(RedisStore, AnswersAndLoadsTheScriptOnNoscript) {
     EXPECT_EQ(server.count("AUTH"), 0) << "no password, no AUTH";
 }
 
-TEST(RedisStore, PipelinedCallsAreMatchedInOrder) {
-    // Each key's reply carries its own level, so a reply given to the wrong call shows.
-    scripted_server server([](const std::vector<std::string>& c) -> std::string {
-        if (c[0] == "PING") {
-            return "$" + std::to_string(c[1].size()) + "\r\n" + c[1] + "\r\n";
-        }
-        const std::string level = c[3].starts_with("k") ? c[3].substr(1) : "0";
-        return "*2\r\n:1\r\n$" + std::to_string(level.size()) + "\r\n" + level + "\r\n";
-    });
-    redis_store store(settings_for(server));
-    store.start();
-    ASSERT_EQ(call_until_answered(store).failure, store_failure::none);
+// `count` calls at once, on keys k0, k1, ...: pipelined on the store's connection.
+std::vector<std::future<observe::store_reply>> send_keyed(redis_store& store, int count) {
     std::vector<std::future<observe::store_reply>> futures;
-    for (int i = 0; i < 200; ++i) {
+    for (int i = 0; i < count; ++i) {
         observe::shared_call c;
         c.key = "k" + std::to_string(i);
         auto p = std::make_shared<std::promise<observe::store_reply>>();
         futures.push_back(p->get_future());
         store.call(c, [p](const observe::store_reply& r) { p->set_value(r); });
     }
+    return futures;
+}
+
+TEST(RedisStore, PipelinedCallsAreMatchedInOrder) {
+    // Each key's reply carries its own level, so a reply given to the wrong call shows.
+    scripted_server server([](const std::vector<std::string>& c) -> std::string {
+        if (c[0] == "PING") {
+            return "$" + std::to_string(c[1].size()) + "\r\n" + c[1] + "\r\n";
+        }
+        return script_reply(c, c[3].starts_with("k") ? c[3].substr(1) : "0");
+    });
+    redis_store store(settings_for(server));
+    store.start();
+    ASSERT_EQ(call_until_answered(store).failure, store_failure::none);
+    auto futures = send_keyed(store, 200);
     for (int i = 0; i < 200; ++i) {
         ASSERT_EQ(futures[i].wait_for(3s), std::future_status::ready);
         const auto r = futures[i].get();
@@ -294,6 +306,38 @@ TEST(RedisStore, ACommandAnsweredTwiceClosesTheConnection) {
     std::this_thread::sleep_for(100ms);
     EXPECT_GE(server.connections(), 2) << "the extra reply closed the connection; it came back";
     EXPECT_EQ(call_until_answered(store).failure, store_failure::none);
+}
+
+TEST(RedisStore, APipelinedCallNeverTakesTheReplyOfTheCallBeforeIt) {
+    // The first call on each connection is answered twice, the rest once: without the tag, each
+    // call after the first would take the reply meant for the one before it.
+    std::atomic<int> calls_answered{0};
+    scripted_server server([&](const std::vector<std::string>& c) -> std::string {
+        if (c[0] == "PING") {
+            return "$" + std::to_string(c[1].size()) + "\r\n" + c[1] + "\r\n";
+        }
+        const std::string once = script_reply(c, c[3].starts_with("k") ? c[3].substr(1) : "0");
+        return ++calls_answered == 2 ? once + once : once;
+    });
+    captured_log log;
+    redis_store store(settings_for(server));
+    store.start();
+    ASSERT_EQ(call_until_answered(store).failure, store_failure::none);
+    auto futures = send_keyed(store, 20);
+    int answered = 0;
+    for (int i = 0; i < 20; ++i) {
+        ASSERT_EQ(futures[i].wait_for(3s), std::future_status::ready);
+        const auto r = futures[i].get();
+        if (r.failure == store_failure::none) {
+            ++answered;
+            EXPECT_DOUBLE_EQ(r.level, i) << "call " << i << " got another call's reply";
+        }
+    }
+    EXPECT_GE(answered, 1) << "the call answered twice was answered";
+    EXPECT_LT(answered, 20) << "the calls behind the duplicate were failed, not answered late";
+    EXPECT_NE(log.text().find("another call's tag"), std::string::npos) << log.text();
+    EXPECT_EQ(call_until_answered(store).failure, store_failure::none);
+    EXPECT_GE(server.connections(), 2) << "the connection out of step was replaced";
 }
 
 redis_settings with_timeout(redis_settings s, std::chrono::milliseconds timeout) {
@@ -351,7 +395,8 @@ TEST(RedisStore, ASilentServerTimesOutAndTheConnectionIsReplaced) {
 TEST(RedisStore, WrongReplyTypesFailTheCallNotTheConnection) {
     for (const std::string& wrong :
          {std::string(":1\r\n"), std::string("+OK\r\n"), std::string("$-1\r\n"),
-          std::string("*1\r\n:1\r\n"), std::string("-ERR something else\r\n")}) {
+          std::string("*1\r\n:1\r\n"), std::string("*2\r\n:1\r\n$4\r\n42.5\r\n"),
+          std::string("-ERR something else\r\n")}) {
         odd_redis redis(wrong);
         redis.odd = true;
         const auto failure = call(redis.store).failure;
