@@ -192,6 +192,8 @@ int run(const config::settings& settings, const reloader& reload, const metering
 
     run_loop(main_ioc, context.edge);
     workers.stop();
+    // The ends the workers handed to the finishing thread, before the limits and the spool stop.
+    m.finisher.stop();
     m.shared_limits.stop();
     // Last commit; sessions destroyed from here on write their close entries synchronously.
     m.usage.stop();

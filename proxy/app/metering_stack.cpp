@@ -82,6 +82,9 @@ metering_stack::metering_stack(const config::settings& settings, const core::clo
     if (settings.log.access_log) {
         parts.access_log = make_access_writer(settings.log.format);
     }
+    parts.finish_off_thread = [this](std::function<void()>& job, std::size_t bytes) {
+        return finisher.post(job, bytes);
+    };
     metering = std::make_unique<observe::metering_observer>(std::move(parts),
                                                             metering_options_from(settings));
     wrapped = wrap ? wrap(*metering) : nullptr;

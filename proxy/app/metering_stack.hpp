@@ -12,6 +12,7 @@
 #include "app/shared_limits.hpp"
 #include "app/usage_parts.hpp"
 #include "config/config.hpp"
+#include "core/job_thread.hpp"
 #include "core/time.hpp"
 #include "metrics/billing.hpp"
 #include "metrics/process.hpp"
@@ -30,12 +31,20 @@
 namespace tokenmeter::app {
 
 struct metering_stack {
+    // Ends waiting for the finishing thread at most; past it an end runs on its I/O thread.
+    static constexpr std::size_t max_finishing_queued = 4096;
+    // And at most this many bytes of prompts and bodies held by the ends waiting.
+    static constexpr std::size_t max_finishing_bytes = std::size_t{64} * 1024 * 1024;
+    // The finishing thread yields the cores to the I/O threads (its work can wait; theirs not).
+    static constexpr int finishing_nice = 10;
+
     // Throws start_up_error (or std::runtime_error for the spool) with a message for the operator.
     metering_stack(const config::settings& settings, const core::clock& clock,
                    const metering_wrap& wrap);
     metering_stack(const metering_stack&) = delete;
     metering_stack& operator=(const metering_stack&) = delete;
-    ~metering_stack() = default;
+    // Runs the ends still queued on the finishing thread while everything they use is up.
+    ~metering_stack() { finisher.stop(); }
 
     std::shared_ptr<const tokenizer::catalog> tokenizers;
     metrics::registry registry;
@@ -53,6 +62,10 @@ struct metering_stack {
     // and those still open at shutdown end with the process, unobserved.
     std::optional<metrics::task_metrics> task_metrics;
     std::optional<observe::task_meter> tasks;
+    // The finishing thread: request ends too large for an I/O thread (observe/metering_observer).
+    // Stopped before the parts above it (~metering_stack, and app::run after the workers), so
+    // every end it was given is written; an end after that runs in place.
+    core::job_thread finisher{max_finishing_queued, max_finishing_bytes, finishing_nice};
     std::unique_ptr<observe::metering_observer> metering;
     std::unique_ptr<observe::observer> wrapped;  // the test binary's wrap, if any
     // What the sessions see: metering only through the guard, so nothing it throws reaches a

@@ -216,7 +216,8 @@ void exchange::read_usage_in_tail(std::string_view tail) {
     // the adapter reads as it would the whole body (the Responses reader also wants the root's
     // "object"). Other dialects' counts are spread through the body: not found, unknown.
     std::optional<std::size_t> from;
-    for (std::string_view key : {std::string_view("\"usage\""), std::string_view("\"usageMetadata\"")}) {
+    for (std::string_view key :
+         {std::string_view("\"usage\""), std::string_view("\"usageMetadata\"")}) {
         if (auto at = last_member(tail, key); at && (!from || *at < *from)) {
             from = at;
         }
@@ -230,6 +231,26 @@ void exchange::read_usage_in_tail(std::string_view tail) {
     document.append(tail.substr(*from));
     usage_only_sink usage(meter_);
     adapter_->on_body(document, last_read_, usage);
+}
+
+std::size_t exchange::finish_cost_bytes() const noexcept {
+    std::size_t cost = 0;
+    if (const auto* json = std::get_if<std::string>(&body_)) {
+        cost += json->size();
+    }
+    const request_summary& now = meter_.current();
+    const bool may_count =
+        prompt_parsed_ && now.upstream_received &&
+        (input_policy_ == input_counting::always ||
+         (input_policy_ == input_counting::when_unreported && !now.reported.input_tokens));
+    if (may_count) {
+        const std::size_t prompt = std::min(prompt_text_.size(), limits_.max_prompt_count_bytes);
+        const std::size_t tokenizers =
+            (encoders_.native != nullptr ? 1U : 0U) +
+            (encoders_.reference != nullptr && encoders_.reference != encoders_.native ? 1U : 0U);
+        cost += prompt * tokenizers;
+    }
+    return cost;
 }
 
 std::size_t exchange::buffered_bytes() const noexcept {

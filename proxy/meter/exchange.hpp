@@ -53,6 +53,14 @@ class exchange {
     void use_encoders(encoders which, input_counting policy, std::string prompt_text);
 
     [[nodiscard]] std::size_t buffered_bytes() const noexcept;
+    // The bytes finish() would read as it stands: the JSON body it parses and the prompt bytes
+    // it may count, per tokenizer, within max_prompt_count_bytes (a count the usage report may
+    // yet make unneeded is included). What the caller weighs to finish off its I/O thread.
+    [[nodiscard]] std::size_t finish_cost_bytes() const noexcept;
+    // The bytes of the prompt and the response body this exchange holds for finish().
+    [[nodiscard]] std::size_t retained_bytes() const noexcept {
+        return prompt_text_.capacity() + buffered_bytes();
+    }
     [[nodiscard]] const request_summary& current() const noexcept { return meter_.current(); }
 
   private:

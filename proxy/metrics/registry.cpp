@@ -645,6 +645,10 @@ void registry::start_at_zero(fixed_labels family, std::span<const std::string_vi
     }
 }
 
+void registry::finishing_thread_end(bool queued) {
+    (queued ? finishing_queued_ : finishing_full_)->Increment();
+}
+
 void registry::metering_failure(std::string_view phase) {
     series(metering_failures_, {{"phase", phase}}).Increment();
 }

@@ -143,6 +143,9 @@ class registry {
     void start_at_zero(fixed_labels family, std::span<const std::string_view> values);
     // A failure inside metering (observe/guarded_observer), by the phase that threw.
     void metering_failure(std::string_view phase);
+    // A request end too large for an I/O thread: queued for the finishing thread, or not
+    // (its queue was full) and run in place.
+    void finishing_thread_end(bool queued);
     void parse_errors(protocol::api_kind api, protocol::parse_error reason, std::uint64_t count);
 
     // The bounds a request batches its inter-token latencies into (meter::histogram_batch): the
@@ -265,6 +268,8 @@ class registry {
     prometheus::Family<prometheus::Counter>* upstream_errors_ = nullptr;
     prometheus::Family<prometheus::Counter>* metering_failures_ = nullptr;
     prometheus::Gauge* streams_active_ = nullptr;
+    prometheus::Counter* finishing_queued_ = nullptr;
+    prometheus::Counter* finishing_full_ = nullptr;
 
     core::shared_snapshot<const slo_options> slo_;
     std::vector<std::uint64_t> prompt_bounds_;

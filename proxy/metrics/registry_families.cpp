@@ -115,6 +115,15 @@ void registry::register_families() {
         this->*row.slot =
             &prometheus::BuildGauge().Name(row.name).Help(row.help).Register(*registry_);
     }
+    auto& finishing = prometheus::BuildCounter()
+                          .Name("tokenmeter_finishing_thread_ends_total")
+                          .Help(
+                              "Request ends too large for an I/O thread (a long prompt to count, a "
+                              "large JSON body): queued for the finishing thread, or run in place "
+                              "because its queue was full")
+                          .Register(*registry_);
+    finishing_queued_ = &finishing.Add({{"result", "queued"}});
+    finishing_full_ = &finishing.Add({{"result", "queue_full"}});
     streams_active_ = &prometheus::BuildGauge()
                            .Name("tokenmeter_streams_active")
                            .Help("Responses currently being relayed")

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -15,6 +16,7 @@
 #include "metrics/billing.hpp"
 #include "metrics/registry.hpp"
 #include "metrics/status_board.hpp"
+#include "observe/guarded_observer.hpp"
 #include "observe/shared_limit.hpp"
 #include "observe/task_meter.hpp"
 #include "tokenizer/catalog.hpp"
@@ -78,8 +80,89 @@ struct request_state {
     std::uint64_t estimate = 0;
     std::uint64_t reserved = 0;            // local bucket only
     std::unique_ptr<task_state> task;      // null when the request has none
-    bool degraded = false;                 // a metering call failed: marked in the record
     std::unique_ptr<access_facts> access;  // null when the access log is off
+};
+
+// The end of a request whose finishing reads many bytes (a long prompt to count, a large JSON
+// body to parse) runs on the finishing thread (metering_parts::finish_off_thread), not on the
+// I/O thread whose other streams would wait for it. Below this many bytes it runs in place.
+constexpr std::size_t inline_finish_bytes = std::size_t{64} * 1024;
+
+// A seal finished on the finishing thread: the close entry the response's end waits for does not
+// exist until the job has written it, so the wait the relay gets is this one. It is over once
+// the job ran and its close entry (if any) is on disk. An end() that comes while the job runs
+// (the client hung up) is left to the job, which runs it after the seal.
+class deferred_seal final : public record_sink {
+  public:
+    explicit deferred_seal(record_sink* records) noexcept : records_(records) {}
+
+    std::uint64_t append(std::string /*line*/, bool /*is_close*/) override { return 0; }
+    [[nodiscard]] bool is_durable(std::uint64_t /*seq*/) const override {
+        std::uint64_t close = 0;
+        {
+            std::lock_guard lock(mutex_);
+            if (!sealed_) {
+                return false;
+            }
+            close = close_seq_;
+        }
+        return close == 0 || records_ == nullptr || records_->is_durable(close);
+    }
+    void when_durable(std::uint64_t /*seq*/, std::function<void()> done) override {
+        std::uint64_t close = 0;
+        {
+            std::lock_guard lock(mutex_);
+            if (!sealed_) {
+                waiter_ = std::move(done);
+                return;
+            }
+            close = close_seq_;
+        }
+        forward(close, std::move(done));
+    }
+
+    // From end(): false when the seal is done (end runs now), true when the job will run it.
+    bool defer_end(end_reason reason, core::time_point at) {
+        std::lock_guard lock(mutex_);
+        if (sealed_) {
+            return false;
+        }
+        pending_end_ = {reason, at};
+        return true;
+    }
+    // From the job, once the seal's work is done (close_seq 0: no close entry was written).
+    // Returns the end to run next, if one was deferred; the waiter goes on to the close entry.
+    std::optional<std::pair<end_reason, core::time_point>> sealed(std::uint64_t close_seq) {
+        std::function<void()> waiter;
+        std::optional<std::pair<end_reason, core::time_point>> end;
+        {
+            std::lock_guard lock(mutex_);
+            sealed_ = true;
+            close_seq_ = close_seq;
+            waiter = std::move(waiter_);
+            end = pending_end_;
+        }
+        if (waiter) {
+            forward(close_seq, std::move(waiter));
+        }
+        return end;
+    }
+
+  private:
+    void forward(std::uint64_t close, std::function<void()> done) {
+        if (close != 0 && records_ != nullptr) {
+            records_->when_durable(close, std::move(done));
+        } else {
+            done();
+        }
+    }
+
+    record_sink* records_;
+    mutable std::mutex mutex_;
+    bool sealed_ = false;
+    std::uint64_t close_seq_ = 0;
+    std::function<void()> waiter_;
+    std::optional<std::pair<end_reason, core::time_point>> pending_end_;
 };
 
 // A shared-limit admission, written by the store's thread before the session is called back.
@@ -109,7 +192,8 @@ std::uint64_t reservation_for(const tokenizer::encoder* native, const protocol::
                : total;
 }
 
-class metering_exchange final : public exchange_observer {
+class metering_exchange final : public exchange_observer,
+                                public std::enable_shared_from_this<metering_exchange> {
   public:
     metering_exchange(const metering_parts& parts, const metering_options& options,
                       request_facts& facts)
@@ -135,13 +219,13 @@ class metering_exchange final : public exchange_observer {
             state_.shared = true;
             state_.estimate =
                 reservation_for(chosen.native, facts.info, options_.default_output_reservation,
-                                options_.exchange_limits.max_prompt_count_bytes);
+                                reservation_count_bytes());
             slot_ = std::make_shared<admission_slot>();
         } else if (parts_.throughput != nullptr && !state_.tenant.empty() &&
                    parts_.throughput->limits(state_.tenant)) {
             state_.estimate =
                 reservation_for(chosen.native, facts.info, options_.default_output_reservation,
-                                options_.exchange_limits.max_prompt_count_bytes);
+                                reservation_count_bytes());
         }
         if (parts_.tokenizers != nullptr && facts.api != protocol::api_kind::none) {
             exchange_.use_encoders({chosen.native, chosen.reference}, options_.input_counting,
@@ -214,16 +298,100 @@ class metering_exchange final : public exchange_observer {
         maybe_checkpoint(at);
     }
 
-    void degrade() noexcept override { state_.degraded = true; }
+    void degrade() noexcept override { degraded_.store(true, std::memory_order_relaxed); }
 
     [[nodiscard]] bool holds_end() const noexcept override {
-        return holding() && !state_.sealed && writing_record();
+        return holding() && !state_.sealed && !deferred_ && writing_record();
     }
 
     durable_wait seal(core::time_point at) override {
-        if (state_.sealed) {
+        if (state_.sealed || deferred_) {
             return {};
         }
+        if (finishes_off_thread()) {
+            deferred_ = std::make_shared<deferred_seal>(parts_.records);
+            std::function<void()> job = [self = shared_from_this(), deferred = deferred_, at] {
+                self->seal_off_thread(*deferred, at);
+            };
+            if (queue_end(job)) {
+                return {deferred_.get(), 1};
+            }
+            deferred_.reset();
+        }
+        seal_now(at);
+        return hold(state_.close_seq);
+    }
+
+    void end(end_reason reason, core::time_point at) override {
+        if (deferred_ && deferred_->defer_end(reason, at)) {
+            return;  // the seal's job runs it
+        }
+        if (!state_.sealed && finishes_off_thread()) {
+            std::function<void()> job = [self = shared_from_this(), reason, at] {
+                self->run_off_thread(metering_phase::end, [&] { self->end_now(reason, at); });
+            };
+            if (queue_end(job)) {
+                return;
+            }
+        }
+        end_now(reason, at);
+    }
+
+  private:
+    // The prompt bytes admission counts before the request goes on (on the I/O thread, so few):
+    // the rest of a longer prompt is estimated at the same tokens per byte. The end settles the
+    // bucket with the request's real count.
+    [[nodiscard]] std::size_t reservation_count_bytes() const noexcept {
+        return std::min(options_.exchange_limits.max_prompt_count_bytes, inline_finish_bytes);
+    }
+
+    // Hands `job` to the finishing thread; false (counted) when its queue is full.
+    bool queue_end(std::function<void()>& job) {
+        const bool queued = parts_.finish_off_thread(job, exchange_.retained_bytes());
+        parts_.registry->finishing_thread_end(queued);
+        return queued;
+    }
+
+    // Whether the end's work is large enough to leave the I/O thread (inline_finish_bytes).
+    [[nodiscard]] bool finishes_off_thread() const noexcept {
+        return parts_.finish_off_thread && exchange_.finish_cost_bytes() > inline_finish_bytes;
+    }
+
+    // On the finishing thread: what a failure there costs is what it would cost in the guard
+    // (observe/guarded_observer): counted by phase, the record marked degraded.
+    template <typename Work>
+    void run_off_thread(metering_phase phase, Work&& work) noexcept {
+        try {
+            work();
+        } catch (const std::exception& e) {
+            failed_off_thread(phase, e.what());
+        } catch (...) {
+            failed_off_thread(phase, "unknown exception");
+        }
+    }
+    void failed_off_thread(metering_phase phase, const char* what) noexcept {
+        degraded_.store(true, std::memory_order_relaxed);
+        try {
+            spdlog::error("metering failed in {} on the finishing thread: {}", to_string(phase),
+                          what);
+            parts_.registry->metering_failure(to_string(phase));
+        } catch (...) {  // NOLINT(bugprone-empty-catch): the failure is already in the record
+        }
+    }
+
+    void seal_off_thread(deferred_seal& deferred, core::time_point at) noexcept {
+        run_off_thread(metering_phase::seal, [&] { seal_now(at); });
+        // Whether or not the seal's work succeeded, the response's end is released.
+        std::optional<std::pair<end_reason, core::time_point>> end;
+        run_off_thread(metering_phase::durable_wait, [&] {
+            end = deferred.sealed(state_.sealed ? hold(state_.close_seq).sequence() : 0);
+        });
+        if (end) {
+            run_off_thread(metering_phase::end, [&] { end_now(end->first, end->second); });
+        }
+    }
+
+    void seal_now(core::time_point at) {
         state_.sealed = std::make_unique<meter::request_summary>(
             exchange_.finish(meter::end_reason::upstream_complete, at));
         const meter::billed_counts counts = meter::billed(*state_.sealed, options_.billing);
@@ -231,10 +399,9 @@ class metering_exchange final : public exchange_observer {
         // The bucket too, before the client can see the end: its next request meets the debt
         // this one left, even on another worker.
         charge_bucket(*state_.sealed, counts);
-        return hold(state_.close_seq);
     }
 
-    void end(end_reason reason, core::time_point at) override {
+    void end_now(end_reason reason, core::time_point at) {
         const bool was_sealed = state_.sealed != nullptr;
         auto summary = was_sealed ? std::move(*state_.sealed) : exchange_.finish(reason, at);
         state_.sealed.reset();
@@ -266,7 +433,6 @@ class metering_exchange final : public exchange_observer {
         }
     }
 
-  private:
     // Whether the request went on to the upstream (a tenant refusal did not).
     [[nodiscard]] bool forwarded() const noexcept {
         if (slot_) {
@@ -412,7 +578,7 @@ class metering_exchange final : public exchange_observer {
         }
         usage::usage_record record =
             usage::make_record(*state_.open, summary, counts, wall_ms(summary.end));
-        record.degraded = state_.degraded;
+        record.degraded = degraded_.load(std::memory_order_relaxed);
         if (parts_.prices != nullptr) {
             usage::apply_price(record, *parts_.prices);
         }
@@ -486,7 +652,40 @@ class metering_exchange final : public exchange_observer {
     const metering_options& options_;
     meter::exchange exchange_;
     request_state state_;
-    std::shared_ptr<admission_slot> slot_;  // set when the shared limit decides admission
+    std::shared_ptr<admission_slot> slot_;     // set when the shared limit decides admission
+    std::atomic<bool> degraded_{false};        // a metering call failed: marked in the record
+    std::shared_ptr<deferred_seal> deferred_;  // set when the seal runs on the finishing thread
+};
+
+// What the session holds: the request's metering is shared with a job on the finishing thread
+// while one runs, so the session may let go of it first.
+class exchange_handle final : public exchange_observer {
+  public:
+    explicit exchange_handle(std::shared_ptr<metering_exchange> exchange) noexcept
+        : x_(std::move(exchange)) {}
+
+    [[nodiscard]] const admission& admitted() const noexcept override { return x_->admitted(); }
+    [[nodiscard]] bool admission_pending() const noexcept override {
+        return x_->admission_pending();
+    }
+    void await_admission(std::function<void()> done) override {
+        x_->await_admission(std::move(done));
+    }
+    void request_sent(core::time_point at) override { x_->request_sent(at); }
+    void answered_locally(std::string_view code) override { x_->answered_locally(code); }
+    durable_wait response_head(int status, std::string_view content_type, bool has_body,
+                               core::time_point at) override {
+        return x_->response_head(status, content_type, has_body, at);
+    }
+    void unreadable_body() override { x_->unreadable_body(); }
+    void body(std::string_view bytes, core::time_point at) override { x_->body(bytes, at); }
+    [[nodiscard]] bool holds_end() const noexcept override { return x_->holds_end(); }
+    durable_wait seal(core::time_point at) override { return x_->seal(at); }
+    void end(end_reason reason, core::time_point at) override { x_->end(reason, at); }
+    void degrade() noexcept override { x_->degrade(); }
+
+  private:
+    std::shared_ptr<metering_exchange> x_;
 };
 
 }  // namespace
@@ -505,7 +704,8 @@ metering_observer::metering_observer(metering_parts parts, metering_options opti
 std::unique_ptr<exchange_observer> metering_observer::begin(request_facts facts) {
     // The name every record, label and CloudEvent of the request carries: bounded first.
     facts.model_cut = usage::cut_model_name(facts.info.model);
-    return std::make_unique<metering_exchange>(parts_, options_, facts);
+    return std::make_unique<exchange_handle>(
+        std::make_shared<metering_exchange>(parts_, options_, facts));
 }
 
 void metering_observer::unforwarded(protocol::api_kind api, std::string_view model, outcome result,

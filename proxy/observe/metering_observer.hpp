@@ -70,6 +70,12 @@ struct metering_parts {
     task_meter* tasks = nullptr;
     // The access log (log.access_log): one record per request at its end. Empty: off.
     access_writer access_log{};
+    // Runs a request's end on a thread of its own when its work is large (a long prompt to
+    // count, a large JSON body to parse), so the I/O thread's other streams do not wait for it.
+    // The second argument is the bytes the job holds until it has run. False (the job
+    // untouched) when it cannot, and the end runs in place. Empty: always in place. The
+    // proxy's is a core::job_thread.
+    std::function<bool(std::function<void()>&, std::size_t)> finish_off_thread{};
 };
 
 class metering_observer final : public observer {

@@ -6,42 +6,14 @@
 //
 //   node tests/bench/huge_token_bench.mjs            (after a build and scripts/fetch-tokenizers.sh)
 //   TOKENMETER_BIN=… TOKENMETER_SIM=… TOKENMETER_TOKENIZER_DIR=… to override the defaults.
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-process.env.TOKENMETER_BIN ||= path.join(root, 'build/proxy/tokenmeter');
-process.env.TOKENMETER_SIM ||= path.join(root, 'build/tests/sim/tokenmeter-sim');
-process.env.TOKENMETER_TOKENIZER_DIR ||= path.join(root, '.cache/tokenizers');
+import './lib/bench_env.mjs';
 
 const { startProxy, startSim, stopAll, request, chatBody, waitReady, sleep } =
   await import('../integration/lib/harness.mjs');
+const { probe, probes, printProbes } = await import('./lib/probes.mjs');
 
 const ROUNDS = Number(process.env.ROUNDS || 5);
 const PROBES_PER_ROUND = 20;
-
-function quantile(values, q) {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
-}
-
-async function probe(port) {
-  const res = await request({
-    port,
-    body: chatBody('probe', { content: 'hi' }),
-    headers: { 'x-sim-ttft-ms': '0', 'x-sim-itl-ms': '0', 'x-sim-output-tokens': '4' },
-    timeoutMs: 30_000,
-  });
-  if (res.status !== 200 || !res.complete) throw new Error(`probe failed: ${res.status} ${res.error}`);
-  return res.firstDataAt - res.startedAt;
-}
-
-async function probes(port, n, out) {
-  for (let i = 0; i < n; ++i) {
-    out.push(await probe(port));
-    await sleep(5);
-  }
-}
 
 try {
   const sim = await startSim();
@@ -78,13 +50,9 @@ try {
     if (res.status !== 200 || !res.complete) throw new Error(`huge stream failed: ${res.status}`);
   }
   const m = await proxy.metrics();
-  const fmt = (v) => v.toFixed(2).padStart(8);
   console.log(`huge-token stream: 40 x 1 MiB tokens, ${ROUNDS} rounds, ${(hugeMs / ROUNDS).toFixed(0)} ms per stream`);
   console.log(`normalized output tokens counted: ${m.value('tokenmeter_normalized_tokens_total', { type: 'output' })}`);
-  console.log('probe TTFT (ms)              n    p50      p99      max');
-  console.log(`alone                   ${String(alone.length).padStart(6)} ${fmt(quantile(alone, 0.5))} ${fmt(quantile(alone, 0.99))} ${fmt(Math.max(...alone))}`);
-  console.log(`beside the huge stream  ${String(beside.length).padStart(6)} ${fmt(quantile(beside, 0.5))} ${fmt(quantile(beside, 0.99))} ${fmt(Math.max(...beside))}`);
-  console.log(`added p50: ${(quantile(beside, 0.5) - quantile(alone, 0.5)).toFixed(2)} ms, added p99: ${(quantile(beside, 0.99) - quantile(alone, 0.99)).toFixed(2)} ms`);
+  printProbes(alone, beside, 'beside the huge stream');
 } finally {
   await stopAll();
 }

@@ -2,7 +2,6 @@
 #include "observe/metering_observer.hpp"
 
 #include <gtest/gtest.h>
-
 #include <prometheus/metric_family.h>
 
 #include <functional>
@@ -37,8 +36,10 @@ bool contains(const std::string& text, const std::string& needle) {
 struct fixture {
     // with_billing: the reference tokenizer (built in), a price for "llama" and the status page,
     // as a proxy that bills runs.
+    // off_thread: ends too large for an I/O thread are queued in `jobs`, run when the test says.
     explicit fixture(bool with_records, double tokens_per_second = 0, bool with_status = false,
-                     bool with_billing = false, meter::billing_policy policy = {}) {
+                     bool with_billing = false, meter::billing_policy policy = {},
+                     bool off_thread = false) {
         usage::tenant_options tenant_settings;
         tenant_settings.source = usage::tenant_source::header;
         usage::throughput_options limits;
@@ -51,8 +52,13 @@ struct fixture {
         tenants = std::make_unique<usage::tenant_resolver>(tenant_settings, "");
         throughput = std::make_unique<usage::provisioned_throughput>(limits);
         billing = std::make_unique<metrics::billing_metrics>(registry, billing_settings);
-        metering_parts parts{&registry, nullptr, tenants.get(), throughput.get(), &ids,
-                             billing.get(), with_records ? &sink : nullptr,
+        metering_parts parts{&registry,
+                             nullptr,
+                             tenants.get(),
+                             throughput.get(),
+                             &ids,
+                             billing.get(),
+                             with_records ? &sink : nullptr,
                              [] { return std::int64_t{1'700'000'000'000}; }};
         if (with_status) {
             status = std::make_unique<metrics::status_board>(
@@ -82,6 +88,16 @@ struct fixture {
                     metrics::status_options{});
                 parts.status = status.get();
             }
+        }
+        if (off_thread) {
+            parts.finish_off_thread = [this](std::function<void()>& job, std::size_t bytes) {
+                EXPECT_GT(bytes, 0u) << "a job holds the prompt it counts";
+                if (refuse_jobs) {
+                    return false;
+                }
+                jobs.push_back(std::move(job));
+                return true;
+            };
         }
         metering_options options;
         options.checkpoint_interval = 1s;
@@ -124,7 +140,17 @@ struct fixture {
     std::unique_ptr<metrics::status_board> status;
     std::shared_ptr<const tokenizer::catalog> tokenizers;
     usage::price_table prices;
+    std::vector<std::function<void()>> jobs;  // for the finishing thread (off_thread)
+    bool refuse_jobs = false;                 // the finishing thread's queue is full
     std::unique_ptr<metering_observer> observer;
+
+    void run_jobs() {
+        auto now = std::move(jobs);
+        jobs.clear();
+        for (auto& job : now) {
+            job();
+        }
+    }
 };
 
 // The close entries the sink holds, decoded.
@@ -161,6 +187,15 @@ double family_sum(const metrics::registry& registry, const std::string& name,
 }
 
 constexpr const char* a_prompt = "Summarize the quarterly report in three short sentences.";
+
+// A JSON response with no usage report, relayed whole: the server got the request, answered
+// 200, and the exchange ended 2 ms later.
+void complete_json(fixture& f, exchange_observer& exchange) {
+    exchange.request_sent(f.clock.now());
+    (void)exchange.response_head(200, "application/json", true, f.clock.now());
+    exchange.body(R"({"choices":[{"message":{"content":"Revenue grew."}}]})", f.clock.now());
+    exchange.end(end_reason::upstream_complete, f.clock.now() + 2ms);
+}
 
 TEST(MeteringObserver, WritesOpenCheckpointAndCloseAndHoldsUntilDurable) {
     fixture f(true);
@@ -232,8 +267,9 @@ TEST(MeteringObserver, TenantInDebtIsRefusedWithRetryAfter) {
     ASSERT_TRUE(first->admitted().admitted);
     first->request_sent(f.clock.now());  // the server has it
     (void)first->response_head(200, "application/json", true, f.clock.now());
-    first->body(R"({"choices":[{"message":{"content":"x"}}],"usage":{"prompt_tokens":40,"completion_tokens":10}})",
-                f.clock.now());
+    first->body(
+        R"({"choices":[{"message":{"content":"x"}}],"usage":{"prompt_tokens":40,"completion_tokens":10}})",
+        f.clock.now());
     first->end(end_reason::upstream_complete, f.clock.now());
 
     auto second = f.begin(protocol::api_kind::openai_chat_completions, "acme");
@@ -291,8 +327,7 @@ TEST(MeteringObserver, FeedsTheStatusBoardAtEachEnd) {
 // could be counted, but no model read it.
 TEST(MeteringObserver, ARequestTheServerNeverGotBillsNothingAnywhere) {
     fixture f(true, 10, false, true);
-    auto exchange =
-        f.begin(protocol::api_kind::openai_chat_completions, "acme", true, a_prompt);
+    auto exchange = f.begin(protocol::api_kind::openai_chat_completions, "acme", true, a_prompt);
     ASSERT_TRUE(exchange->admitted().admitted);
     exchange->answered_locally("upstream_unreachable");
     (void)exchange->response_head(502, "application/json", false, f.clock.now());
@@ -322,12 +357,8 @@ TEST(MeteringObserver, ARequestTheServerNeverGotBillsNothingAnywhere) {
 // The same request once the server has it: its prompt bills.
 TEST(MeteringObserver, ARequestTheServerGotBillsItsCountedPrompt) {
     fixture f(true, 0, false, true);
-    auto exchange =
-        f.begin(protocol::api_kind::openai_chat_completions, "acme", false, a_prompt);
-    exchange->request_sent(f.clock.now());
-    (void)exchange->response_head(200, "application/json", true, f.clock.now());
-    exchange->body(R"({"choices":[{"message":{"content":"Revenue grew."}}]})", f.clock.now());
-    exchange->end(end_reason::upstream_complete, f.clock.now() + 2ms);
+    auto exchange = f.begin(protocol::api_kind::openai_chat_completions, "acme", false, a_prompt);
+    complete_json(f, *exchange);
     const auto records = closes(f.sink);
     ASSERT_EQ(records.size(), 1u);
     EXPECT_TRUE(records[0].served);
@@ -455,8 +486,9 @@ TEST(MeteringObserver, RefusedTenantsTakeNoLabelSlot) {
     auto real = f.begin(protocol::api_kind::openai_chat_completions, "acme", false);
     real->request_sent(f.clock.now());
     (void)real->response_head(200, "application/json", true, f.clock.now());
-    real->body(R"({"choices":[{"message":{"content":"x"}}],"usage":{"prompt_tokens":4,"completion_tokens":1}})",
-               f.clock.now());
+    real->body(
+        R"({"choices":[{"message":{"content":"x"}}],"usage":{"prompt_tokens":4,"completion_tokens":1}})",
+        f.clock.now());
     real->end(end_reason::upstream_complete, f.clock.now());
     EXPECT_EQ(family_sum(f.registry, "tokenmeter_tenant_requests_total", "tenant", "other"), 120);
     EXPECT_EQ(family_sum(f.registry, "tokenmeter_tenant_requests_total", "tenant", "acme"), 1);
@@ -497,6 +529,112 @@ TEST(MeteringObserver, UnforwardedAndUpstreamErrorsReachTheRegistry) {
     const std::string text = f.registry.expose();
     EXPECT_TRUE(contains(text, "reason=\"connect_refused\"")) << text;
     EXPECT_TRUE(contains(text, "outcome=\"rejected\""));
+}
+
+// A prompt whose count is too large for an I/O thread: 200 KiB of words.
+std::string long_prompt() {
+    std::string out;
+    while (out.size() < 200 * 1024) {
+        out += "the quarterly report shows revenue growth across every region and segment ";
+    }
+    return out;
+}
+
+// What a completed JSON exchange of `prompt` with no usage report bills, ended in place.
+usage::usage_record billed_in_place(const std::string& prompt) {
+    fixture f(true, 0, false, true);
+    auto exchange = f.begin(protocol::api_kind::openai_chat_completions, "acme", false, prompt);
+    complete_json(f, *exchange);
+    const auto records = closes(f.sink);
+    EXPECT_EQ(records.size(), 1u);
+    return records.empty() ? usage::usage_record{} : records[0];
+}
+
+TEST(MeteringObserver, ALongPromptsEndRunsOffTheIoThreadWithTheSameCounts) {
+    const std::string prompt = long_prompt();
+    const usage::usage_record expected = billed_in_place(prompt);
+    ASSERT_GT(expected.input.value.value_or(0), 10'000u);
+
+    fixture f(true, 0, false, true, {}, true);
+    auto exchange = f.begin(protocol::api_kind::openai_chat_completions, "acme", false, prompt);
+    complete_json(f, *exchange);
+    ASSERT_EQ(f.jobs.size(), 1u) << "the end was handed to the finishing thread";
+    EXPECT_TRUE(closes(f.sink).empty()) << "nothing written until the job runs";
+    EXPECT_EQ(family_sum(f.registry, "tokenmeter_tokens_total", "type", "input"), 0.0);
+    exchange.reset();  // the session lets go first: the job keeps what it needs
+    f.run_jobs();
+    const auto records = closes(f.sink);
+    ASSERT_EQ(records.size(), 1u);
+    EXPECT_EQ(records[0].input.value, expected.input.value);
+    EXPECT_EQ(records[0].input.source, expected.input.source);
+    EXPECT_EQ(family_sum(f.registry, "tokenmeter_tokens_total", "type", "input"),
+              static_cast<double>(*expected.input.value));
+}
+
+TEST(MeteringObserver, AShortPromptsEndAndAFullQueueRunInPlace) {
+    fixture f(true, 0, false, true, {}, true);
+    auto exchange = f.begin(protocol::api_kind::openai_chat_completions, "acme", false, a_prompt);
+    exchange->request_sent(f.clock.now());
+    (void)exchange->response_head(200, "application/json", true, f.clock.now());
+    exchange->end(end_reason::upstream_complete, f.clock.now());
+    EXPECT_TRUE(f.jobs.empty()) << "a short prompt is counted in place";
+    EXPECT_EQ(closes(f.sink).size(), 1u);
+
+    f.refuse_jobs = true;
+    exchange = f.begin(protocol::api_kind::openai_chat_completions, "acme", false, long_prompt());
+    exchange->request_sent(f.clock.now());
+    (void)exchange->response_head(200, "application/json", true, f.clock.now());
+    exchange->end(end_reason::upstream_complete, f.clock.now());
+    EXPECT_TRUE(f.jobs.empty());
+    EXPECT_EQ(closes(f.sink).size(), 2u) << "refused by the queue: ended in place, not lost";
+}
+
+TEST(MeteringObserver, AHeldEndWaitsForTheSealOffTheIoThreadThenForItsCloseEntry) {
+    fixture f(true, 0, false, true, {}, true);
+    auto exchange =
+        f.begin(protocol::api_kind::openai_chat_completions, "acme", true, long_prompt());
+    exchange->request_sent(f.clock.now());
+    (void)exchange->response_head(200, "text/event-stream", true, f.clock.now());
+    f.sink.make_durable();
+    exchange->body(sse_chunk("Revenue grew."), f.clock.now());
+    ASSERT_TRUE(exchange->holds_end());
+    auto wait = exchange->seal(f.clock.now());
+    ASSERT_EQ(f.jobs.size(), 1u);
+    EXPECT_FALSE(exchange->holds_end());
+    EXPECT_TRUE(wait.pending()) << "the close entry does not exist yet";
+    bool released = false;
+    wait.then([&] { released = true; });
+    EXPECT_EQ(f.sink.closes, 0u);
+    f.run_jobs();
+    EXPECT_EQ(f.sink.closes, 1u) << "the job wrote the close entry";
+    EXPECT_FALSE(released) << "the end waits for the close entry on disk";
+    f.sink.make_durable();
+    EXPECT_TRUE(released);
+    EXPECT_FALSE(wait.pending());
+    exchange->end(end_reason::upstream_complete, f.clock.now());
+    EXPECT_TRUE(f.jobs.empty()) << "sealed: the end is cheap and runs in place";
+    EXPECT_EQ(f.sink.closes, 1u);
+    EXPECT_EQ(family_sum(f.registry, "tokenmeter_requests_total"), 1.0);
+}
+
+TEST(MeteringObserver, AClientGoneWhileTheSealRunsEndsAfterIt) {
+    fixture f(true, 0, false, true, {}, true);
+    auto exchange =
+        f.begin(protocol::api_kind::openai_chat_completions, "acme", true, long_prompt());
+    exchange->request_sent(f.clock.now());
+    (void)exchange->response_head(200, "text/event-stream", true, f.clock.now());
+    exchange->body(sse_chunk("Revenue grew."), f.clock.now());
+    const durable_wait wait = exchange->seal(f.clock.now());
+    ASSERT_EQ(f.jobs.size(), 1u);
+    EXPECT_TRUE(wait.pending());
+    exchange->end(end_reason::client_cancel, f.clock.now());
+    EXPECT_EQ(f.jobs.size(), 1u) << "the end is left to the seal's job";
+    exchange.reset();
+    EXPECT_EQ(family_sum(f.registry, "tokenmeter_requests_total"), 0.0);
+    f.run_jobs();
+    EXPECT_EQ(f.sink.closes, 1u);
+    EXPECT_EQ(family_sum(f.registry, "tokenmeter_requests_total"), 1.0)
+        << "the end ran once, after the seal";
 }
 
 }  // namespace
