@@ -114,9 +114,15 @@ int run(const config::settings& settings, const reloader& reload, const metering
     admin_state.exiting = &exiting;
     admin_state.drain_token =
         configured_secret("", "", "admin_auth.token_file", settings.admin_auth.token_file);
-    admin_state.before_scrape = [&m, &context, &clock] {
+    m.edge_metrics.set_config_loaded(
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
+    admin_state.before_scrape = [&m, &context, &clock, &workers] {
         m.process_metrics.update();
         m.edge_metrics.set_draining(context.draining.load());
+        const relay::upstream_pool::counts pools = workers.upstream_totals();
+        m.edge_metrics.set_connections(
+            static_cast<double>(context.client_connections.load(std::memory_order_relaxed)),
+            pools.open, pools.idle, pools.waiting);
         if (m.tasks) {
             m.tasks->sweep(clock.now());
         }

@@ -89,6 +89,9 @@ void reload_signal::on_signal() {
     }
     if (targets_.counters != nullptr) {
         targets_.counters->config_reload(true);
+        targets_.counters->set_config_loaded(
+            std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+                .count());
     }
     if (diff.applied.empty() && diff.needs_restart.empty()) {
         spdlog::info("SIGHUP: configuration reloaded, nothing changed");

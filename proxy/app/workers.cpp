@@ -41,6 +41,17 @@ worker_pool::~worker_pool() {
     }
 }
 
+relay::upstream_pool::counts worker_pool::upstream_totals() const noexcept {
+    relay::upstream_pool::counts total;
+    for (const worker& w : workers_) {
+        const relay::upstream_pool::counts one = w.pool.published();
+        total.open += one.open;
+        total.idle += one.idle;
+        total.waiting += one.waiting;
+    }
+    return total;
+}
+
 asio::io_context& worker_pool::next() {
     worker& target = *ring_[next_];
     next_ = (next_ + 1) % ring_.size();

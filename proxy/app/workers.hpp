@@ -43,6 +43,8 @@ class worker_pool {
     void close_idle();
     // Stops the event loops (in-flight work is abandoned) and joins the threads. Idempotent.
     void stop();
+    // The workers' upstream pools, summed as each last published its sizes (any thread).
+    [[nodiscard]] relay::upstream_pool::counts upstream_totals() const noexcept;
 
   private:
     struct worker {

@@ -181,6 +181,45 @@ edge_metrics::edge_metrics(prometheus::Registry& registry)
     for (const char* reason : {"too_many_open_files", "out_of_memory", "other"}) {
         accept_errors_->Add({{"reason", reason}});
     }
+    clients_ = &prometheus::BuildGauge()
+                    .Name("tokenmeter_client_connections")
+                    .Help("Client connections open on the proxy listener (TLS included)")
+                    .Register(registry)
+                    .Add({});
+    auto& upstream = prometheus::BuildGauge()
+                         .Name("tokenmeter_upstream_connections")
+                         .Help(
+                             "Upstream connections of the workers' pools, by state (in_use "
+                             "includes those still connecting)")
+                         .Register(registry);
+    upstream_in_use_ = &upstream.Add({{"state", "in_use"}});
+    upstream_idle_ = &upstream.Add({{"state", "idle"}});
+    upstream_waiting_ = &prometheus::BuildGauge()
+                             .Name("tokenmeter_upstream_connection_waiters")
+                             .Help(
+                                 "Requests waiting for an upstream connection because the pool "
+                                 "is at upstream_pool.max_connections")
+                             .Register(registry)
+                             .Add({});
+    config_loaded_ = &prometheus::BuildGauge()
+                          .Name("tokenmeter_config_last_reload_success_timestamp_seconds")
+                          .Help(
+                              "Unix time the running configuration was loaded: at start, then at "
+                              "each accepted SIGHUP reload")
+                          .Register(registry)
+                          .Add({});
+}
+
+void edge_metrics::set_connections(double clients, double upstream_open, double upstream_idle,
+                                   double upstream_waiting) {
+    clients_->Set(clients);
+    upstream_in_use_->Set(std::max(0.0, upstream_open - upstream_idle));
+    upstream_idle_->Set(upstream_idle);
+    upstream_waiting_->Set(upstream_waiting);
+}
+
+void edge_metrics::set_config_loaded(double unix_seconds) {
+    config_loaded_->Set(unix_seconds);
 }
 
 void edge_metrics::accept_error(std::string_view reason) {

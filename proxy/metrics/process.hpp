@@ -61,6 +61,12 @@ class edge_metrics {
     void config_reload(bool ok);
     // 1 while /readyz fails for a drain (by /drain or a signal), 0 otherwise.
     void set_draining(bool draining);
+    // At each scrape: open client connections, and the upstream connections of every worker's
+    // pool (open includes idle and connecting) with the requests waiting for one.
+    void set_connections(double clients, double upstream_open, double upstream_idle,
+                         double upstream_waiting);
+    // The Unix time of the last configuration that loaded: at start, then each accepted reload.
+    void set_config_loaded(double unix_seconds);
 
   private:
     prometheus::Family<prometheus::Counter>* accept_errors_;
@@ -69,6 +75,11 @@ class edge_metrics {
     prometheus::Counter* reloads_ok_ = nullptr;
     prometheus::Counter* reloads_rejected_ = nullptr;
     prometheus::Gauge* draining_;
+    prometheus::Gauge* clients_ = nullptr;
+    prometheus::Gauge* upstream_in_use_ = nullptr;
+    prometheus::Gauge* upstream_idle_ = nullptr;
+    prometheus::Gauge* upstream_waiting_ = nullptr;
+    prometheus::Gauge* config_loaded_ = nullptr;
 };
 
 }  // namespace tokenmeter::metrics

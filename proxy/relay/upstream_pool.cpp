@@ -99,6 +99,7 @@ upstream_ptr upstream_pool::take_idle() {
 }
 
 void upstream_pool::acquire(bool allow_reuse, acquire_handler handler) {
+    const publish_on_exit published{*this};
     if (allow_reuse) {
         if (upstream_ptr connection = take_idle()) {
             asio::post(ioc_, [h = std::move(handler), c = std::move(connection)]() mutable {
@@ -128,6 +129,7 @@ void upstream_pool::acquire(bool allow_reuse, acquire_handler handler) {
             return;
         }
         std::erase(waiters_, self);
+        publish();
         auto h = std::move(self->handler);
         h(make_error_code(pool_errc::exhausted), nullptr, false, {});
     });
@@ -135,6 +137,7 @@ void upstream_pool::acquire(bool allow_reuse, acquire_handler handler) {
 }
 
 void upstream_pool::fail_connect(acquire_handler& handler, error_code ec, std::string detail) {
+    const publish_on_exit published{*this};
     --open_;
     auto h = std::move(handler);
     h(ec, nullptr, false, std::move(detail));
@@ -245,6 +248,7 @@ void upstream_pool::release(upstream_ptr connection, bool reusable) {
 }
 
 void upstream_pool::serve_waiters() {
+    const publish_on_exit published{*this};
     while (!waiters_.empty()) {
         auto w = waiters_.front();
         if (!w->handler) {
@@ -270,6 +274,7 @@ void upstream_pool::serve_waiters() {
 }
 
 void upstream_pool::close_idle() {
+    const publish_on_exit published{*this};
     for (auto& connection : idle_) {
         error_code ignored;
         connection->stream.socket().close(ignored);

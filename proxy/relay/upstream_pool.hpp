@@ -5,6 +5,7 @@
 // last session so that pooled connections resume rather than repeat the full handshake.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -147,6 +148,19 @@ class upstream_pool {
 
     [[nodiscard]] std::uint32_t open_connections() const noexcept { return open_; }
     [[nodiscard]] std::size_t idle_connections() const noexcept { return idle_.size(); }
+
+    // The pool's sizes as last published (after each change), readable from any thread: the
+    // admin listener sums them over the workers at each scrape.
+    struct counts {
+        std::uint32_t open = 0;     // idle + in use + connecting
+        std::uint32_t idle = 0;     // kept for reuse
+        std::uint32_t waiting = 0;  // requests waiting for a connection (at max_connections)
+    };
+    [[nodiscard]] counts published() const noexcept {
+        return {published_open_.load(std::memory_order_relaxed),
+                published_idle_.load(std::memory_order_relaxed),
+                published_waiting_.load(std::memory_order_relaxed)};
+    }
     // Peers' closes on this worker's upstream sockets (for drained reads, relay/drained_read).
     hangup_watch& hangups() noexcept { return hangups_; }
 
@@ -167,6 +181,25 @@ class upstream_pool {
     void fail_connect(acquire_handler& handler, error_code ec, std::string detail = {});
     void serve_waiters();
     upstream_ptr take_idle();
+    void publish() noexcept {
+        published_open_.store(open_, std::memory_order_relaxed);
+        published_idle_.store(static_cast<std::uint32_t>(idle_.size()), std::memory_order_relaxed);
+        published_waiting_.store(static_cast<std::uint32_t>(waiters_.size()),
+                                 std::memory_order_relaxed);
+    }
+    // Publishes the sizes when the change it guards is over, on every way out.
+    class publish_on_exit {
+      public:
+        explicit publish_on_exit(upstream_pool& pool) noexcept : pool_(pool) {}
+        publish_on_exit(const publish_on_exit&) = delete;
+        publish_on_exit& operator=(const publish_on_exit&) = delete;
+        publish_on_exit(publish_on_exit&&) = delete;
+        publish_on_exit& operator=(publish_on_exit&&) = delete;
+        ~publish_on_exit() { pool_.publish(); }
+
+      private:
+        upstream_pool& pool_;
+    };
 
     asio::io_context& ioc_;
     upstream_pool_settings settings_;
@@ -182,7 +215,10 @@ class upstream_pool {
     std::uint64_t next_resolution_ = 0;
     std::deque<upstream_ptr> idle_;  // the most recently used at the back
     std::deque<std::shared_ptr<waiter>> waiters_;
-    std::uint32_t open_ = 0;           // idle + in use + connecting
+    std::uint32_t open_ = 0;  // idle + in use + connecting
+    std::atomic<std::uint32_t> published_open_{0};
+    std::atomic<std::uint32_t> published_idle_{0};
+    std::atomic<std::uint32_t> published_waiting_{0};
     net::tls_session_cache sessions_;  // this worker's last upstream TLS session
     hangup_watch hangups_;
 };

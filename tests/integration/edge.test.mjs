@@ -31,7 +31,9 @@ test('SIGHUP applies the log level and SLO targets, keeps streams, refuses a bro
   const proxy = await startProxy({ upstream: sim.port, config: base });
   await waitReady(proxy);
   const target = (m) => m.value('tokenmeter_slo_target_seconds', { model: 'hup-model', slo: 'ttft' });
-  assert.equal(target(await proxy.metrics()), 0.5);
+  const loadedAt = (m) => m.value('tokenmeter_config_last_reload_success_timestamp_seconds');
+  const atStart = await proxy.metrics();
+  assert.equal(target(atStart), 0.5);
 
   // A stream of about 2 s runs across both reloads.
   const stream = request({ port: proxy.port, body: chatBody('hup-model'), headers: STREAM });
@@ -41,7 +43,9 @@ test('SIGHUP applies the log level and SLO targets, keeps streams, refuses a bro
   proxy.child.signal('SIGHUP');
   await waitFor(() => /SIGHUP: configuration reloaded; applied: log.level, slo/.test(proxy.child.stderrText),
     { timeoutMs: 5000, what: 'the reload log line' });
-  assert.equal(target(await proxy.metrics()), 0.25, 'the new SLO target is served');
+  const afterReload = await proxy.metrics();
+  assert.equal(target(afterReload), 0.25, 'the new SLO target is served');
+  assert.ok(loadedAt(afterReload) > loadedAt(atStart), 'the accepted reload is the last load');
 
   writeFileSync(proxy.configFile, `${base}limits:\n  max_json_depht: 3\n`);
   proxy.child.signal('SIGHUP');
@@ -59,6 +63,7 @@ test('SIGHUP applies the log level and SLO targets, keeps streams, refuses a bro
   assert.equal(m.value('tokenmeter_config_reloads_total', { result: 'ok' }), 1);
   assert.equal(m.value('tokenmeter_config_reloads_total', { result: 'rejected' }), 1);
   assert.equal(target(m), 0.25, 'the broken file changed nothing');
+  assert.equal(loadedAt(m), loadedAt(afterReload), 'a rejected reload is no load');
 });
 
 test('SIGHUP without --config is logged and harmless', { timeout: 15_000 }, async () => {

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import { gunzipSync } from 'node:zlib';
 
-import { chatBody, request, startProxy, startSim, stopAll } from './lib/harness.mjs';
+import { chatBody, request, startProxy, startSim, stopAll, waitMetrics } from './lib/harness.mjs';
 import { startPrometheus } from './lib/prometheus.mjs';
 
 after(stopAll);
@@ -136,4 +136,32 @@ test('a real Prometheus scrapes OpenMetrics (its default) and the text format, g
   } finally {
     await prom.stop();
   }
+});
+
+test('gauges of the edge: client connections, upstream connections by state, waiters, last config load', { timeout: 30_000 }, async () => {
+  const sim = await startSim();
+  const started = Date.now() / 1000;
+  const proxy = await startProxy({
+    upstream: sim.port,
+    args: ['--threads', '1'],
+    config: 'upstream_pool:\n  max_connections: 1\n  acquire_timeout: 10s\n',
+  });
+  let m = await proxy.metrics();
+  const loaded = m.value('tokenmeter_config_last_reload_success_timestamp_seconds');
+  assert.ok(loaded >= started - 1 && loaded <= Date.now() / 1000 + 1, `loaded at ${loaded}`);
+  assert.equal(m.value('tokenmeter_upstream_connection_waiters'), 0);
+  // One slow stream holds the only upstream connection; a second request waits for it.
+  const slow = { 'x-sim-ttft-ms': '0', 'x-sim-itl-ms': '100', 'x-sim-output-tokens': '20' };
+  const first = request({ port: proxy.port, body: chatBody('m'), headers: slow, timeoutMs: 15_000 });
+  await waitMetrics(proxy, (mm) => mm.value('tokenmeter_upstream_connections', { state: 'in_use' }) === 1, 5000);
+  const second = request({ port: proxy.port, body: chatBody('m'), headers: slow, timeoutMs: 15_000 });
+  m = await waitMetrics(proxy, (mm) => mm.value('tokenmeter_upstream_connection_waiters') === 1, 5000);
+  assert.equal(m.value('tokenmeter_upstream_connection_waiters'), 1, 'the second request waits');
+  assert.equal(m.value('tokenmeter_upstream_connections', { state: 'in_use' }), 1);
+  assert.equal(m.value('tokenmeter_client_connections'), 2);
+  for (const res of await Promise.all([first, second])) assert.equal(res.status, 200);
+  m = await proxy.metrics();
+  assert.equal(m.value('tokenmeter_upstream_connection_waiters'), 0);
+  assert.equal(m.value('tokenmeter_upstream_connections', { state: 'in_use' }), 0);
+  assert.equal(m.value('tokenmeter_upstream_connections', { state: 'idle' }), 1, 'kept for reuse');
 });
