@@ -3,6 +3,8 @@
 #include <dlfcn.h>
 #include <malloc.h>
 
+#include <mutex>
+
 namespace tokenmeter::app {
 namespace {
 
@@ -47,6 +49,32 @@ void release_free_memory() {
         collect(true);
     }
     ::malloc_trim(0);
+}
+
+void release_thread_memory() noexcept {
+    // Looked up once: a worker's idle trim calls it every few seconds at most.
+    static const auto collect = lookup<mi_collect_fn>("mi_collect");
+    static const auto get = lookup<mi_option_get_fn>("mi_option_get");
+    static const auto set = lookup<mi_option_set_fn>("mi_option_set");
+    if (collect == nullptr) {
+        return;
+    }
+    // mimalloc hands freed pages back after its delay, but only when the thread's heap is used
+    // again: an idle worker's never go. With the delay at 0 for a moment, a collect on this
+    // thread gives them back now. One thread at a time, so the delay put back is the configured
+    // one (the option is the process'), not another trim's 0.
+    static std::mutex one_at_a_time;
+    const std::lock_guard lock(one_at_a_time);
+    const bool delay_known =
+        get != nullptr && set != nullptr && mimalloc_version() >= mi_version_with_that_slot;
+    const long saved = delay_known ? get(mi_option_decommit_delay) : -1;
+    if (delay_known) {
+        set(mi_option_decommit_delay, 0);
+    }
+    collect(true);
+    if (delay_known) {
+        set(mi_option_decommit_delay, saved);
+    }
 }
 
 prompt_release::prompt_release() {

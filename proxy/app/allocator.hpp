@@ -14,6 +14,9 @@ std::string allocator_name();
 // the top of its heap; mimalloc what its delay has not yet released), so that a resident-memory
 // reading taken next shows what is really held.
 void release_free_memory();
+// The calling thread's share of that: its own allocator heap's free pages (mimalloc keeps a heap
+// per thread), without glibc's whole-process trim. For a worker gone idle.
+void release_thread_memory() noexcept;
 
 // While one is alive, memory freed is handed back to the system at once, not after mimalloc's
 // delay (100 ms by default): for start-up, whose tokenizer tables free megabytes of temporary

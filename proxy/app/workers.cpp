@@ -6,10 +6,14 @@
 #include <optional>
 #include <utility>
 
+#include "app/allocator.hpp"
 #include "net/listener.hpp"
 #include "net/mailbox.hpp"
 #include "net/tls_server.hpp"
 #include "relay/client_connection.hpp"
+#include "relay/relay_buffer.hpp"
+#include "relay/worker_activity.hpp"
+#include "tokenizer/tokenizer.hpp"
 
 namespace tokenmeter::app {
 
@@ -113,8 +117,33 @@ void worker_pool::start() {
     resolver_.start();
     for (auto& w : workers_) {
         w.guard.emplace(w.ioc.get_executor());
-        w.thread = std::thread([&w, this] { run_loop(w.ioc, context_.edge); });
+        w.thread = std::thread([&w, this] {
+            arm_idle_trim(w);
+            run_loop(w.ioc, context_.edge);
+        });
     }
+}
+
+void worker_pool::arm_idle_trim(worker& w) {
+    w.trim.expires_after(idle_trim_interval);
+    w.trim.async_wait([&w](error_code ec) {
+        if (ec) {
+            return;
+        }
+        const relay::worker_activity& activity = relay::worker_activity::for_thread();
+        const bool idle = activity.in_flight == 0 && activity.started == w.started_at_tick;
+        w.started_at_tick = activity.started;
+        if (!idle) {
+            w.trimmed = false;
+        } else if (!w.trimmed) {
+            w.trimmed = true;
+            tokenizer::release_thread_caches();
+            relay::relay_buffer_pool::for_thread().release_spares();
+            release_thread_memory();
+            spdlog::debug("worker idle: its caches and free heap pages given back");
+        }
+        arm_idle_trim(w);
+    });
 }
 
 void worker_pool::close_idle() {

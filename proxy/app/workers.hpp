@@ -62,9 +62,21 @@ class worker_pool {
         // is replaced by the pool's name_resolver.
         asio::io_context ioc{BOOST_ASIO_CONCURRENCY_HINT_UNSAFE};
         relay::upstream_pool pool;
+        // The idle trim: armed and run on the worker's thread (see arm_idle_trim).
+        steady_timer trim{ioc};
+        std::uint64_t started_at_tick = 0;  // worker_activity::started at the last tick
+        bool trimmed = false;               // trimmed since its last request
         std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard;
         std::thread thread;
     };
+
+    // Every idle_trim_interval, on the worker's thread: a worker that began no request since the
+    // last tick and has none in flight gives back what it keeps between requests (the
+    // tokenizer's piece memo, spare relay buffers, its allocator heap's free pages), once per
+    // idle spell. A burst leaves each worker's heap large; on a node with many workers that is
+    // most of the process' memory.
+    static constexpr std::chrono::seconds idle_trim_interval{5};
+    static void arm_idle_trim(worker& w);
 
     // Host names for every worker's pool; stopped before the workers (its answers go to their
     // mailboxes), so declared before them and stopped explicitly.

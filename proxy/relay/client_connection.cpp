@@ -10,6 +10,7 @@
 #include "relay/headers.hpp"
 #include "relay/request_plan.hpp"
 #include "relay/request_target.hpp"
+#include "relay/worker_activity.hpp"
 
 namespace tokenmeter::relay {
 
@@ -292,6 +293,9 @@ void client_connection<Stream>::handle_request() {
     };
     request_.observed = context_.observer.begin(std::move(facts));
     context_.requests_in_flight.fetch_add(1, std::memory_order_relaxed);
+    worker_activity& activity = worker_activity::for_thread();
+    ++activity.in_flight;
+    ++activity.started;
     request_.admitting_options = {plan.head, plan.usage_injected, plan.continuous_usage};
     if (request_.observed->admission_pending()) {
         // A shared store decides (one round trip, bounded by its timeout); the callback comes
@@ -487,6 +491,7 @@ void client_connection<Stream>::finish_exchange(observe::end_reason reason) {
     auto observed = std::move(request_.observed);
     observed->end(reason, context_.clock.now());
     context_.requests_in_flight.fetch_sub(1, std::memory_order_relaxed);
+    --worker_activity::for_thread().in_flight;
 }
 
 // After an error answer with unread request bytes left, closing at once would make the kernel

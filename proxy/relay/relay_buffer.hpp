@@ -89,6 +89,13 @@ class relay_buffer_pool {
         }
     }
     [[nodiscard]] std::size_t spare() const noexcept { return spare_.size(); }
+    // Frees the spares (a worker gone idle; the next reads allocate again).
+    void release_spares() noexcept {
+        for (char* p : spare_) {
+            delete[] p;
+        }
+        spare_.clear();
+    }
 
     static relay_buffer_pool& for_thread() {
         thread_local relay_buffer_pool pool;

@@ -1,4 +1,6 @@
-// tokenizer/piece_cache: a per-thread, direct-mapped memo of piece -> ids (1 MiB per thread).
+// tokenizer/piece_cache: a per-thread, direct-mapped memo of piece -> ids (up to 1 MiB per
+// thread: its table is made on the first store, its pages resident as they are written, and
+// given back by release() when the thread's worker is idle).
 // Natural text repeats its pieces (" the", "ing", "\n\n"), and the vocabulary tables are tens of
 // megabytes, so without it every piece costs one or more cache misses. Per thread, keyed by
 // encoder: never shared between threads, never visible in results (a hit returns what the merge
@@ -8,6 +10,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <string_view>
 #include <vector>
@@ -25,7 +28,7 @@ class piece_cache {
     // Appends the cached ids of `piece` to `out` and returns true on a hit.
     bool lookup(std::uint64_t owner, std::string_view piece, std::uint64_t hash,
                 std::vector<token_id>& out) const noexcept {
-        if (piece.size() > max_piece) {
+        if (piece.size() > max_piece || entries_ == nullptr) {
             return false;
         }
         const entry& e = entries_[slot(owner, hash)];
@@ -43,7 +46,7 @@ class piece_cache {
 
     void store(std::uint64_t owner, std::string_view piece, std::uint64_t hash, const token_id* ids,
                std::size_t count) noexcept {
-        if (piece.size() > max_piece || count > max_ids) {
+        if (piece.size() > max_piece || count > max_ids || (entries_ == nullptr && !make())) {
             return;
         }
         entry& e = entries_[slot(owner, hash)];
@@ -66,6 +69,22 @@ class piece_cache {
         return cache;
     }
 
+    piece_cache() = default;
+    piece_cache(const piece_cache&) = delete;
+    piece_cache& operator=(const piece_cache&) = delete;
+    piece_cache(piece_cache&&) = delete;
+    piece_cache& operator=(piece_cache&&) = delete;
+    ~piece_cache() { release(); }
+
+    // Gives the table back (the next store makes a new, empty one). Results are unchanged: a
+    // miss merges as a hit would have answered.
+    void release() noexcept {
+        std::free(entries_);  // NOLINT(cppcoreguidelines-no-malloc,cppcoreguidelines-owning-memory):
+                              // see make()
+        entries_ = nullptr;
+    }
+    [[nodiscard]] bool holds_table() const noexcept { return entries_ != nullptr; }
+
   private:
     static constexpr std::size_t entries = 16384;
     // The owner is part of the slot: two encoders working on the same text (the native and the
@@ -82,7 +101,15 @@ class piece_cache {
         std::array<char, max_piece> text{};
         std::array<token_id, max_ids> ids{};
     };
-    std::vector<entry> entries_ = std::vector<entry>(entries);
+    // calloc, not a vector: the zero pages the system hands over for a table this large are not
+    // resident until written, so a thread that stores a few pieces holds a few pages, not 1 MiB.
+    bool make() noexcept {
+        // NOLINTNEXTLINE(cppcoreguidelines-no-malloc,cppcoreguidelines-owning-memory): see above
+        entries_ = static_cast<entry*>(std::calloc(entries, sizeof(entry)));
+        return entries_ != nullptr;
+    }
+
+    entry* entries_ = nullptr;  // `entries` of them, or none yet
 };
 
 }  // namespace tokenmeter::tokenizer::detail

@@ -6,6 +6,14 @@
 #include "tokenizer/encoders.hpp"
 #include "tokenizer/piece_cache.hpp"
 
+namespace tokenmeter::tokenizer {
+
+void release_thread_caches() noexcept {
+    detail::piece_cache::for_thread().release();
+}
+
+}  // namespace tokenmeter::tokenizer
+
 namespace tokenmeter::tokenizer::detail {
 
 namespace {
@@ -50,8 +58,8 @@ inline void tiktoken_encoder::encode_piece(std::string_view piece, merge_scratch
     }
 }
 
-[[gnu::noinline]] void tiktoken_encoder::encode_uncached(std::string_view piece,
-                                                         std::uint64_t hash, merge_scratch& s,
+[[gnu::noinline]] void tiktoken_encoder::encode_uncached(std::string_view piece, std::uint64_t hash,
+                                                         merge_scratch& s,
                                                          std::vector<token_id>& out) const {
     piece_cache& cache = piece_cache::for_thread();
     token_id id = 0;
@@ -92,8 +100,8 @@ inline void tiktoken_encoder::encode_piece(std::string_view piece, merge_scratch
 class tiktoken_encoder::ordinary final : public segment_encoder {
   public:
     explicit ordinary(const tiktoken_encoder& enc) : enc_(enc) {}
-    std::size_t encode_segment(std::string_view text, std::size_t begin, std::size_t end,
-                               bool open, std::vector<token_id>& out) const override {
+    std::size_t encode_segment(std::string_view text, std::size_t begin, std::size_t end, bool open,
+                               std::vector<token_id>& out) const override {
         return enc_.run_ordinary(text, begin, end, open, out);
     }
 

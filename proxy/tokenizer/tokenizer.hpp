@@ -145,6 +145,10 @@ struct load_result {
 
 load_result load(std::string_view spec, const load_options& options);
 
+// Gives back what encoding keeps per thread between calls (the piece memo, up to 1 MiB), for a
+// thread that has gone idle; the next encode on it starts them again. Counts are unchanged.
+void release_thread_caches() noexcept;
+
 // Repairs `in` as UTF-8 into `out`, leaving an incomplete trailing sequence unconsumed unless
 // `final`; returns the bytes consumed. (Declared here for the stream template; see utf8.hpp.)
 std::size_t repair_utf8(std::string_view in, bool final, std::string& out);
@@ -259,9 +263,8 @@ class stream {
     // Calls on_ids for each run of `ids` by `ends` (offsets in pending_); ids after the last
     // reported end run to `final_bytes`.
     template <class OnIds>
-    void report_runs(const std::vector<token_id>& ids,
-                     const std::vector<encoder::piece_end>& ends, std::size_t final_bytes,
-                     OnIds& on_ids);
+    void report_runs(const std::vector<token_id>& ids, const std::vector<encoder::piece_end>& ends,
+                     std::size_t final_bytes, OnIds& on_ids);
 
     const encoder* encoder_;
     std::string pending_;       // valid UTF-8 not yet final: the unfinished pre-token(s)
@@ -271,7 +274,7 @@ class stream {
     std::uint64_t consumed_ = 0;  // bytes of repaired text made final (or dropped)
     std::size_t recheck_at_ = 0;
     std::size_t batch_ = 0;  // analyse again once pending_ is at least this long
-    bool started_ = false;        // some text has been consumed (pending_ continues it)
+    bool started_ = false;   // some text has been consumed (pending_ continues it)
 };
 
 template <class OnToken>

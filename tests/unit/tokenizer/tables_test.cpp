@@ -1,6 +1,8 @@
 // tokenizer/tables: the compact byte-string map the encoders look tokens up in. Keys that share
 // their first 8 bytes, keys with NUL bytes ("a" vs "a\0"), keys of 255 bytes and more (length
 // kept in the arena), growth past the 80% fill, and the id limit.
+#include "tokenizer/tables.hpp"
+
 #include <gtest/gtest.h>
 
 #include <array>
@@ -10,7 +12,7 @@
 #include <string>
 
 #include "tokenizer/piece_cache.hpp"
-#include "tokenizer/tables.hpp"
+#include "tokenizer/tokenizer.hpp"
 
 namespace {
 
@@ -135,7 +137,8 @@ TEST(PieceCache, APieceWithTheSameHashAndLengthButOneOtherByteMisses) {
     for (std::size_t n = 1; n <= piece_cache::max_piece; ++n) {
         const std::string stored = all.substr(0, n);
         const std::uint64_t hash = 0x1234 + n;
-        const tokenmeter::tokenizer::token_id ids[] = {static_cast<tokenmeter::tokenizer::token_id>(n)};
+        const tokenmeter::tokenizer::token_id ids[] = {
+            static_cast<tokenmeter::tokenizer::token_id>(n)};
         cache.store(owner, stored, hash, ids, 1);
         std::vector<tokenmeter::tokenizer::token_id> got;
         ASSERT_TRUE(cache.lookup(owner, stored, hash, got)) << n;
@@ -144,10 +147,38 @@ TEST(PieceCache, APieceWithTheSameHashAndLengthButOneOtherByteMisses) {
             std::string other = stored;
             other[at] = 'Z';
             got.clear();
-            EXPECT_FALSE(cache.lookup(owner, other, hash, got)) << "length " << n << ", byte " << at;
+            EXPECT_FALSE(cache.lookup(owner, other, hash, got))
+                << "length " << n << ", byte " << at;
             EXPECT_TRUE(got.empty());
         }
     }
+}
+
+TEST(PieceCache, AThreadGoneIdleGivesItsTableBackAndCountsTheSameAfter) {
+    auto& cache = piece_cache::for_thread();
+    const std::uint64_t owner = piece_cache::new_owner();
+    const tokenmeter::tokenizer::token_id ids[] = {42};
+    cache.store(owner, " the", hash_bytes(" the"), ids, 1);
+    ASSERT_TRUE(cache.holds_table());
+    tokenmeter::tokenizer::release_thread_caches();
+    EXPECT_FALSE(cache.holds_table()) << "released";
+    std::vector<tokenmeter::tokenizer::token_id> got;
+    EXPECT_FALSE(cache.lookup(owner, " the", hash_bytes(" the"), got))
+        << "empty: every piece misses";
+    EXPECT_TRUE(got.empty());
+    // An encoder over a released cache merges every piece again and gets the same ids.
+    std::string error;
+    const auto encoder =
+        tokenmeter::tokenizer::load("o200k_base", "/nonexistent/tokenmeter-test", error);
+    ASSERT_NE(encoder, nullptr) << error;
+    const std::string text = "The quick brown fox jumps over the lazy dog, again and again.\n\n";
+    std::vector<tokenmeter::tokenizer::token_id> warm;
+    encoder->encode(text, warm);
+    tokenmeter::tokenizer::release_thread_caches();
+    std::vector<tokenmeter::tokenizer::token_id> cold;
+    encoder->encode(text, cold);
+    EXPECT_EQ(cold, warm);
+    EXPECT_TRUE(cache.holds_table()) << "the next encode makes a new table";
 }
 
 }  // namespace
