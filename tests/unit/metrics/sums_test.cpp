@@ -240,6 +240,7 @@ TEST(Sums, EveryFamilySumsToAKnownTotal) {
         {"tokenmeter_build_info", 1},                      // processes
         {"tokenmeter_slo_requests_total", 2 + 2 + 2},      // verdicts: a and c, TTFT, TPOT, availability
         {"tokenmeter_metering_failures_total", 1},         // failures inside metering
+        {"tokenmeter_finishing_thread_ends_total", 0},     // no finishing thread here
         {"tokenmeter_tenant_tokens_total", tenant_billed}, // billed tokens of tenants
         {"tokenmeter_tenant_requests_total", 2},
         {"tokenmeter_tenant_reasoning_tokens_total", 30},
