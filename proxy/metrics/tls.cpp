@@ -41,7 +41,11 @@ tls_metrics::tls_metrics(prometheus::Registry& registry, const std::string& list
                       .Help("The notAfter time (Unix seconds) of the certificate a listener "
                             "serves.")
                       .Register(registry)
-                      .Add({{"listener", listener}})) {}
+                      .Add({{"listener", listener}})) {
+    for (const std::string_view reason : handshake_error_reasons) {
+        errors_->Add({{"listener", listener_}, {"reason", std::string(reason)}});
+    }
+}
 
 void tls_metrics::handshake(bool resumed) {
     (resumed ? resumed_sessions_ : new_sessions_)->Increment();
@@ -61,7 +65,8 @@ void tls_metrics::certificate_not_after(std::int64_t unix_seconds) {
 
 namespace {
 
-prometheus::Family<prometheus::Counter>& upstream_handshakes_family(prometheus::Registry& registry) {
+prometheus::Family<prometheus::Counter>& upstream_handshakes_family(
+    prometheus::Registry& registry) {
     return prometheus::BuildCounter()
         .Name("tokenmeter_upstream_tls_handshakes_total")
         .Help(

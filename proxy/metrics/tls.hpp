@@ -8,11 +8,23 @@
 #include <prometheus/gauge.h>
 #include <prometheus/registry.h>
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
 
 namespace tokenmeter::metrics {
+
+// Every reason net::classify_handshake_error gives: each listener's series start at 0.
+inline constexpr std::array<std::string_view, 9> handshake_error_reasons{"protocol_version",
+                                                                         "no_shared_cipher",
+                                                                         "no_client_certificate",
+                                                                         "bad_client_certificate",
+                                                                         "no_application_protocol",
+                                                                         "plaintext_http",
+                                                                         "timeout",
+                                                                         "closed",
+                                                                         "other"};
 
 class tls_metrics {
   public:
