@@ -28,6 +28,7 @@ relay::session_settings session_settings_from(const config::settings& settings) 
             break;
     }
     out.client_address = settings.log.access_log;
+    out.trace_sampling_ratio = settings.otel.sampling_ratio;
     out.routes = make_route_table(settings);
     out.request_header = settings.timeouts.request_header;
     out.client_idle = settings.timeouts.client_idle;

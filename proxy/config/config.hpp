@@ -108,6 +108,15 @@ struct log_settings {
     bool operator==(const log_settings&) const = default;
 };
 
+// W3C Trace Context: every request carries a trace (relay/request_plan); these settle how new
+// traces are sampled.
+struct otel_settings {
+    // The share of traces the proxy starts (no valid traceparent came) that are sampled; a
+    // client's traceparent keeps its own sampled flag.
+    double sampling_ratio = 1.0;
+    bool operator==(const otel_settings&) const = default;
+};
+
 // Who a request belongs to, per-tenant metric labels and provisioned throughput.
 struct tenant_limit {
     double provisioned_tokens_per_second = 0;  // input + output tokens per second; 0: none
@@ -304,6 +313,7 @@ struct settings {  // NOLINT(clang-analyzer-optin.performance.Padding)
     readiness_settings readiness;
     metrics_settings metrics;
     log_settings log;
+    otel_settings otel;
     tenants_settings tenants;
     usage_settings usage;
     billing_settings billing;

@@ -33,6 +33,7 @@ reload_diff diff_for_reload(const settings& running, const settings& next) {
     check(running.metrics != next.metrics, "metrics", false);
     check(running.log.format != next.log.format, "log.format", false);
     check(running.log.access_log != next.log.access_log, "log.access_log", false);
+    check(running.otel != next.otel, "otel", false);
     tenants_settings running_tenants = running.tenants;
     running_tenants.api_key_names = next.tenants.api_key_names;
     check(running_tenants != next.tenants, "tenants", false);

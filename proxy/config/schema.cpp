@@ -150,6 +150,15 @@ const table<G>& log_table() {
     return t;
 }
 
+using OT = otel_settings;
+const table<OT>& otel_table() {
+    static const table<OT> t{
+        value("sampling_ratio", &OT::sampling_ratio, read_rate, check_ratio,
+              "share of new traces (no valid traceparent came) that are sampled, 0 to 1"),
+    };
+    return t;
+}
+
 using TL = tenant_limit;
 const table<TL>& tenant_limit_table() {
     static const table<TL> t{
@@ -572,6 +581,7 @@ const table<S>& root() {
         section("readiness", &S::readiness, readiness_table, "the /readyz probe"),
         section("metrics", &S::metrics, metrics_table, "labels and histograms"),
         section("log", &S::log, log_table, "logging"),
+        section("otel", &S::otel, otel_table, "W3C trace context: sampling of new traces"),
         section("tenants", &S::tenants, tenants_table, "who a request belongs to"),
         section("usage", &S::usage, usage_table, "usage records for billing"),
         section("billing", &S::billing, billing_table, "what failed requests bill"),

@@ -84,6 +84,12 @@ void check_rate(checker& c, key_ref key, const double& rate) {
     }
 }
 
+void check_ratio(checker& c, key_ref key, const double& ratio) {
+    if (!std::isfinite(ratio) || ratio < 0 || ratio > 1) {
+        c.error(key, "must be a number from 0 to 1, got " + detail::format_number(ratio));
+    }
+}
+
 void check_segment_bytes(checker& c, key_ref key, const std::uint64_t& bytes) {
     if (bytes < 4096) {
         c.error(key, "must be at least 4KiB");

@@ -19,6 +19,7 @@ void check_json_depth(checker& c, key_ref key, const std::uint32_t& n);
 void check_model_labels(checker& c, key_ref key, const model_label_settings& m);
 void check_prompt_classes(checker& c, key_ref key, const std::vector<std::uint64_t>& bounds);
 void check_rate(checker& c, key_ref key, const double& rate);
+void check_ratio(checker& c, key_ref key, const double& ratio);
 void check_segment_bytes(checker& c, key_ref key, const std::uint64_t& bytes);
 void check_batch_size(checker& c, key_ref key, const std::uint32_t& n);
 void check_reference(checker& c, key_ref key, const std::string& spec);

@@ -42,21 +42,25 @@ void histogram_batch::observe(double value, std::uint64_t times) {
             last_index_ = index;
         }
     }
+    const auto last = static_cast<float>(value);
     if (last_slot_ < buckets_.size() && buckets_[last_slot_].index == index) {
         buckets_[last_slot_].count += times;
+        buckets_[last_slot_].last = last;
     } else {
         const auto slot = std::lower_bound(
             buckets_.begin(), buckets_.end(), index,
             [](const bucket& b, std::size_t i) { return std::size_t{b.index} < i; });
         if (slot != buckets_.end() && std::size_t{slot->index} == index) {
             slot->count += times;
+            slot->last = last;
             last_slot_ = static_cast<std::size_t>(slot - buckets_.begin());
         } else {
             const auto at = slot - buckets_.begin();
             if (buckets_.empty()) {
                 buckets_.reserve(8);  // a steady stream's gaps fall in a handful of buckets
             }
-            buckets_.insert(buckets_.begin() + at, bucket{static_cast<std::uint32_t>(index), times});
+            buckets_.insert(buckets_.begin() + at,
+                            bucket{static_cast<std::uint32_t>(index), last, times});
             last_slot_ = static_cast<std::size_t>(at);
         }
     }

@@ -36,14 +36,24 @@ class histogram_batch {
             f(std::size_t{b.index}, b.count);
         }
     }
+    // f(bucket index, the last value observed in it) for each bucket with a nonzero count: an
+    // exemplar's value. A float, in the bucket's padding: no memory and one store per token.
+    template <typename F>
+    void for_each_last_value(F&& f) const {
+        for (const bucket& b : buckets_) {
+            f(std::size_t{b.index}, static_cast<double>(b.last));
+        }
+    }
     [[nodiscard]] double sum() const noexcept { return sum_; }
     [[nodiscard]] std::uint64_t count() const noexcept { return count_; }
 
   private:
     struct bucket {
         std::uint32_t index;  // into the bounds (one more: +Inf); a few hundred at most
+        float last;           // the last value observed in it
         std::uint64_t count;  // never 0
     };
+    static_assert(sizeof(bucket) == 16, "the last value fits the padding");
     const std::vector<double>* bounds_;
     std::size_t last_index_ = 0;   // the bucket of the last value observed
     std::size_t last_slot_ = 0;    // where buckets_ holds it

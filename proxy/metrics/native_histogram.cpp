@@ -6,6 +6,8 @@
 #include <cstring>
 #include <limits>
 
+#include "metrics/exemplars.hpp"
+
 namespace tokenmeter::metrics {
 
 int native_bucket_index(double v, int schema) {
@@ -124,6 +126,26 @@ int proto_type(prometheus::MetricType t) {
     }
 }
 
+// io.prometheus.client.Exemplar: the trace and span labels, the value, and the time as a
+// google.protobuf.Timestamp.
+void put_exemplar(std::string& bucket, const exemplar& kept) {
+    std::string message;
+    const auto put_label = [&message](std::string_view name, std::string value) {
+        std::string pair;
+        put_bytes(pair, 1, name);
+        put_bytes(pair, 2, value);
+        put_bytes(message, 1, pair);
+    };
+    put_label("trace_id", core::to_hex(kept.trace));
+    put_label("span_id", core::to_hex(kept.span));
+    put_double(message, 2, kept.value);
+    std::string timestamp;
+    put_uint(timestamp, 1, static_cast<std::uint64_t>(kept.unix_ms / 1000));
+    put_uint(timestamp, 2, static_cast<std::uint64_t>((kept.unix_ms % 1000) * 1'000'000));
+    put_bytes(message, 3, timestamp);
+    put_bytes(bucket, 3, message);
+}
+
 void put_native(std::string& h, const native_histogram& n) {
     put_sint(h, histogram_field::schema, native_schema);
     put_double(h, histogram_field::zero_threshold, n.zero_threshold);
@@ -157,7 +179,7 @@ void put_native(std::string& h, const native_histogram& n) {
 }  // namespace
 
 std::string encode_protobuf(const std::vector<prometheus::MetricFamily>& families,
-                            const native_histograms* natives) {
+                            const native_histograms* natives, const exemplar_store* exemplars) {
     std::map<std::pair<std::string, native_histograms::labels>, native_histogram> native;
     if (natives != nullptr) {
         native = natives->snapshot();
@@ -197,13 +219,28 @@ std::string encode_protobuf(const std::vector<prometheus::MetricFamily>& familie
                              has_native ? it->second.count : m.histogram.sample_count);
                     put_double(value, histogram_field::sample_sum,
                                has_native ? it->second.sum : m.histogram.sample_sum);
+                    std::vector<exemplar> kept;
+                    if (exemplars != nullptr) {
+                        exemplar_store::label_pairs pairs;
+                        for (const auto& l : m.label) {
+                            pairs.emplace_back(l.name, l.value);
+                        }
+                        if (const auto* found = exemplars->find(f.name, std::move(pairs))) {
+                            kept = found->snapshot();
+                        }
+                    }
+                    std::size_t index = 0;
                     for (const auto& b : m.histogram.bucket) {
+                        const std::size_t at = index++;
                         if (std::isinf(b.upper_bound)) {
                             continue;  // implied by sample_count in this format
                         }
                         std::string bucket;
                         put_uint(bucket, 1, b.cumulative_count);
                         put_double(bucket, 2, b.upper_bound);
+                        if (at < kept.size() && !kept[at].empty()) {
+                            put_exemplar(bucket, kept[at]);
+                        }
                         put_bytes(value, histogram_field::bucket, bucket);
                     }
                     if (has_native) {

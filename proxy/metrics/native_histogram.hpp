@@ -66,8 +66,12 @@ class native_histograms {
 // Accept: application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited.
 // A histogram family whose series has a native histogram carries both: its classic buckets and
 // the native schema, zero bucket, spans and deltas.
+// A classic bucket with an exemplar in `exemplars` carries it (Bucket.exemplar); the +Inf
+// bucket, which this format leaves out, cannot.
+class exemplar_store;
 std::string encode_protobuf(const std::vector<prometheus::MetricFamily>& families,
-                            const native_histograms* natives);
+                            const native_histograms* natives,
+                            const exemplar_store* exemplars = nullptr);
 
 // The Content-Type of encode_protobuf's output, and whether an Accept header asks for it.
 inline constexpr std::string_view protobuf_content_type =

@@ -67,10 +67,11 @@ class sample_writer {
         tail();
     }
     void put_count_sample(std::string_view name, std::string_view suffix, std::uint64_t value,
-                          std::string_view extra_label = {}, double extra_value = 0.0) {
+                          std::string_view extra_label = {}, double extra_value = 0.0,
+                          const exemplar* kept = nullptr) {
         head(name, suffix, extra_label, extra_value);
         put_count(out_, value);
-        tail();
+        tail(kept);
     }
 
   private:
@@ -104,10 +105,20 @@ class sample_writer {
         }
         out_.push_back(' ');
     }
-    void tail() {
+    void tail(const exemplar* kept = nullptr) {
         if (metric_.timestamp_ms != 0) {
             out_.push_back(' ');
             put_number(out_, static_cast<double>(metric_.timestamp_ms) / 1000.0);
+        }
+        if (kept != nullptr && !kept->empty()) {
+            out_ += " # {trace_id=\"";
+            core::append_hex(out_, kept->trace);
+            out_ += "\",span_id=\"";
+            core::append_hex(out_, kept->span);
+            out_ += "\"} ";
+            put_number(out_, kept->value);
+            out_.push_back(' ');
+            put_number(out_, static_cast<double>(kept->unix_ms) / 1000.0);
         }
         out_.push_back('\n');
     }
@@ -143,7 +154,22 @@ family_shape shape_of(const MetricFamily& family) {
     return {"unknown", name, name};
 }
 
-void put_family(std::string& out, const MetricFamily& family) {
+// The exemplars kept for one histogram series, by bucket (empty when none).
+std::vector<exemplar> exemplars_of(const exemplar_store* exemplars, const MetricFamily& family,
+                                   const ClientMetric& metric) {
+    if (exemplars == nullptr) {
+        return {};
+    }
+    exemplar_store::label_pairs labels;
+    labels.reserve(metric.label.size());
+    for (const auto& label : metric.label) {
+        labels.emplace_back(label.name, label.value);
+    }
+    const exemplar_buckets* kept = exemplars->find(family.name, std::move(labels));
+    return kept == nullptr ? std::vector<exemplar>{} : kept->snapshot();
+}
+
+void put_family(std::string& out, const MetricFamily& family, const exemplar_store* exemplars) {
     const family_shape shape = shape_of(family);
     out += "# TYPE ";
     out += shape.name;
@@ -174,15 +200,21 @@ void put_family(std::string& out, const MetricFamily& family) {
                 samples.put(shape.sample, "", metric.gauge.value);
                 break;
             case MetricType::Histogram: {
+                const std::vector<exemplar> kept = exemplars_of(exemplars, family, metric);
+                const auto kept_at = [&kept](std::size_t i) {
+                    return i < kept.size() ? &kept[i] : nullptr;
+                };
                 bool has_infinity = false;
+                std::size_t index = 0;
                 for (const auto& bucket : metric.histogram.bucket) {
                     samples.put_count_sample(shape.sample, "_bucket", bucket.cumulative_count, "le",
-                                             bucket.upper_bound);
+                                             bucket.upper_bound, kept_at(index++));
                     has_infinity = std::isinf(bucket.upper_bound) && bucket.upper_bound > 0;
                 }
                 if (!has_infinity) {
                     samples.put_count_sample(shape.sample, "_bucket", metric.histogram.sample_count,
-                                             "le", std::numeric_limits<double>::infinity());
+                                             "le", std::numeric_limits<double>::infinity(),
+                                             kept_at(index));
                 }
                 samples.put_count_sample(shape.sample, "_count", metric.histogram.sample_count);
                 samples.put(shape.sample, "_sum", metric.histogram.sample_sum);
@@ -216,11 +248,12 @@ std::string_view openmetrics_unit(std::string_view family_name) {
     return {};
 }
 
-std::string serialize_openmetrics(const std::vector<prometheus::MetricFamily>& families) {
+std::string serialize_openmetrics(const std::vector<prometheus::MetricFamily>& families,
+                                  const exemplar_store* exemplars) {
     std::string out;
     for (const MetricFamily& family : families) {
         if (!family.metric.empty()) {
-            put_family(out, family);
+            put_family(out, family, exemplars);
         }
     }
     out += "# EOF\n";

@@ -12,6 +12,8 @@
 #include <string_view>
 #include <vector>
 
+#include "metrics/exemplars.hpp"
+
 namespace tokenmeter::metrics {
 
 inline constexpr std::string_view openmetrics_content_type =
@@ -22,8 +24,10 @@ inline constexpr std::string_view openmetrics_content_type =
 [[nodiscard]] std::string_view openmetrics_unit(std::string_view family_name);
 
 // Every family, in order, then "# EOF\n". A counter whose name does not end in _total is written
-// as unknown, so that its series keeps its name.
+// as unknown, so that its series keeps its name. A histogram bucket with an exemplar in
+// `exemplars` ends in " # {trace_id=\"…\",span_id=\"…\"} <value> <unix seconds>".
 [[nodiscard]] std::string serialize_openmetrics(
-    const std::vector<prometheus::MetricFamily>& families);
+    const std::vector<prometheus::MetricFamily>& families,
+    const exemplar_store* exemplars = nullptr);
 
 }  // namespace tokenmeter::metrics

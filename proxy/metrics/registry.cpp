@@ -163,9 +163,11 @@ static_assert(static_cast<std::size_t>(meter::token_source::unbilled) + 1 == tok
 static_assert(static_cast<std::size_t>(meter::outcome::rejected) + 1 == outcomes);
 
 struct registry::model_series {
-    explicit model_series(std::size_t prompt_classes) : ttft(prompt_classes) {}
     using histogram_slot = std::atomic<prometheus::Histogram*>;
     using counter_slot = std::atomic<prometheus::Counter*>;
+    explicit model_series(std::size_t prompt_classes)
+        : ttft(prompt_classes), ttft_exemplars(prompt_classes) {}
+    using exemplar_slot = std::atomic<exemplar_buckets*>;
     std::vector<histogram_slot> ttft;  // by prompt class
     histogram_slot ttfct{};
     histogram_slot itl{};
@@ -176,6 +178,12 @@ struct registry::model_series {
     histogram_slot input_tokens{};
     histogram_slot output_tokens{};
     std::array<histogram_slot, outcomes> duration{};
+    // The exemplars of the TTFT, ITL, TPOT and duration series above, made on a sampled
+    // request's first observation.
+    std::vector<exemplar_slot> ttft_exemplars;  // by prompt class
+    exemplar_slot itl_exemplars{};
+    exemplar_slot tpot_exemplars{};
+    std::array<exemplar_slot, outcomes> duration_exemplars{};
     // requests_total with code 200, by outcome: nearly every request (other codes are looked up).
     std::array<counter_slot, outcomes> requests_ok{};
     counter_slot output_chars{};
@@ -284,17 +292,19 @@ std::string registry::bounded_model(protocol::api_kind api, std::string_view mod
     return api == protocol::api_kind::none ? "none" : models_.label_for(model, served);
 }
 
-void registry::record(const meter::request_summary& s, const meter::billed_counts& counts) {
+void registry::record(const meter::request_summary& s, const meter::billed_counts& counts,
+                      const exemplar_source* trace) {
     const bool answered_2xx = counts.served && s.status >= 200 && s.status < 300;
     const std::string model = bounded_model(s.api, s.model, answered_2xx);
     model_series& m = series_of(model, s.api);
-    record_details(model, m, s, counts);
+    record_details(model, m, s, counts, trace);
     // Counted last: a scrape that sees the request also sees every series it added to.
-    count_request(s.api, model, m, s.result, s.status, s.duration_seconds);
+    count_request(s.api, model, m, s.result, s.status, s.duration_seconds, trace);
 }
 
 void registry::record_details(const std::string& model, model_series& m,
-                              const meter::request_summary& s, const meter::billed_counts& counts) {
+                              const meter::request_summary& s, const meter::billed_counts& counts,
+                              const exemplar_source* trace) {
     std::string api(protocol::to_string(s.api));
     for (std::size_t i = 0; i < s.parse_errors_by_reason.size(); ++i) {
         if (s.parse_errors_by_reason[i] > 0) {
@@ -315,17 +325,19 @@ void registry::record_details(const std::string& model, model_series& m,
         const std::size_t prompt = prompt_class_index(input);
         observe(m.ttft[prompt], ttft_,
                 {{"model", model}, {"api", api}, {"prompt_class", prompt_labels_[prompt]}},
-                buckets_.time_to_first_token, *s.time_to_first_token);
+                buckets_.time_to_first_token, *s.time_to_first_token, &m.ttft_exemplars[prompt],
+                trace);
     }
     if (s.time_to_first_content_token) {
         observe(m.ttfct, ttfct_, labels, buckets_.time_to_first_token,
                 *s.time_to_first_content_token);
     }
     if (s.inter_token_latency.count() > 0) {
-        observe_inter_token_latency(m, labels, s.inter_token_latency);
+        observe_inter_token_latency(m, labels, s.inter_token_latency, trace);
     }
     if (s.time_per_output_token) {
-        observe(m.tpot, tpot_, labels, buckets_.time_per_output_token, *s.time_per_output_token);
+        observe(m.tpot, tpot_, labels, buckets_.time_per_output_token, *s.time_per_output_token,
+                &m.tpot_exemplars, trace);
     }
     if (s.output_tokens_per_second) {
         observe(m.output_tps, output_tps_, labels, buckets_.output_tokens_per_second,
@@ -558,7 +570,7 @@ void registry::record_unforwarded(protocol::api_kind api, std::string_view model
 // The two families every request lands in, forwarded or not.
 void registry::count_request(protocol::api_kind api, const std::string& model_label,
                              model_series& m, meter::outcome result, int code,
-                             double duration_seconds) {
+                             double duration_seconds, const exemplar_source* trace) {
     const std::string_view api_label = protocol::to_string(api);
     const std::string_view outcome = meter::to_string(result);
     const std::string code_text = code_label(code);
@@ -571,14 +583,35 @@ void registry::count_request(protocol::api_kind api, const std::string& model_la
     }
     observe(m.duration[static_cast<std::size_t>(result)], duration_,
             {{"model", model_label}, {"api", api_label}, {"outcome", outcome}},
-            buckets_.request_duration, duration_seconds);
+            buckets_.request_duration, duration_seconds,
+            &m.duration_exemplars[static_cast<std::size_t>(result)], trace);
 }
 
 void registry::observe_inter_token_latency(model_series& m, const label_list& labels,
-                                           const meter::histogram_batch& batch) {
+                                           const meter::histogram_batch& batch,
+                                           const exemplar_source* trace) {
+    const std::vector<double>& bounds = buckets_.inter_token_latency;
+    if (trace != nullptr) {
+        // One exemplar per classic bucket the gaps fell in: the last gap of the batch bucket
+        // seen last. The batch keeps it as a float, so it is brought back inside its bucket.
+        exemplar_buckets& kept = exemplars_of(m.itl_exemplars, itl_, labels, bounds.size() + 1);
+        batch.for_each_last_value([&](std::size_t j, double value) {
+            const std::size_t classic = itl_classic_index_.empty()
+                                            ? j
+                                            : (j < itl_classic_index_.size()
+                                                   ? itl_classic_index_[j]
+                                                   : bounds.size());
+            if (classic < bounds.size()) {
+                value = std::min(value, bounds[classic]);
+            }
+            if (classic > 0 && classic <= bounds.size() && value <= bounds[classic - 1]) {
+                value = std::nextafter(bounds[classic - 1], bounds[classic - 1] + 1.0);
+            }
+            kept.offer(classic, *trace, value);
+        });
+    }
     if (itl_classic_index_.empty()) {
-        cached(m.itl, itl_, labels, buckets_.inter_token_latency)
-            .ObserveMultiple(batch.bucket_increments(), batch.sum());
+        cached(m.itl, itl_, labels, bounds).ObserveMultiple(batch.bucket_increments(), batch.sum());
         return;
     }
     std::vector<double> classic(buckets_.inter_token_latency.size() + 1, 0.0);
@@ -614,10 +647,29 @@ void registry::observe(prometheus::Family<prometheus::Histogram>* family, const 
     }
 }
 
+exemplar_buckets& registry::exemplars_of(std::atomic<exemplar_buckets*>& slot,
+                                        prometheus::Family<prometheus::Histogram>* family,
+                                        const label_list& labels, std::size_t buckets) {
+    exemplar_buckets* kept = slot.load(std::memory_order_acquire);
+    if (kept == nullptr) {
+        kept = &exemplars_.series(family->GetName(),
+                                  exemplar_store::label_pairs(labels.begin(), labels.end()),
+                                  buckets);
+        slot.store(kept, std::memory_order_release);
+    }
+    return *kept;
+}
+
 void registry::observe(std::atomic<prometheus::Histogram*>& slot,
                        prometheus::Family<prometheus::Histogram>* family, const label_list& labels,
-                       const std::vector<double>& bounds, double value) {
+                       const std::vector<double>& bounds, double value,
+                       std::atomic<exemplar_buckets*>* exemplar_slot,
+                       const exemplar_source* trace) {
     cached(slot, family, labels, bounds).Observe(value);
+    if (trace != nullptr && exemplar_slot != nullptr) {
+        exemplars_of(*exemplar_slot, family, labels, bounds.size() + 1)
+            .offer(bucket_of(bounds, value), *trace, value);
+    }
     if (natives_) {
         natives_->observe(family->GetName(), labels.to_map(), value);
     }
@@ -665,14 +717,14 @@ std::string registry::expose() const {
 }
 
 std::string registry::expose_openmetrics() const {
-    return serialize_openmetrics(collect());
+    return serialize_openmetrics(collect(), &exemplars_);
 }
 
 std::string registry::expose_protobuf() const {
     if (!natives_) {
         return {};
     }
-    return encode_protobuf(collect(), natives_.get());
+    return encode_protobuf(collect(), natives_.get(), &exemplars_);
 }
 
 // Families without a series are left out: a feature that is off shows nothing, not even its

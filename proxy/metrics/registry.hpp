@@ -21,6 +21,7 @@
 #include "core/shared_snapshot.hpp"
 #include "meter/billing.hpp"
 #include "meter/summary.hpp"
+#include "metrics/exemplars.hpp"
 #include "metrics/slo.hpp"
 
 namespace prometheus {
@@ -119,7 +120,10 @@ class registry {
 
     // One finished request with the counts meter::billed chose for it (the same counts its
     // usage record and tenant counters get). Without counts: billed under the default policy.
-    void record(const meter::request_summary& summary, const meter::billed_counts& counts);
+    // `trace`: a sampled request's trace, kept as the exemplar of each bucket of the TTFT, ITL,
+    // TPOT and request-duration histograms it lands in (null: none).
+    void record(const meter::request_summary& summary, const meter::billed_counts& counts,
+                const exemplar_source* trace = nullptr);
     void record(const meter::request_summary& summary) { record(summary, meter::billed(summary)); }
     // A request the proxy answered itself before it was metered (400, 413, 500 ...); counted for
     // availability like a metered one.
@@ -155,7 +159,8 @@ class registry {
         return itl_batch_bounds_;
     }
     [[nodiscard]] std::string expose() const;
-    // The same families as OpenMetrics text (metrics/openmetrics), for a scraper that asks.
+    // The same families as OpenMetrics text (metrics/openmetrics), for a scraper that asks, with
+    // the exemplars of the latency histograms.
     [[nodiscard]] std::string expose_openmetrics() const;
     // The protobuf exposition (metrics.native_histograms): every family, histograms with their
     // native buckets. Empty when native histograms are off.
@@ -190,28 +195,36 @@ class registry {
     template <typename T, typename... Extra>
     T& cached(std::atomic<T*>& slot, prometheus::Family<T>* family, const label_list& labels,
               const Extra&... extra);
-    // observe(), through a slot.
+    // observe(), through a slot; with `trace`, also its exemplar (through `exemplar_slot`).
     void observe(std::atomic<prometheus::Histogram*>& slot,
                  prometheus::Family<prometheus::Histogram>* family, const label_list& labels,
-                 const std::vector<double>& bounds, double value);
+                 const std::vector<double>& bounds, double value,
+                 std::atomic<exemplar_buckets*>* exemplar_slot = nullptr,
+                 const exemplar_source* trace = nullptr);
+    // The exemplar slots of a series, found once and kept in `slot`.
+    exemplar_buckets& exemplars_of(std::atomic<exemplar_buckets*>& slot,
+                                   prometheus::Family<prometheus::Histogram>* family,
+                                   const label_list& labels, std::size_t buckets);
 
     const slo_target* slo_for(const slo_options& slo, const std::string& model_label);
     void count_slo(const std::string& model_label, const meter::request_summary& s);
     void count_slo_result(const std::string& model_label, std::string_view slo, bool good);
     std::string bounded_model(protocol::api_kind api, std::string_view model, bool served);
     void record_details(const std::string& model, model_series& m, const meter::request_summary& s,
-                        const meter::billed_counts& counts);
+                        const meter::billed_counts& counts, const exemplar_source* trace);
     void count_tokens(model_series& m, const label_list& labels, const meter::request_summary& s,
                       const meter::billed_counts& counts);
     void count_request(protocol::api_kind api, const std::string& model_label, model_series& m,
-                       meter::outcome result, int code, double duration_seconds);
+                       meter::outcome result, int code, double duration_seconds,
+                       const exemplar_source* trace = nullptr);
 
     // Each observation of a histogram family, also into its native copy (when enabled).
     void observe(prometheus::Family<prometheus::Histogram>* family, const label_list& labels,
                  const std::vector<double>& bounds, double value);
 
     void observe_inter_token_latency(model_series& m, const label_list& labels,
-                                     const meter::histogram_batch& batch);
+                                     const meter::histogram_batch& batch,
+                                     const exemplar_source* trace);
 
     // The series of `family` with these labels, found once and then kept (series are never
     // removed, so the reference stays valid): Family::Add builds a label map, hashes it and
@@ -239,6 +252,7 @@ class registry {
     void register_families();  // metrics/registry_families.cpp
 
     std::unique_ptr<native_histograms> natives_;
+    exemplar_store exemplars_;
     std::vector<double> itl_batch_bounds_;
     std::vector<std::size_t> itl_classic_index_;  // per batch bucket: its classic bucket
     std::vector<int> itl_native_index_;           // per batch bucket: its native bucket

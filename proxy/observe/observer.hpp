@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "core/time.hpp"
+#include "core/trace_context.hpp"
 #include "meter/outcome.hpp"
 #include "protocol/types.hpp"
 
@@ -62,6 +63,7 @@ struct request_facts {
     std::uint64_t body_bytes = 0;  // the request body as the client sent it
     core::time_point received{};
     header_lookup header;
+    core::trace_context trace;  // the trace the upstream's traceparent carries
     bool model_cut = false;  // info.model was cut to usage::max_model_bytes (set by the observer)
 };
 

@@ -287,6 +287,7 @@ void client_connection<Stream>::handle_request() {
     facts.client = client_address_;
     facts.body_bytes = body_bytes;
     facts.received = request_.received;
+    facts.trace = plan.trace;
     facts.header = [&request](std::string_view name) {
         auto value = request[beast::string_view(name.data(), name.size())];
         return std::string_view(value.data(), value.size());

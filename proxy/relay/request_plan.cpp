@@ -1,6 +1,7 @@
 #include "relay/request_plan.hpp"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -12,6 +13,8 @@ namespace {
 
 constexpr std::string_view forwarded_for = "X-Forwarded-For";
 constexpr std::string_view forwarded_proto = "X-Forwarded-Proto";
+constexpr std::string_view traceparent = "traceparent";
+constexpr std::string_view tracestate = "tracestate";
 
 bool named(const bhttp::fields::value_type& field, std::string_view name) {
     return beast::iequals(field.name_string(), beast::string_view(name.data(), name.size()));
@@ -35,11 +38,30 @@ void join_element(std::string& joined, std::string_view element) {
     joined += element;
 }
 
+// The client's traceparent when it sent exactly one field of it and its value is valid. Two
+// fields are malformed: a list of traceparents has no meaning (W3C Trace Context §3.2).
+std::optional<core::trace_parent> incoming_trace(const bhttp::fields& fields) {
+    std::optional<core::trace_parent> found;
+    bool seen = false;
+    for (const auto& field : fields) {
+        if (field.name() == bhttp::field::unknown && named(field, traceparent)) {
+            if (seen) {
+                return std::nullopt;
+            }
+            seen = true;
+            const auto value = field.value();
+            found = core::parse_traceparent(std::string_view(value.data(), value.size()));
+        }
+    }
+    return found;
+}
+
 }  // namespace
 
 request_plan plan_request(bhttp::request<bhttp::string_body>& request,
                           std::string_view forward_target, std::size_t header_fields,
-                          const session_settings& settings, const client_origin& origin) {
+                          const session_settings& settings, const client_origin& origin,
+                          core::trace_random* random) {
     request_plan plan;
     // From here on the target is the normalized origin-form one: routing, metering, the usage
     // record and the upstream all see the same path.
@@ -100,12 +122,22 @@ request_plan plan_request(bhttp::request<bhttp::string_body>& request,
     const bool append_for = policy == forwarded_for_policy::append && !origin.address.empty();
     std::string joined_for;        // with append_for: the client's X-Forwarded-For lines
     std::string joined_forwarded;  // over TLS: the client's Forwarded lines
+    // The trace is read before the fields are copied: a tracestate goes on only with the
+    // traceparent it belongs to.
+    const std::optional<core::trace_parent> incoming = incoming_trace(request.base());
+    plan.trace = core::continue_trace(
+        incoming, settings.trace_sampling_ratio,
+        random != nullptr ? *random : core::trace_random::for_thread());
     const auto connection_named = connection_options(request.base());
     for (const auto& field : request.base()) {  // the trailer fields are gone (above)
         if (is_hop_by_hop(field, connection_named)) {
             continue;
         }
         const bhttp::field known = field.name();
+        if (known == bhttp::field::unknown &&
+            (named(field, traceparent) || (!incoming && named(field, tracestate)))) {
+            continue;  // replaced below; a tracestate without a valid traceparent is dropped
+        }
         if (known == bhttp::field::expect || (known == bhttp::field::host && !client_host_kept) ||
             (metered && known == bhttp::field::accept_encoding)) {
             continue;
@@ -144,6 +176,7 @@ request_plan plan_request(bhttp::request<bhttp::string_body>& request,
         join_element(joined_forwarded, element);
         append_field(head, "Forwarded", joined_forwarded);
     }
+    append_field(head, traceparent, core::format_traceparent(plan.trace));
     if (!client_host_kept) {
         append_field(head, "Host", upstream_host_header(settings.upstream));
     }

@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/trace_context.hpp"
 #include "net/beast_http.hpp"
 #include "protocol/types.hpp"
 #include "relay/session_settings.hpp"
@@ -37,6 +38,9 @@ struct request_plan {
     // Likewise a metered request whose API names its model in the body and whose body names
     // none: served under a model the meter cannot know (a server's default), so not priced.
     bool model_missing = false;
+    // The request's trace: the client's traceparent continued, or a new trace. The upstream's
+    // head carries it as traceparent with the proxy's span as its parent.
+    core::trace_context trace;
     upstream_request upstream;
 };
 
@@ -49,8 +53,12 @@ struct client_origin {
 // `request` is the client's request as read; its target is replaced by `forward_target` (the
 // normalized origin-form target), trailer fields past the first `header_fields` are dropped, and
 // its body is moved into the plan's upstream request. Its header fields stay for the caller.
+// The client's traceparent is always replaced by the proxy's (W3C Trace Context): the same trace
+// and flags when it was valid, else a new trace, whose tracestate is then dropped too. `random`
+// makes the new ids (the worker thread's own source when null).
 request_plan plan_request(bhttp::request<bhttp::string_body>& request,
                           std::string_view forward_target, std::size_t header_fields,
-                          const session_settings& settings, const client_origin& origin = {});
+                          const session_settings& settings, const client_origin& origin = {},
+                          core::trace_random* random = nullptr);
 
 }  // namespace tokenmeter::relay

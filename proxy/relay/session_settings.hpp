@@ -45,6 +45,8 @@ struct session_settings {
     usage::tenant_source tenant_from = usage::tenant_source::none;
     std::string tenant_header = "x-tenant-id";  // with tenant_source::header
     unparsable_body_policy unparsable_body = unparsable_body_policy::refuse;
+    // The share of the traces the proxy starts (no valid traceparent) that are sampled.
+    double trace_sampling_ratio = 1.0;
 };
 
 }  // namespace tokenmeter::relay

@@ -227,7 +227,10 @@ TEST(RequestPlan, UpstreamHeadIsTheEndToEndFieldsInOrderThenTheProxysOwn) {
               "accept: text/event-stream\r\n"
               "x-empty: \r\n"
               "X-Forwarded-For: 203.0.113.7, 10.0.0.1\r\n"
-              "Host: model:8000\r\n"
+              "traceparent: " +
+                  core::format_traceparent(plan.trace) +
+                  "\r\n"
+                  "Host: model:8000\r\n"
               "Accept-Encoding: identity\r\n"
               "Content-Length: " +
                   std::to_string(plan.upstream.body.size()) + "\r\n\r\n");
@@ -321,14 +324,134 @@ TEST(RequestPlan, ContentLengthOnlyWhereBeastWouldSetIt) {
     bhttp::request<bhttp::string_body> get{bhttp::verb::get, "/v1/models", 11};
     get.set(bhttp::field::host, "proxy.local");
     auto plan = plan_request(get, "/v1/models", field_count(get), settings_for("/base"));
-    EXPECT_EQ(plan.upstream.head, "GET /base/v1/models HTTP/1.1\r\nHost: model:8000\r\n\r\n");
+    const std::string trace_line = "traceparent: " + core::format_traceparent(plan.trace) + "\r\n";
+    EXPECT_EQ(plan.upstream.head,
+              "GET /base/v1/models HTTP/1.1\r\n" + trace_line + "Host: model:8000\r\n\r\n");
 
     // An empty OPTIONS, PUT or POST says its length is 0; "*" takes no base path.
     bhttp::request<bhttp::string_body> options{bhttp::verb::options, "*", 11};
     options.set(bhttp::field::host, "proxy.local");
     plan = plan_request(options, "*", field_count(options), settings_for());
-    EXPECT_EQ(plan.upstream.head,
-              "OPTIONS * HTTP/1.1\r\nHost: model:8000\r\nContent-Length: 0\r\n\r\n");
+    EXPECT_EQ(plan.upstream.head, "OPTIONS * HTTP/1.1\r\ntraceparent: " +
+                                      core::format_traceparent(plan.trace) +
+                                      "\r\nHost: model:8000\r\nContent-Length: 0\r\n\r\n");
+}
+
+}  // namespace
+}  // namespace tokenmeter::relay
+
+namespace tokenmeter::relay {
+namespace {
+
+constexpr std::string_view client_trace = "0af7651916cd43dd8448eb211c80319c";
+constexpr std::string_view client_parent = "b7ad6b7169203331";
+
+std::string upstream_field(const request_plan& plan, std::string_view name) {
+    const auto up = sent(plan);
+    return std::string(up[beast::string_view(name.data(), name.size())]);
+}
+
+std::size_t count_lines(const std::string& head, std::string_view name) {
+    std::size_t n = 0;
+    const std::string prefix = "\r\n" + std::string(name) + ":";
+    for (std::size_t at = head.find(prefix); at != std::string::npos;
+         at = head.find(prefix, at + 1)) {
+        ++n;
+    }
+    return n;
+}
+
+TEST(RequestPlanTrace, AValidTraceparentKeepsItsTraceAndFlagsWithTheProxysSpanAsParent) {
+    auto request = post("/v1/chat/completions", R"({"model":"m","messages":[]})");
+    request.insert("traceparent",
+                   "00-" + std::string(client_trace) + "-" + std::string(client_parent) + "-01");
+    request.insert("tracestate", "rojo=00f067aa0ba902b7");
+    request.insert("tracestate", "congo=t61rcWkgMzE");
+    core::trace_random random(7);
+    const auto plan = plan_request(request, "/v1/chat/completions", field_count(request),
+                                   settings_for(), {}, &random);
+    EXPECT_EQ(core::to_hex(plan.trace.trace), client_trace);
+    EXPECT_EQ(core::to_hex(plan.trace.parent), client_parent);
+    EXPECT_TRUE(plan.trace.sampled());
+    const std::string span = core::to_hex(plan.trace.span);
+    EXPECT_NE(span, client_parent);
+    EXPECT_NE(span, "0000000000000000");
+    EXPECT_EQ(upstream_field(plan, "traceparent"),
+              "00-" + std::string(client_trace) + "-" + span + "-01");
+    EXPECT_EQ(count_lines(plan.upstream.head, "traceparent"), 1U) << plan.upstream.head;
+    // Both tracestate lines, unchanged and in order.
+    EXPECT_NE(plan.upstream.head.find("tracestate: rojo=00f067aa0ba902b7\r\ntracestate: "
+                                      "congo=t61rcWkgMzE\r\n"),
+              std::string::npos)
+        << plan.upstream.head;
+}
+
+TEST(RequestPlanTrace, AnUnsampledTraceStaysUnsampled) {
+    auto request = post("/v1/chat/completions", R"({"model":"m","messages":[]})");
+    request.insert("TraceParent",
+                   "00-" + std::string(client_trace) + "-" + std::string(client_parent) + "-00");
+    const auto plan =
+        plan_request(request, "/v1/chat/completions", field_count(request), settings_for());
+    EXPECT_FALSE(plan.trace.sampled());
+    EXPECT_EQ(core::to_hex(plan.trace.trace), client_trace);
+    EXPECT_EQ(upstream_field(plan, "traceparent").substr(52), "-00");
+    EXPECT_EQ(plan.upstream.head.find("TraceParent"), std::string::npos);
+}
+
+TEST(RequestPlanTrace, AMalformedTraceparentIsReplacedAndItsTracestateDropped) {
+    for (const std::string& bad :
+         {"00-" + std::string(client_trace) + "-" + std::string(client_parent) + "-1",
+          "00-0AF7651916CD43DD8448EB211C80319C-" + std::string(client_parent) + "-01",
+          "ff-" + std::string(client_trace) + "-" + std::string(client_parent) + "-01",
+          "00-00000000000000000000000000000000-" + std::string(client_parent) + "-01",
+          std::string("garbage\x01\xff")}) {
+        auto request = post("/v1/chat/completions", R"({"model":"m","messages":[]})");
+        request.insert("traceparent", bad);
+        request.insert("tracestate", "rojo=00f067aa0ba902b7");
+        const auto plan =
+            plan_request(request, "/v1/chat/completions", field_count(request), settings_for());
+        EXPECT_NE(core::to_hex(plan.trace.trace), client_trace) << bad;
+        EXPECT_TRUE(plan.trace.valid());
+        EXPECT_EQ(plan.trace.parent, core::span_id{});
+        EXPECT_TRUE(plan.trace.sampled()) << "the default ratio samples every new trace";
+        EXPECT_EQ(upstream_field(plan, "traceparent"), core::format_traceparent(plan.trace));
+        EXPECT_EQ(plan.upstream.head.find(bad), std::string::npos) << plan.upstream.head;
+        EXPECT_EQ(plan.upstream.head.find("tracestate"), std::string::npos) << plan.upstream.head;
+        EXPECT_EQ(count_lines(plan.upstream.head, "traceparent"), 1U);
+    }
+}
+
+TEST(RequestPlanTrace, TwoTraceparentFieldsAreMalformed) {
+    auto request = post("/v1/chat/completions", R"({"model":"m","messages":[]})");
+    const std::string valid =
+        "00-" + std::string(client_trace) + "-" + std::string(client_parent) + "-01";
+    request.insert("traceparent", valid);
+    request.insert("traceparent", valid);
+    const auto plan =
+        plan_request(request, "/v1/chat/completions", field_count(request), settings_for());
+    EXPECT_NE(core::to_hex(plan.trace.trace), client_trace);
+    EXPECT_EQ(count_lines(plan.upstream.head, "traceparent"), 1U);
+}
+
+TEST(RequestPlanTrace, WithoutTraceparentANewTraceIsSampledByTheRatio) {
+    auto settings = settings_for();
+    for (const double ratio : {0.0, 1.0}) {
+        settings.trace_sampling_ratio = ratio;
+        auto request = bhttp::request<bhttp::string_body>{bhttp::verb::get, "/v1/models", 11};
+        request.insert("tracestate", "rojo=1");
+        const auto plan = plan_request(request, "/v1/models", field_count(request), settings);
+        EXPECT_TRUE(plan.trace.valid());
+        EXPECT_EQ(plan.trace.sampled(), ratio == 1.0);
+        EXPECT_EQ(upstream_field(plan, "traceparent"), core::format_traceparent(plan.trace));
+        EXPECT_EQ(plan.upstream.head.find("tracestate"), std::string::npos);
+    }
+    // Every request its own trace and span.
+    auto a = post("/v1/completions", R"({"model":"m","prompt":"x"})");
+    auto b = post("/v1/completions", R"({"model":"m","prompt":"x"})");
+    const auto first = plan_request(a, "/v1/completions", field_count(a), settings);
+    const auto second = plan_request(b, "/v1/completions", field_count(b), settings);
+    EXPECT_NE(first.trace.trace, second.trace.trace);
+    EXPECT_NE(first.trace.span, second.trace.span);
 }
 
 }  // namespace
