@@ -7,7 +7,10 @@
 #include <array>
 #include <cstdio>
 #include <optional>
+#include <string>
 #include <string_view>
+
+#include "core/trace_context.hpp"
 
 namespace tokenmeter::app {
 namespace {
@@ -288,6 +291,8 @@ std::string format_access_fields(const observe::access_entry& entry, config::log
     out.text("model", entry.model);
     out.text("tenant", entry.tenant);
     out.text("request_id", entry.request_id);
+    out.text("trace_id", entry.trace_id ? core::to_hex(*entry.trace_id) : std::string());
+    out.text("span_id", entry.span_id ? core::to_hex(*entry.span_id) : std::string());
     out.text("client", entry.client);
     out.text("upstream", entry.upstream);
     out.seconds("ttft_s", entry.time_to_first_token);

@@ -9,6 +9,8 @@
 #include <optional>
 #include <string_view>
 
+#include "core/trace_context.hpp"
+
 namespace tokenmeter::observe {
 
 struct access_entry {
@@ -20,6 +22,10 @@ struct access_entry {
     std::string_view model;       // the model the request named (cut as in the usage record)
     std::string_view tenant;      // the tenant it is metered for; "" when none is resolved
     std::string_view request_id;  // the client's X-Request-Id, kept as the usage record keeps it
+    // The request's W3C trace (the client's or the proxy's new one) and the proxy's span in it;
+    // unset when the request was not forwarded with one.
+    std::optional<core::trace_id> trace_id;
+    std::optional<core::span_id> span_id;
     std::string_view client;      // the client's IP address
     std::string_view upstream;    // the upstream it was forwarded to; "" when it was not
     std::optional<double> time_to_first_token;  // seconds; streamed responses with output only

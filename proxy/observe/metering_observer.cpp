@@ -81,6 +81,7 @@ struct request_state {
     std::uint64_t reserved = 0;            // local bucket only
     std::unique_ptr<task_state> task;      // null when the request has none
     std::unique_ptr<access_facts> access;  // null when the access log is off
+    core::trace_context trace;             // what the upstream's traceparent carried
 };
 
 // The end of a request whose finishing reads many bytes (a long prompt to count, a large JSON
@@ -203,6 +204,7 @@ class metering_exchange final : public exchange_observer,
                     &parts.registry->inter_token_latency_bounds(), options.exchange_limits) {
         state_.api = facts.api;
         state_.received = facts.received;
+        state_.trace = facts.trace;
         if (parts_.access_log) {
             state_.access = std::make_unique<access_facts>(
                 access_facts{std::string(facts.method),
@@ -420,7 +422,14 @@ class metering_exchange final : public exchange_observer,
         }
         // The registry first: a model the upstream served takes its label slot there, and the
         // tenant counters, then the status page, find it.
-        parts_.registry->record(summary, counts);
+        if (state_.trace.valid() && state_.trace.sampled()) {
+            // A sampled request leaves its trace as the exemplar of the buckets it lands in.
+            const metrics::exemplar_source trace{state_.trace.trace, state_.trace.span,
+                                                 parts_.wall_clock_ms()};
+            parts_.registry->record(summary, counts, &trace);
+        } else {
+            parts_.registry->record(summary, counts);
+        }
         record_tenant(summary, counts);
         if (parts_.status != nullptr) {
             parts_.status->record(summary, counts, state_.tenant);
@@ -454,6 +463,10 @@ class metering_exchange final : public exchange_observer,
         entry.model = summary.model;
         entry.tenant = state_.tenant;
         entry.request_id = facts.request_id;
+        if (state_.trace.valid()) {
+            entry.trace_id = state_.trace.trace;
+            entry.span_id = state_.trace.span;
+        }
         entry.client = facts.client;
         if (forwarded()) {
             entry.upstream = options_.upstream;
@@ -512,6 +525,10 @@ class metering_exchange final : public exchange_observer,
         open.api = std::string(protocol::to_string(facts.api));
         open.route = std::string(facts.target.substr(0, facts.target.find('?')));
         open.request_id = client_request_id(facts.header("x-request-id"));
+        if (facts.trace.valid()) {
+            open.trace_id = core::to_hex(facts.trace.trace);
+            open.span_id = core::to_hex(facts.trace.span);
+        }
         open.start_unix_ms = state_.wall_start_ms;
         open.streamed = facts.info.stream;
         state_.open_seq = parts_.records->append(usage::encode_open(open), false);

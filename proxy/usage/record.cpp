@@ -2,6 +2,7 @@
 
 #include "usage/price.hpp"
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <chrono>
@@ -68,6 +69,17 @@ std::optional<std::int64_t> get_time(const json& j, const char* key) {
     return parse_time(it->get_ref<const std::string&>());
 }
 
+// A trace or span id as the proxy writes it: exactly `digits` lowercase hex digits, else "" (a
+// spool line is read from disk, and an old one has none).
+std::string trace_hex(const json& j, const char* key, std::size_t digits) {
+    std::string value = get_string(j, key);
+    const bool well_formed =
+        value.size() == digits && std::all_of(value.begin(), value.end(), [](char c) {
+            return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+        });
+    return well_formed ? value : std::string();
+}
+
 int get_int(const json& j, const char* key) {
     auto it = j.find(key);
     return it != j.end() && it->is_number_integer() ? it->get<int>() : 0;
@@ -89,6 +101,8 @@ json record_json(const usage_record& r) {
     j["api"] = r.api;
     j["route"] = r.route;
     j["request_id"] = r.request_id.empty() ? json(nullptr) : json(r.request_id);
+    j["trace_id"] = r.trace_id.empty() ? json(nullptr) : json(r.trace_id);
+    j["span_id"] = r.span_id.empty() ? json(nullptr) : json(r.span_id);
     j["start"] = format_time(r.start_unix_ms);
     j["end"] = format_time(r.end_unix_ms);
     j["ttft_s"] = r.ttft_seconds ? json(round_micros(*r.ttft_seconds)) : json(nullptr);
@@ -158,6 +172,8 @@ std::string encode_open(const open_info& o) {
     j["api"] = o.api;
     j["route"] = o.route;
     j["request_id"] = o.request_id.empty() ? json(nullptr) : json(o.request_id);
+    j["trace_id"] = o.trace_id.empty() ? json(nullptr) : json(o.trace_id);
+    j["span_id"] = o.span_id.empty() ? json(nullptr) : json(o.span_id);
     j["start"] = format_time(o.start_unix_ms);
     j["streamed"] = o.streamed;
     // Replacing invalid UTF-8 (a model name is client input) keeps every line valid JSON.
@@ -236,7 +252,9 @@ std::optional<spool_entry> decode_entry(std::string_view line) {
                            get_string(j, "request_id"),
                            *start,
                            get_bool(j, "streamed"),
-                           get_bool(j, "model_cut")};
+                           get_bool(j, "model_cut"),
+                           trace_hex(j, "trace_id", 32),
+                           trace_hex(j, "span_id", 16)};
         return e;
     }
     if (type == "checkpoint") {
@@ -269,6 +287,8 @@ std::optional<spool_entry> decode_entry(std::string_view line) {
         r.api = get_string(j, "api");
         r.route = get_string(j, "route");
         r.request_id = get_string(j, "request_id");
+        r.trace_id = trace_hex(j, "trace_id", 32);
+        r.span_id = trace_hex(j, "span_id", 16);
         r.start_unix_ms = *start;
         r.end_unix_ms = *end;
         r.ttft_seconds = ttft_of(j);
@@ -310,6 +330,8 @@ usage_record make_record(const open_info& open, const meter::request_summary& s,
     r.api = open.api;
     r.route = open.route;
     r.request_id = open.request_id;
+    r.trace_id = open.trace_id;
+    r.span_id = open.span_id;
     r.start_unix_ms = open.start_unix_ms;
     r.end_unix_ms = end_unix_ms;
     r.ttft_seconds = s.time_to_first_token;
@@ -353,6 +375,8 @@ usage_record recover_record(const open_info& open, const std::optional<checkpoin
     r.api = open.api;
     r.route = open.route;
     r.request_id = open.request_id;
+    r.trace_id = open.trace_id;
+    r.span_id = open.span_id;
     r.start_unix_ms = open.start_unix_ms;
     r.end_unix_ms = last ? std::max(last->at_unix_ms, open.start_unix_ms) : open.start_unix_ms;
     r.duration_seconds = static_cast<double>(r.end_unix_ms - r.start_unix_ms) / 1000.0;

@@ -37,6 +37,10 @@ struct usage_record {
     std::string api;         // protocol::to_string(api_kind)
     std::string route;       // request path without the query
     std::string request_id;  // the client's x-request-id, "" when absent
+    // The W3C trace the request was forwarded in and the proxy's span (32 and 16 lowercase hex
+    // digits); "" in records written before they were kept.
+    std::string trace_id;
+    std::string span_id;
     std::int64_t start_unix_ms = 0;
     std::int64_t end_unix_ms = 0;
     std::optional<double> ttft_seconds;
@@ -74,6 +78,8 @@ struct open_info {
     std::int64_t start_unix_ms = 0;
     bool streamed = false;
     bool model_cut = false;
+    std::string trace_id = {};  // as in usage_record
+    std::string span_id = {};
 };
 
 // Running counts while a response streams (a "checkpoint" entry).

@@ -83,6 +83,9 @@ observe::access_entry hostile_entry() {
         "c\xc2\x85"
         "d\xff";  // LS, NEL, a byte that is not UTF-8
     e.request_id = "-";
+    e.trace_id = core::trace_id{0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6,
+                                0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36};
+    e.span_id = core::span_id{0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7};
     e.client = "192.0.2.1";
     e.upstream = "127.0.0.1:8000";
     e.time_to_first_token = 0.0125;
@@ -116,6 +119,8 @@ TEST(AccessLog, AJsonRecordHasEveryFieldAtTheTopLevel) {
     EXPECT_NE(body.find("\\u2028"), std::string::npos) << "a line separator is escaped";
     EXPECT_NE(body.find("\\u0085"), std::string::npos) << "NEL is escaped";
     EXPECT_EQ(r["request_id"], "-");
+    EXPECT_EQ(r["trace_id"], "4bf92f3577b34da6a3ce929d0e0e4736");
+    EXPECT_EQ(r["span_id"], "00f067aa0ba902b7");
     EXPECT_EQ(r["client"], "192.0.2.1");
     EXPECT_EQ(r["upstream"], "127.0.0.1:8000");
     EXPECT_DOUBLE_EQ(r["ttft_s"].get<double>(), 0.0125);
@@ -124,7 +129,7 @@ TEST(AccessLog, AJsonRecordHasEveryFieldAtTheTopLevel) {
     EXPECT_EQ(r["output_tokens"], 0) << "a known 0 stays 0";
     EXPECT_EQ(r["bytes_in"], 321);
     EXPECT_TRUE(r["bytes_out"].is_null()) << "unknown is null";
-    EXPECT_EQ(r.size(), 19u);
+    EXPECT_EQ(r.size(), 21u);
 }
 
 TEST(AccessLog, UnknownValuesAreNullNeverZero) {
@@ -134,7 +139,8 @@ TEST(AccessLog, UnknownValuesAreNullNeverZero) {
     e.outcome = "client_cancel";
     const std::string line = access_line(config::log_format::json, e);
     const nlohmann::json r = nlohmann::json::parse(line.substr(0, line.size() - 1));
-    for (const char* key : {"status", "api", "model", "tenant", "request_id", "client", "upstream",
+    for (const char* key : {"status", "api", "model", "tenant", "request_id", "trace_id",
+                            "span_id", "client", "upstream",
                             "ttft_s", "input_tokens", "output_tokens", "bytes_in", "bytes_out"}) {
         EXPECT_TRUE(r[key].is_null()) << key << " in " << line;
     }
@@ -155,12 +161,14 @@ TEST(AccessLog, ATextRecordIsOneLineOfKeyValuePairs) {
                         "\\x0a{\\\"time\\\""),
               std::string::npos)
         << line;
-    EXPECT_NE(body.find(" tenant=\"a b\\u2028c\\u0085d\\xff\" request_id=\"-\" client=192.0.2.1 "
+    EXPECT_NE(body.find(" tenant=\"a b\\u2028c\\u0085d\\xff\" request_id=\"-\" "
+                        "trace_id=4bf92f3577b34da6a3ce929d0e0e4736 span_id=00f067aa0ba902b7 "
+                        "client=192.0.2.1 "
                         "upstream=127.0.0.1:8000 ttft_s=0.012500 duration_s=1.500000 "
                         "input_tokens=12 output_tokens=0 bytes_in=321 bytes_out=-"),
               std::string::npos)
         << line;
-    // Reading the line back: outside quotes, each space starts a field; there are 16.
+    // Reading the line back: outside quotes, each space starts a field; there are 18.
     std::size_t fields = 0;
     bool quoted = false;
     const std::size_t start = body.find(" access ") + 8;
@@ -174,7 +182,7 @@ TEST(AccessLog, ATextRecordIsOneLineOfKeyValuePairs) {
         }
     }
     EXPECT_FALSE(quoted);
-    EXPECT_EQ(fields + 1, 16u) << line;
+    EXPECT_EQ(fields + 1, 18u) << line;
 }
 
 TEST(AccessLog, OtherLoggersCannotWriteRawFields) {

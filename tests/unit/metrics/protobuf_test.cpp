@@ -206,6 +206,40 @@ TEST(ProtobufExposition, BatchedInterTokenLatencyIsExact) {
     EXPECT_EQ(direct.zero_count, 2U);
 }
 
+// A sampled request's exemplar rides in its classic bucket, as Prometheus' schema has it.
+TEST(ProtobufExposition, ABucketCarriesItsExemplar) {
+    registry_options settings;
+    settings.native_histograms = true;
+    registry r(settings);
+    exemplar_source trace;
+    trace.trace = {0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6,
+                   0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36};
+    trace.span = {0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7};
+    trace.unix_ms = 1'764'300'000'250;
+    const meter::request_summary summary = with_ttft(r, 100ms);
+    r.record(summary, meter::billed(summary), &trace);
+    const std::string bytes = r.expose_protobuf();
+    std::size_t at = 0;
+    std::string ttft;
+    while (at < bytes.size()) {
+        const std::uint64_t length = read_varint(bytes, at);
+        ASSERT_LE(at + length, bytes.size());
+        const std::string text = decode(bytes.substr(at, length));
+        at += length;
+        if (contains(text, "name: \"tokenmeter_time_to_first_token_seconds\"")) {
+            ttft = text;
+        }
+    }
+    EXPECT_TRUE(contains(ttft, "      upper_bound: 0.1051\n      exemplar {\n        label {\n"
+                               "          name: \"trace_id\"\n"
+                               "          value: \"4bf92f3577b34da6a3ce929d0e0e4736\"\n        }\n"
+                               "        label {\n          name: \"span_id\"\n"
+                               "          value: \"00f067aa0ba902b7\"\n        }\n"
+                               "        value: 0.1\n        timestamp {\n"
+                               "          seconds: 1764300000\n          nanos: 250000000\n"))
+        << ttft;
+}
+
 TEST(ProtobufExposition, OffWithoutTheOption) {
     registry r(registry_options{});
     EXPECT_FALSE(r.native_histograms_enabled());
