@@ -70,13 +70,22 @@ const taskVariable = () =>
 const tenantVariable = () =>
   queryVariable('tenant', 'Tenant', `label_values(tokenmeter_tenant_requests_total{${W}}, tenant)`);
 
+// The histograms whose buckets carry exemplars (a sampled request's trace_id and span_id;
+// docs/metrics.md, "Exemplars"): a quantile of one of them shows its exemplars as points, each
+// leading to the request's trace.
+const EXEMPLAR_HISTOGRAMS = /\btokenmeter_(time_to_first_token|inter_token_latency|time_per_output_token|request_duration)_seconds_bucket\b/;
+
 function target(expr, legendFormat, refId, kind) {
   // A table shows the value now, one row per series, its labels as columns: an instant query.
   if (kind === 'table') {
     return { datasource: DS, expr, legendFormat, range: false, instant: true, format: 'table', refId,
       editorMode: 'code' };
   }
-  return { datasource: DS, expr, legendFormat, range: true, instant: false, refId, editorMode: 'code' };
+  const t = { datasource: DS, expr, legendFormat, range: true, instant: false, refId, editorMode: 'code' };
+  if (kind === 'timeseries' && expr.startsWith('histogram_quantile(') && EXEMPLAR_HISTOGRAMS.test(expr)) {
+    t.exemplar = true;
+  }
+  return t;
 }
 
 // One panel. targets: [[expr, legend], ...]. kind: timeseries | stat | table | bargauge.

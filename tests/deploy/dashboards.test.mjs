@@ -56,6 +56,10 @@ for (const file of files) {
       for (const t of p.targets) {
         assert.equal(t.datasource.uid, '${datasource}', `panel ${p.title} ${t.refId}`);
         assert.match(t.expr, /tokenmeter|\bup\b/, `panel ${p.title} queries tokenmeter metrics`);
+        // Exemplars on every quantile of a histogram whose buckets carry them, and nowhere else.
+        const carriesExemplars = p.type === 'timeseries' && t.expr.startsWith('histogram_quantile(') &&
+          /tokenmeter_(time_to_first_token|inter_token_latency|time_per_output_token|request_duration)_seconds_bucket/.test(t.expr);
+        assert.equal(t.exemplar === true, carriesExemplars, `panel ${p.title} ${t.refId}: exemplars`);
         if (t.expr.includes('$tenant')) usesTenant = true;
         if (t.expr.includes('$task')) usesTask = true;
         // Every variable a query uses is defined (Grafana's own $__ variables aside).

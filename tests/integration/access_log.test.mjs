@@ -27,7 +27,9 @@ function sseBody() {
 
 async function startUpstream() {
   const body = sseBody();
+  const traceparents = [];
   const server = http.createServer((req, res) => {
+    traceparents.push(req.headers.traceparent);
     req.resume();
     req.on('end', () => {
       res.writeHead(200, { 'content-type': 'text/event-stream' });
@@ -36,7 +38,7 @@ async function startUpstream() {
   });
   await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
   after(() => server.close());
-  return { port: server.address().port, body };
+  return { port: server.address().port, body, traceparents };
 }
 
 function config(format) {
@@ -83,7 +85,8 @@ test('json access log: one object per request, every field at the top level', { 
   assert.ok(!records.some((r) => r.msg === 'forged' || r.level === 'critical'), 'no forged record');
   const r = access[0];
   assert.deepEqual(Object.keys(r), ['time', 'level', 'msg', 'method', 'path', 'status', 'outcome',
-    'api', 'model', 'tenant', 'request_id', 'client', 'upstream', 'ttft_s', 'duration_s',
+    'api', 'model', 'tenant', 'request_id', 'trace_id', 'span_id', 'client', 'upstream', 'ttft_s',
+    'duration_s',
     'input_tokens', 'output_tokens', 'bytes_in', 'bytes_out']);
   assert.match(r.time, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/);
   assert.equal(r.level, 'info');
@@ -95,6 +98,10 @@ test('json access log: one object per request, every field at the top level', { 
   assert.equal(r.model, MODEL);
   assert.equal(r.tenant, TENANT);
   assert.equal(r.request_id, 'req-42');
+  // No traceparent came: the proxy started a trace, and its span is the upstream's parent.
+  assert.match(r.trace_id, /^[0-9a-f]{32}$/);
+  assert.match(r.span_id, /^[0-9a-f]{16}$/);
+  assert.equal(upstream.traceparents.at(-1), `00-${r.trace_id}-${r.span_id}-01`);
   assert.equal(r.client, '127.0.0.1');
   assert.equal(r.upstream, `127.0.0.1:${upstream.port}`);
   assert.equal(typeof r.ttft_s, 'number');
@@ -128,7 +135,7 @@ test('text access log: one line, values quoted and escaped', { timeout: 30_000 }
   assert.ok(!/[\r\u2028]/.test(line));
   assert.ok(line.includes(`method=POST path="/hostile/\\"},{\\"msg\\":\\"forged\\"}=x\\\\y" status=200 `), line);
   assert.ok(line.includes(' model="evil\\"}\\x0a{\\"time\\":\\"x\\",\\"level\\":\\"critical\\",\\"msg\\":\\"forged\\"}\\x0d\\u2028 model=x" '), line);
-  assert.ok(line.includes(' tenant="acme level=critical} {msg=forged \u00ff" request_id=req-42 client=127.0.0.1 '), line);
+  assert.ok(/ tenant="acme level=critical\} \{msg=forged \u00ff" request_id=req-42 trace_id=[0-9a-f]{32} span_id=[0-9a-f]{16} client=127\.0\.0\.1 /.test(line), line);
   assert.ok(line.includes(`upstream=127.0.0.1:${upstream.port} ttft_s=`), line);
   assert.ok(line.includes(` input_tokens=${PROMPT_TOKENS} output_tokens=${CHUNKS.length} bytes_in=${bodyBytes} bytes_out=${Buffer.byteLength(upstream.body)}`), line);
 });
