@@ -37,8 +37,8 @@ void histogram_batch::observe(double value, std::uint64_t times) {
             (last == 0 || value > b[last - 1])) {
             index = last;
         } else {
-            index = static_cast<std::size_t>(std::lower_bound(b.begin(), b.end(), value) -
-                                             b.begin());
+            index =
+                static_cast<std::size_t>(std::lower_bound(b.begin(), b.end(), value) - b.begin());
             last_index_ = index;
         }
     }

@@ -63,11 +63,11 @@ class native_histograms {
 
 // The families as length-delimited io.prometheus.client.MetricFamily messages
 // (proxy/metrics/metrics.proto), the format Prometheus asks for with
-// Accept: application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited.
-// A histogram family whose series has a native histogram carries both: its classic buckets and
-// the native schema, zero bucket, spans and deltas.
-// A classic bucket with an exemplar in `exemplars` carries it (Bucket.exemplar); the +Inf
-// bucket, which this format leaves out, cannot.
+// Accept:
+// application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited. A
+// histogram family whose series has a native histogram carries both: its classic buckets and the
+// native schema, zero bucket, spans and deltas. A classic bucket with an exemplar in `exemplars`
+// carries it (Bucket.exemplar); the +Inf bucket, which this format leaves out, cannot.
 class exemplar_store;
 std::string encode_protobuf(const std::vector<prometheus::MetricFamily>& families,
                             const native_histograms* natives,

@@ -596,11 +596,10 @@ void registry::observe_inter_token_latency(model_series& m, const label_list& la
         // seen last. The batch keeps it as a float, so it is brought back inside its bucket.
         exemplar_buckets& kept = exemplars_of(m.itl_exemplars, itl_, labels, bounds.size() + 1);
         batch.for_each_last_value([&](std::size_t j, double value) {
-            const std::size_t classic = itl_classic_index_.empty()
-                                            ? j
-                                            : (j < itl_classic_index_.size()
-                                                   ? itl_classic_index_[j]
-                                                   : bounds.size());
+            const std::size_t classic =
+                itl_classic_index_.empty()
+                    ? j
+                    : (j < itl_classic_index_.size() ? itl_classic_index_[j] : bounds.size());
             if (classic < bounds.size()) {
                 value = std::min(value, bounds[classic]);
             }
@@ -648,13 +647,12 @@ void registry::observe(prometheus::Family<prometheus::Histogram>* family, const 
 }
 
 exemplar_buckets& registry::exemplars_of(std::atomic<exemplar_buckets*>& slot,
-                                        prometheus::Family<prometheus::Histogram>* family,
-                                        const label_list& labels, std::size_t buckets) {
+                                         prometheus::Family<prometheus::Histogram>* family,
+                                         const label_list& labels, std::size_t buckets) {
     exemplar_buckets* kept = slot.load(std::memory_order_acquire);
     if (kept == nullptr) {
-        kept = &exemplars_.series(family->GetName(),
-                                  exemplar_store::label_pairs(labels.begin(), labels.end()),
-                                  buckets);
+        kept = &exemplars_.series(
+            family->GetName(), exemplar_store::label_pairs(labels.begin(), labels.end()), buckets);
         slot.store(kept, std::memory_order_release);
     }
     return *kept;

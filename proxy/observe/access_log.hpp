@@ -26,8 +26,8 @@ struct access_entry {
     // unset when the request was not forwarded with one.
     std::optional<core::trace_id> trace_id;
     std::optional<core::span_id> span_id;
-    std::string_view client;      // the client's IP address
-    std::string_view upstream;    // the upstream it was forwarded to; "" when it was not
+    std::string_view client;    // the client's IP address
+    std::string_view upstream;  // the upstream it was forwarded to; "" when it was not
     std::optional<double> time_to_first_token;  // seconds; streamed responses with output only
     double duration_seconds = 0.0;
     std::optional<std::uint64_t> input_tokens;   // meter::billed's input count

@@ -125,9 +125,9 @@ request_plan plan_request(bhttp::request<bhttp::string_body>& request,
     // The trace is read before the fields are copied: a tracestate goes on only with the
     // traceparent it belongs to.
     const std::optional<core::trace_parent> incoming = incoming_trace(request.base());
-    plan.trace = core::continue_trace(
-        incoming, settings.trace_sampling_ratio,
-        random != nullptr ? *random : core::trace_random::for_thread());
+    plan.trace =
+        core::continue_trace(incoming, settings.trace_sampling_ratio,
+                             random != nullptr ? *random : core::trace_random::for_thread());
     const auto connection_named = connection_options(request.base());
     for (const auto& field : request.base()) {  // the trailer fields are gone (above)
         if (is_hop_by_hop(field, connection_named)) {

@@ -1,7 +1,5 @@
 #include "usage/record.hpp"
 
-#include "usage/price.hpp"
-
 #include <algorithm>
 #include <array>
 #include <charconv>
@@ -10,6 +8,8 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <random>
+
+#include "usage/price.hpp"
 
 namespace tokenmeter::usage {
 namespace {
@@ -305,12 +305,13 @@ std::optional<spool_entry> decode_entry(std::string_view line) {
         r.status = get_int(j, "status");
         // A record written before "served" existed: a rejected request was the only unserved one.
         auto served = j.find("served");
-        r.served = served != j.end() && served->is_boolean() ? served->get<bool>()
-                                                             : outcome != "rejected";
+        r.served =
+            served != j.end() && served->is_boolean() ? served->get<bool>() : outcome != "rejected";
         r.reason = get_string(j, "reason");
         r.response_unread = get_bool(j, "response_unread");
         r.currency = get_string(j, "currency");
-        if (auto cost = j.find("cost"); !r.currency.empty() && cost != j.end() && cost->is_number()) {
+        if (auto cost = j.find("cost");
+            !r.currency.empty() && cost != j.end() && cost->is_number()) {
             r.cost_picos = amount_from_number(cost->get<double>());
         }
         r.degraded = get_bool(j, "degraded");
@@ -483,8 +484,8 @@ std::optional<std::int64_t> parse_time(std::string_view text) {
     using namespace std::chrono;
     const year_month_day date{std::chrono::year{static_cast<int>(year)}, std::chrono::month{month},
                               std::chrono::day{day}};
-    const sys_time<milliseconds> time = sys_days{date} + hours{hour} + minutes{minute} +
-                                        seconds{second} + milliseconds{millis};
+    const sys_time<milliseconds> time =
+        sys_days{date} + hours{hour} + minutes{minute} + seconds{second} + milliseconds{millis};
     return time.time_since_epoch().count();
 }
 

@@ -139,9 +139,9 @@ TEST(AccessLog, UnknownValuesAreNullNeverZero) {
     e.outcome = "client_cancel";
     const std::string line = access_line(config::log_format::json, e);
     const nlohmann::json r = nlohmann::json::parse(line.substr(0, line.size() - 1));
-    for (const char* key : {"status", "api", "model", "tenant", "request_id", "trace_id",
-                            "span_id", "client", "upstream",
-                            "ttft_s", "input_tokens", "output_tokens", "bytes_in", "bytes_out"}) {
+    for (const char* key :
+         {"status", "api", "model", "tenant", "request_id", "trace_id", "span_id", "client",
+          "upstream", "ttft_s", "input_tokens", "output_tokens", "bytes_in", "bytes_out"}) {
         EXPECT_TRUE(r[key].is_null()) << key << " in " << line;
     }
     const std::string text = access_line(config::log_format::text, e);

@@ -39,8 +39,8 @@ TEST(Traceparent, OptionalWhitespaceAroundTheValueIsNotPartOfIt) {
 }
 
 TEST(Traceparent, UppercaseHexIsRefusedAnywhere) {
-    EXPECT_FALSE(parse_traceparent(value("00", "4BF92F3577B34DA6A3CE929D0E0E4736", parent_hex,
-                                         "01")));
+    EXPECT_FALSE(
+        parse_traceparent(value("00", "4BF92F3577B34DA6A3CE929D0E0E4736", parent_hex, "01")));
     EXPECT_FALSE(parse_traceparent(value("00", trace_hex, "00F067AA0BA902B7", "01")));
     EXPECT_FALSE(parse_traceparent(value("00", trace_hex, parent_hex, "0A")));
     EXPECT_FALSE(parse_traceparent(value("0A", trace_hex, parent_hex, "01")));
@@ -75,8 +75,8 @@ TEST(Traceparent, VersionFfIsInvalid) {
 }
 
 TEST(Traceparent, AllZeroIdsAreInvalid) {
-    EXPECT_FALSE(parse_traceparent(
-        value("00", "00000000000000000000000000000000", parent_hex, "01")));
+    EXPECT_FALSE(
+        parse_traceparent(value("00", "00000000000000000000000000000000", parent_hex, "01")));
     EXPECT_FALSE(parse_traceparent(value("00", trace_hex, "0000000000000000", "01")));
 }
 

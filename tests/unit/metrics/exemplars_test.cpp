@@ -129,10 +129,13 @@ std::vector<exemplar_line> exemplar_lines(const std::string& exposition) {
     for (std::string text; std::getline(in, text);) {
         std::smatch match;
         if (std::regex_match(text, match, line)) {
-            out.push_back({match[1], match[2] == "+Inf" ? std::numeric_limits<double>::infinity() : std::stod(match[2]), match[3],
-                           match[4], std::stod(match[5]), std::stod(match[6])});
+            out.push_back(
+                {match[1],
+                 match[2] == "+Inf" ? std::numeric_limits<double>::infinity() : std::stod(match[2]),
+                 match[3], match[4], std::stod(match[5]), std::stod(match[6])});
         } else {
-            EXPECT_EQ(text.find(" # {"), std::string::npos) << "an exemplar in an odd place: " << text;
+            EXPECT_EQ(text.find(" # {"), std::string::npos)
+                << "an exemplar in an odd place: " << text;
         }
     }
     return out;
@@ -187,7 +190,8 @@ TEST(RegistryExemplars, AnExemplarsValueIsInsideItsBucket) {
         }
         const std::string series = text.substr(0, le_at);
         const std::string le_text = text.substr(le_at + 4, text.find('"', le_at + 4) - le_at - 4);
-        const double le = le_text == "+Inf" ? std::numeric_limits<double>::infinity() : std::stod(le_text);
+        const double le =
+            le_text == "+Inf" ? std::numeric_limits<double>::infinity() : std::stod(le_text);
         const auto mark = text.find(" # {");
         if (mark != std::string::npos) {
             const auto value_at = text.find("} ", mark) + 2;

@@ -53,9 +53,9 @@ TEST(NativeBuckets, ZeroAndCounts) {
 }
 
 TEST(ProtobufExposition, AcceptHeader) {
-    EXPECT_TRUE(accepts_protobuf(
-        "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;"
-        "encoding=delimited;q=0.7,text/plain;version=0.0.4;q=0.3,*/*;q=0.2"));
+    EXPECT_TRUE(
+        accepts_protobuf("application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;"
+                         "encoding=delimited;q=0.7,text/plain;version=0.0.4;q=0.3,*/*;q=0.2"));
     EXPECT_FALSE(accepts_protobuf("text/plain;version=0.0.4;q=1,*/*;q=0.1"));
     EXPECT_FALSE(accepts_protobuf(""));
 }
@@ -76,8 +76,8 @@ std::uint64_t read_varint(const std::string& s, std::size_t& at) {
 std::string decode(const std::string& message) {
     const std::filesystem::path proto =
         std::filesystem::path(TOKENMETER_FIXTURES_DIR) / "../../proxy/metrics";
-    const std::filesystem::path in = std::filesystem::temp_directory_path() /
-                                     ("tokenmeter-proto-" + std::to_string(::getpid()));
+    const std::filesystem::path in =
+        std::filesystem::temp_directory_path() / ("tokenmeter-proto-" + std::to_string(::getpid()));
     std::ofstream(in, std::ios::binary) << message;
     const std::string command = "protoc --proto_path=" + proto.string() +
                                 " --decode=io.prometheus.client.MetricFamily metrics.proto < " +
@@ -143,8 +143,9 @@ TEST(ProtobufExposition, DecodesAgainstTheSchemaWithNativeBuckets) {
     EXPECT_TRUE(contains(ttft, "schema: 4")) << ttft;
     EXPECT_TRUE(contains(ttft, "zero_count: 0")) << ttft;
     // 0.1 s three times in bucket -53, 0.25 s once in bucket -32: two spans, deltas 3 and -2.
-    EXPECT_TRUE(contains(ttft, "positive_span {\n      offset: -53\n      length: 1\n    }\n    "
-                               "positive_span {\n      offset: 20\n      length: 1\n    }"))
+    EXPECT_TRUE(contains(ttft,
+                         "positive_span {\n      offset: -53\n      length: 1\n    }\n    "
+                         "positive_span {\n      offset: 20\n      length: 1\n    }"))
         << ttft;
     EXPECT_TRUE(contains(ttft, "positive_delta: 3\n    positive_delta: -2")) << ttft;
     // The classic buckets are there too, without +Inf (implied by sample_count).
@@ -165,7 +166,8 @@ TEST(ProtobufExposition, DecodesAgainstTheSchemaWithNativeBuckets) {
     EXPECT_TRUE(contains(itl, "sample_count: 4")) << itl;
     EXPECT_TRUE(contains(itl, "schema: 4")) << itl;
     EXPECT_TRUE(contains(itl, "zero_threshold: 7.62939453125e-06")) << itl;
-    EXPECT_TRUE(contains(itl, "positive_span {\n      offset: -122\n      length: 1\n    }")) << itl;
+    EXPECT_TRUE(contains(itl, "positive_span {\n      offset: -122\n      length: 1\n    }"))
+        << itl;
     EXPECT_TRUE(contains(itl, "positive_delta: 4")) << itl;
     EXPECT_TRUE(contains(itl, "bucket {\n      cumulative_count: 4\n      upper_bound: 0.005524"))
         << itl;
@@ -230,13 +232,14 @@ TEST(ProtobufExposition, ABucketCarriesItsExemplar) {
             ttft = text;
         }
     }
-    EXPECT_TRUE(contains(ttft, "      upper_bound: 0.1051\n      exemplar {\n        label {\n"
-                               "          name: \"trace_id\"\n"
-                               "          value: \"4bf92f3577b34da6a3ce929d0e0e4736\"\n        }\n"
-                               "        label {\n          name: \"span_id\"\n"
-                               "          value: \"00f067aa0ba902b7\"\n        }\n"
-                               "        value: 0.1\n        timestamp {\n"
-                               "          seconds: 1764300000\n          nanos: 250000000\n"))
+    EXPECT_TRUE(contains(ttft,
+                         "      upper_bound: 0.1051\n      exemplar {\n        label {\n"
+                         "          name: \"trace_id\"\n"
+                         "          value: \"4bf92f3577b34da6a3ce929d0e0e4736\"\n        }\n"
+                         "        label {\n          name: \"span_id\"\n"
+                         "          value: \"00f067aa0ba902b7\"\n        }\n"
+                         "        value: 0.1\n        timestamp {\n"
+                         "          seconds: 1764300000\n          nanos: 250000000\n"))
         << ttft;
 }
 

@@ -23,8 +23,8 @@ constexpr std::string_view span_hex = "00f067aa0ba902b7";
 
 core::trace_context a_trace(bool sampled) {
     core::trace_context t;
-    t.trace = core::parse_traceparent("00-" + std::string(trace_hex) + "-b7ad6b7169203331-01")
-                  ->trace;
+    t.trace =
+        core::parse_traceparent("00-" + std::string(trace_hex) + "-b7ad6b7169203331-01")->trace;
     t.span = {0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7};
     t.flags = sampled ? core::trace_flag_sampled : 0;
     return t;
@@ -34,8 +34,9 @@ struct fixture {
     fixture() {
         tenants = std::make_unique<usage::tenant_resolver>(usage::tenant_options{}, "");
         throughput = std::make_unique<usage::provisioned_throughput>(usage::throughput_options{});
-        metering_parts parts{&registry, nullptr, tenants.get(), throughput.get(), &ids, nullptr,
-                             &sink,     [] { return std::int64_t{1'700'000'000'250}; }};
+        metering_parts parts{
+            &registry, nullptr, tenants.get(), throughput.get(),
+            &ids,      nullptr, &sink,         [] { return std::int64_t{1'700'000'000'250}; }};
         parts.access_log = [this](const access_entry& e) {
             logged_trace.push_back(e.trace_id ? core::to_hex(*e.trace_id) : "");
             logged_span.push_back(e.span_id ? core::to_hex(*e.span_id) : "");
@@ -58,9 +59,10 @@ struct fixture {
         (void)exchange->response_head(200, "text/event-stream", true, clock.now());
         for (const char* text : {"Hello", " world"}) {
             clock.advance(40ms);
-            exchange->body(std::string("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"") +
-                               text + "\"}}]}\n\n",
-                           clock.now());
+            exchange->body(
+                std::string("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"") + text +
+                    "\"}}]}\n\n",
+                clock.now());
         }
         (void)exchange->seal(clock.now());
         sink.make_durable();
@@ -82,12 +84,14 @@ TEST(RequestTrace, RecordsAndTheAccessLogCarryTheTraceAndTheProxysSpan) {
     fixture f;
     f.run(a_trace(true));
     ASSERT_GE(f.sink.lines.size(), 2U);
-    const auto open = usage::decode_line(f.sink.lines.front().substr(0, f.sink.lines.front().size() - 1));
+    const auto open =
+        usage::decode_line(f.sink.lines.front().substr(0, f.sink.lines.front().size() - 1));
     ASSERT_TRUE(open);
     ASSERT_EQ(open->kind, usage::entry_kind::open);
     EXPECT_EQ(open->open.trace_id, trace_hex);
     EXPECT_EQ(open->open.span_id, span_hex);
-    const auto close = usage::decode_line(f.sink.lines.back().substr(0, f.sink.lines.back().size() - 1));
+    const auto close =
+        usage::decode_line(f.sink.lines.back().substr(0, f.sink.lines.back().size() - 1));
     ASSERT_TRUE(close);
     ASSERT_EQ(close->kind, usage::entry_kind::close);
     EXPECT_EQ(close->record.trace_id, trace_hex);
@@ -107,11 +111,12 @@ TEST(RequestTrace, ASampledRequestLeavesExemplarsAnUnsampledOneNone) {
     fixture sampled;
     sampled.run(a_trace(true));
     const std::string om = sampled.registry.expose_openmetrics();
-    const std::string mark = "{trace_id=\"" + std::string(trace_hex) + "\",span_id=\"" +
-                             std::string(span_hex) + "\"}";
-    for (const char* family :
-         {"tokenmeter_time_to_first_token_seconds_bucket", "tokenmeter_inter_token_latency_seconds_bucket",
-          "tokenmeter_time_per_output_token_seconds_bucket", "tokenmeter_request_duration_seconds_bucket"}) {
+    const std::string mark =
+        "{trace_id=\"" + std::string(trace_hex) + "\",span_id=\"" + std::string(span_hex) + "\"}";
+    for (const char* family : {"tokenmeter_time_to_first_token_seconds_bucket",
+                               "tokenmeter_inter_token_latency_seconds_bucket",
+                               "tokenmeter_time_per_output_token_seconds_bucket",
+                               "tokenmeter_request_duration_seconds_bucket"}) {
         bool found = false;
         std::size_t at = 0;
         while ((at = om.find(family, at)) != std::string::npos) {

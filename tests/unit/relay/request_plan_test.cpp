@@ -231,8 +231,8 @@ TEST(RequestPlan, UpstreamHeadIsTheEndToEndFieldsInOrderThenTheProxysOwn) {
                   core::format_traceparent(plan.trace) +
                   "\r\n"
                   "Host: model:8000\r\n"
-              "Accept-Encoding: identity\r\n"
-              "Content-Length: " +
+                  "Accept-Encoding: identity\r\n"
+                  "Content-Length: " +
                   std::to_string(plan.upstream.body.size()) + "\r\n\r\n");
     EXPECT_EQ(plan.upstream.body, R"({"model":"m","prompt":"x"})");
 }
@@ -332,9 +332,9 @@ TEST(RequestPlan, ContentLengthOnlyWhereBeastWouldSetIt) {
     bhttp::request<bhttp::string_body> options{bhttp::verb::options, "*", 11};
     options.set(bhttp::field::host, "proxy.local");
     plan = plan_request(options, "*", field_count(options), settings_for());
-    EXPECT_EQ(plan.upstream.head, "OPTIONS * HTTP/1.1\r\ntraceparent: " +
-                                      core::format_traceparent(plan.trace) +
-                                      "\r\nHost: model:8000\r\nContent-Length: 0\r\n\r\n");
+    EXPECT_EQ(plan.upstream.head,
+              "OPTIONS * HTTP/1.1\r\ntraceparent: " + core::format_traceparent(plan.trace) +
+                  "\r\nHost: model:8000\r\nContent-Length: 0\r\n\r\n");
 }
 
 }  // namespace
