@@ -130,7 +130,7 @@ int proto_type(prometheus::MetricType t) {
 // google.protobuf.Timestamp.
 void put_exemplar(std::string& bucket, const exemplar& kept) {
     std::string message;
-    const auto put_label = [&message](std::string_view name, std::string value) {
+    const auto put_label = [&message](std::string_view name, std::string_view value) {
         std::string pair;
         put_bytes(pair, 1, name);
         put_bytes(pair, 2, value);

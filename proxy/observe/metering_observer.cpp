@@ -70,18 +70,20 @@ struct request_state {
     // Finished before its last bytes were sent; made only then (a summary is about 600 bytes,
     // which every open request would carry inline).
     std::unique_ptr<meter::request_summary> sealed;
-    bool bucket_charged = false;  // the tenant's tokens are in its bucket (charge_bucket)
-    bool stream_counted = false;
     std::unique_ptr<admission> admit;  // null: admitted (a refusal is made by admit_tenant)
     // What admission reserves for a limited tenant (the prompt estimate and the output limit),
     // and what it did take from the bucket (local) or charge to the store (shared): settled to
-    // the real count at the end.
-    bool shared = false;
+    // the real count at the end (`shared` below: the store's).
     std::uint64_t estimate = 0;
     std::uint64_t reserved = 0;            // local bucket only
     std::unique_ptr<task_state> task;      // null when the request has none
     std::unique_ptr<access_facts> access;  // null when the access log is off
-    core::trace_context trace;             // what the upstream's traceparent carried
+    // The byte-sized fields together, so that they share their padding.
+    core::trace_context trace;    // what the upstream's traceparent carried
+    bool bucket_charged = false;  // the tenant's tokens are in its bucket (charge_bucket)
+    bool stream_counted = false;
+    bool shared = false;    // admitted and settled by the fleet-wide store
+    bool degraded = false;  // a metering call failed: marked in the record
 };
 
 // The end of a request whose finishing reads many bytes (a long prompt to count, a large JSON

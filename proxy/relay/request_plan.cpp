@@ -39,7 +39,7 @@ void join_element(std::string& joined, std::string_view element) {
 }
 
 // The client's traceparent when it sent exactly one field of it and its value is valid. Two
-// fields are malformed: a list of traceparents has no meaning (W3C Trace Context §3.2).
+// fields are malformed: a list of traceparents has no meaning.
 std::optional<core::trace_parent> incoming_trace(const bhttp::fields& fields) {
     std::optional<core::trace_parent> found;
     bool seen = false;
@@ -54,6 +54,13 @@ std::optional<core::trace_parent> incoming_trace(const bhttp::fields& fields) {
         }
     }
     return found;
+}
+
+// A field the plan writes itself or drops: the client's traceparent (replaced), and its
+// tracestate when the traceparent was not valid (a new trace starts without one).
+bool replaced_trace_field(const bhttp::fields::value_type& field, bool valid_trace) {
+    return field.name() == bhttp::field::unknown &&
+           (named(field, traceparent) || (!valid_trace && named(field, tracestate)));
 }
 
 }  // namespace
@@ -134,9 +141,8 @@ request_plan plan_request(bhttp::request<bhttp::string_body>& request,
             continue;
         }
         const bhttp::field known = field.name();
-        if (known == bhttp::field::unknown &&
-            (named(field, traceparent) || (!incoming && named(field, tracestate)))) {
-            continue;  // replaced below; a tracestate without a valid traceparent is dropped
+        if (replaced_trace_field(field, incoming.has_value())) {
+            continue;  // the proxy's traceparent is written below
         }
         if (known == bhttp::field::expect || (known == bhttp::field::host && !client_host_kept) ||
             (metered && known == bhttp::field::accept_encoding)) {
