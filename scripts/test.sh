@@ -8,9 +8,9 @@
 #   3. a ThreadSanitizer build of the proxy and the simulator only (and unit_core, for the
 #      threaded test of core::shared_snapshot), running the tests where threads meet (label
 #      tsan); any race report fails the stage;
-#   4. the request-path, upstream-response-head, upstream-body-decoder, spool-reader and
-#      Redis-reply fuzzers (clang, libFuzzer), 45 s each (TOKENMETER_FUZZ_SECONDS), after
-#      replaying their seed corpora.
+#   4. the request-path, upstream-response-head, upstream-body-decoder, WebSocket-frame,
+#      spool-reader and Redis-reply fuzzers (clang, libFuzzer), 45 s each
+#      (TOKENMETER_FUZZ_SECONDS), after replaying their seed corpora.
 # Set TOKENMETER_SKIP_SANITIZE=1 to run only the first stage.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -33,6 +33,12 @@ step "building ($build_dir)"
 # results in ~/.cache/tokenmeter/tidy), so a warm run checks only what changed.
 step "clang-tidy on proxy/ (scripts/tidy.sh)"
 "$root/scripts/tidy.sh" --build-dir "$build_dir" proxy
+
+# The WebSocket integration test drives the proxy with the pinned `ws` package (npm ci).
+if [[ -f "$root/tests/integration/package-lock.json" ]]; then
+    step "installing the WebSocket client and server (tests/integration, npm ci)"
+    (cd "$root/tests/integration" && npm ci --no-audit --no-fund --loglevel=error)
+fi
 
 # The SDK tests use pinned npm packages (package-lock.json); npm ci installs exactly those.
 if [[ -f "$root/tests/e2e/package-lock.json" ]]; then
@@ -94,7 +100,7 @@ if [[ "${TOKENMETER_SKIP_SANITIZE:-0}" != 1 ]]; then
     fi
 
     fuzz_seconds="${TOKENMETER_FUZZ_SECONDS:-45}"
-    for target in request_fuzz response_head_fuzz body_decoder_fuzz spool_fuzz resp_fuzz; do
+    for target in request_fuzz response_head_fuzz body_decoder_fuzz ws_frame_fuzz spool_fuzz resp_fuzz; do
         step "fuzzing $target for ${fuzz_seconds} s (tests/fuzz/run.sh)"
         TOKENMETER_FUZZ_BUILD_DIR="$fuzz_dir" TOKENMETER_FUZZ_TARGET="$target" \
             "$root/tests/fuzz/run.sh" "$fuzz_seconds" 2>&1 | tail -n 12

@@ -184,7 +184,9 @@ int run(const config::settings& settings, const reloader& reload, const metering
              drain.stop();
              workers.stop();
              main_ioc.stop();
-         }});
+         },
+         [&context] { return context.tunnels.load(std::memory_order_relaxed); },
+         [&workers] { workers.close_tunnels(); }});
 
     workers.start();
     admin.start();

@@ -62,7 +62,16 @@ void drain_controller::check() {
         actions_.stop();
         return;
     }
-    if (std::chrono::steady_clock::now() >= deadline_) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline_ && !tunnels_closed_ && actions_.open_tunnels && actions_.close_tunnels) {
+        tunnels_closed_ = true;
+        if (const auto tunnels = actions_.open_tunnels(); tunnels > 0) {
+            spdlog::warn("drain timeout: closing {} WebSocket tunnels (1001 Going Away)", tunnels);
+            actions_.close_tunnels();
+            deadline_ = now + close_grace;
+        }
+    }
+    if (now >= deadline_) {
         spdlog::warn("drain timeout with {} requests in flight; exiting", in_flight);
         actions_.stop();
         return;

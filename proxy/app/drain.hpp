@@ -17,7 +17,13 @@ class drain_controller {
     struct actions {
         std::function<void()> begin;  // stop accepting, close idle connections
         std::function<void()> stop;   // stop everything; run() then returns
+        // At the end of the drain window: how many WebSocket tunnels are open, and closing them
+        // with 1001 (Going Away). When some were, the endpoints get close_grace to answer the
+        // close frames before stop (optional).
+        std::function<std::int64_t()> open_tunnels;
+        std::function<void()> close_tunnels;
     };
+    static constexpr std::chrono::seconds close_grace{2};
 
     drain_controller(asio::io_context& ioc, std::chrono::milliseconds timeout,
                      std::atomic<bool>& draining, const std::atomic<std::int64_t>& in_flight,
@@ -44,6 +50,7 @@ class drain_controller {
     asio::steady_timer timer_;
     std::chrono::steady_clock::time_point deadline_{};
     bool stopped_ = false;
+    bool tunnels_closed_ = false;
 };
 
 }  // namespace tokenmeter::app

@@ -42,6 +42,9 @@ relay::session_settings session_settings_from(const config::settings& settings) 
     out.unparsable_body = settings.limits.unparsable_body == config::unparsable_body_mode::forward
                               ? relay::unparsable_body_policy::forward
                               : relay::unparsable_body_policy::refuse;
+    out.websocket.idle_timeout = settings.websocket.idle_timeout;
+    out.websocket.max_tunnels = settings.websocket.max_tunnels;
+    out.websocket.max_message_bytes = settings.websocket.max_message_bytes;
     return out;
 }
 

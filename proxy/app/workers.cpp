@@ -155,6 +155,12 @@ void worker_pool::close_idle() {
     }
 }
 
+void worker_pool::close_tunnels() {
+    for (auto& w : workers_) {
+        net::post_from_any_thread(w.ioc, [&w] { w.sessions.close_tunnels(); });
+    }
+}
+
 void worker_pool::stop() {
     if (stopped_) {
         return;

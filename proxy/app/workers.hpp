@@ -41,6 +41,8 @@ class worker_pool {
     void start();
     // Drain: closes the connections waiting for a request and the idle upstream connections.
     void close_idle();
+    // The end of the drain window: every WebSocket tunnel is closed with 1001 (Going Away).
+    void close_tunnels();
     // Stops the event loops (in-flight work is abandoned) and joins the threads. Idempotent.
     void stop();
     // The workers' upstream pools, summed as each last published its sizes (any thread).

@@ -54,6 +54,15 @@ struct upstream_pool_settings {
     bool operator==(const upstream_pool_settings&) const = default;
 };
 
+// WebSocket tunnels (RFC 6455): an upgrade the upstream accepts becomes a tunnel of bytes.
+struct websocket_settings {
+    milliseconds idle_timeout{300'000};  // a tunnel with no bytes either way is closed (1001)
+    std::uint32_t max_tunnels = 1024;    // open tunnels per process; 0: no cap
+    // a frame, or a fragmented message, larger than this closes the tunnel (1009)
+    std::uint64_t max_message_bytes = 16ull * 1024 * 1024;
+    bool operator==(const websocket_settings&) const = default;
+};
+
 // Who may drain the proxy over HTTP (/drain, /undrain). Off while token_file is empty.
 struct admin_auth_settings {
     std::string
@@ -310,6 +319,7 @@ struct settings {  // NOLINT(clang-analyzer-optin.performance.Padding)
     timeouts_settings timeouts;
     limits_settings limits;
     upstream_pool_settings upstream_pool;
+    websocket_settings websocket;
     readiness_settings readiness;
     metrics_settings metrics;
     log_settings log;

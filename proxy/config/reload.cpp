@@ -29,6 +29,7 @@ reload_diff diff_for_reload(const settings& running, const settings& next) {
     check(running.timeouts != next.timeouts, "timeouts", false);
     check(running.limits != next.limits, "limits", false);
     check(running.upstream_pool != next.upstream_pool, "upstream_pool", false);
+    check(running.websocket != next.websocket, "websocket", false);
     check(running.readiness != next.readiness, "readiness", false);
     check(running.metrics != next.metrics, "metrics", false);
     check(running.log.format != next.log.format, "log.format", false);

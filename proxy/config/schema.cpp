@@ -75,6 +75,19 @@ const table<P>& upstream_pool_table() {
     return t;
 }
 
+using WS = websocket_settings;
+const table<WS>& websocket_table() {
+    static const table<WS> t{
+        value("idle_timeout", &WS::idle_timeout, read_duration, check_positive,
+              "a tunnel with no bytes either way for this long is closed"),
+        value<WS, std::uint32_t>("max_tunnels", &WS::max_tunnels, read_count, nullptr,
+                                 "open WebSocket tunnels per process; 0: no cap"),
+        value("max_message_bytes", &WS::max_message_bytes, read_size, check_positive_bytes,
+              "largest frame or fragmented message a tunnel carries"),
+    };
+    return t;
+}
+
 using R = readiness_settings;
 const table<R>& readiness_table() {
     static const table<R> t{
@@ -578,6 +591,7 @@ const table<S>& root() {
         section("timeouts", &S::timeouts, timeouts_table, "timeouts; each greater than 0"),
         section("limits", &S::limits, limits_table, "size limits"),
         section("upstream_pool", &S::upstream_pool, upstream_pool_table, "upstream connections"),
+        section("websocket", &S::websocket, websocket_table, "WebSocket tunnels"),
         section("readiness", &S::readiness, readiness_table, "the /readyz probe"),
         section("metrics", &S::metrics, metrics_table, "labels and histograms"),
         section("log", &S::log, log_table, "logging"),

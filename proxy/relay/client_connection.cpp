@@ -19,6 +19,7 @@ client_connection<Stream>::client_connection(Stream stream, proxy_context& conte
                                              upstream_pool& pool, session_registry& sessions)
     : context_(context),
       sessions_(sessions),
+      pool_(pool),
       client_(std::move(stream)),
       // Bounded: a chunk-size line, chunk extension or trailer section is parsed from this
       // buffer whole, so without a cap one such line could grow it without end.
@@ -88,6 +89,36 @@ void client_connection<Stream>::close_if_idle() {
     if (phase_ == phase::reading_request) {
         close_client();  // a read is pending: no close_notify can be written beside it
     }
+}
+
+template <class Stream>
+void client_connection<Stream>::close_tunnel() {
+    if (tunnel_) {
+        run_guarded([&] {
+            tunnel_->go_away(ws::close_code::going_away, ws::close_code::going_away,
+                             "going away");
+        });
+    }
+}
+
+template <class Stream>
+void client_connection<Stream>::start_tunnel(upstream_ptr upstream, std::uint8_t reserved_bits) {
+    stop_watching_client();
+    lowest().expires_never();
+    // Bytes the client sent behind its request head (read with it) go to the upstream first.
+    std::string early(static_cast<const char*>(client_buffer_.data().data()),
+                      client_buffer_.size());
+    client_buffer_.consume(client_buffer_.size());
+    client_buffer_.shrink_to_fit();
+    tunnel_ = std::make_unique<tunnel<Stream>>(*this, pool_, std::move(upstream),
+                                               std::move(request_.slot), reserved_bits);
+    tunnel_->start(early);
+}
+
+template <class Stream>
+void client_connection<Stream>::tunnel_done(observe::end_reason reason) {
+    phase_ = phase::closed;
+    finish_exchange(reason);
 }
 
 // ---- request ------------------------------------------------------------------------------
@@ -265,6 +296,15 @@ void client_connection<Stream>::handle_request() {
     request_.model = plan.info.model;
     request_.keep_alive = plan.keep_alive;
     request_.version = plan.version;
+    if (plan.upgrade) {
+        request_.slot = tunnel_slot::take(context_.tunnels, context_.settings.websocket.max_tunnels);
+        if (!request_.slot) {
+            respond_local(local_failure::too_many_tunnels,
+                          "the proxy has websocket.max_tunnels WebSocket tunnels open; retry "
+                          "shortly");
+            return;
+        }
+    }
     if (plan.unparsable_body) {
         respond_local(local_failure::unparsable_body,
                       "the request body is not a JSON object the proxy can read (as Python's "
@@ -297,7 +337,8 @@ void client_connection<Stream>::handle_request() {
     worker_activity& activity = worker_activity::for_thread();
     ++activity.in_flight;
     ++activity.started;
-    request_.admitting_options = {plan.head, plan.usage_injected, plan.continuous_usage};
+    request_.admitting_options = {plan.head, plan.usage_injected, plan.continuous_usage,
+                                  plan.upgrade};
     if (request_.observed->admission_pending()) {
         // A shared store decides (one round trip, bounded by its timeout); the callback comes
         // on the store's thread and the rest runs back on this connection's own executor.
@@ -448,6 +489,9 @@ void client_connection<Stream>::on_internal_error(const char* what) noexcept {
     try {
         stop_watching_client();
         upstream_.abort();
+        if (tunnel_) {
+            tunnel_->abort();
+        }
     } catch (...) {
     }
     if (!request_.response_begun && phase_ != phase::closed) {
@@ -486,6 +530,7 @@ void client_connection<Stream>::exchange_done(observe::end_reason reason) {
 
 template <class Stream>
 void client_connection<Stream>::finish_exchange(observe::end_reason reason) {
+    request_.slot = tunnel_slot{};  // an upgrade the upstream did not take
     if (!request_.observed) {
         return;
     }

@@ -16,6 +16,7 @@
 #include "observe/observer.hpp"
 #include "relay/local_failure.hpp"
 #include "relay/proxy_context.hpp"
+#include "relay/tunnel.hpp"
 #include "relay/upstream_exchange.hpp"
 #include "relay/upstream_pool.hpp"
 
@@ -38,6 +39,8 @@ struct request_state {
     // (Each of these is made when needed, not carried inline by every open stream.)
     std::unique_ptr<upstream_request> admitting;
     relay_options admitting_options;
+    // A WebSocket upgrade's place under websocket.max_tunnels, until its tunnel takes it.
+    tunnel_slot slot;
 };
 
 template <class Stream>
@@ -53,6 +56,8 @@ class client_connection : public idle_closable,
     void start();
     // Called on drain: closes the connection if it is waiting for a request.
     void close_if_idle() override;
+    // The end of a drain: a tunnel is closed with 1001 (Going Away).
+    void close_tunnel() override;
 
     // The door the upstream exchange goes through: the client stream, the request, the shared
     // context, and how the exchange ends. Nothing else of the connection is the exchange's.
@@ -67,6 +72,11 @@ class client_connection : public idle_closable,
     // The forwarded request is over: the observer records it, and the connection goes on to the
     // next request after a complete response, or closes.
     void exchange_done(observe::end_reason reason);
+    // The upstream switched to WebSocket and the client has its 101: the connection becomes a
+    // tunnel between the client and `upstream` until either side ends it.
+    void start_tunnel(upstream_ptr upstream, std::uint8_t reserved_bits);
+    // The tunnel is over (both connections closed): the observer records it.
+    void tunnel_done(observe::end_reason reason);
     // The upstream failed before the response began: the proxy answers itself.
     void answer_locally(local_failure failure, std::string_view message) {
         respond_local(failure, message);
@@ -135,6 +145,7 @@ class client_connection : public idle_closable,
 
     proxy_context& context_;
     session_registry& sessions_;
+    upstream_pool& pool_;
     Stream client_;
     beast::flat_buffer client_buffer_;
     phase phase_ = phase::reading_request;
@@ -150,6 +161,7 @@ class client_connection : public idle_closable,
     std::unique_ptr<bhttp::response<bhttp::string_body>> local_response_;
     request_state request_;
     upstream_exchange<Stream> upstream_;
+    std::unique_ptr<tunnel<Stream>> tunnel_;  // after a 101 to a WebSocket upgrade
 
     static constexpr std::size_t client_buffer_slack = std::size_t{16} * 1024;
     static constexpr std::chrono::seconds linger_time{2};

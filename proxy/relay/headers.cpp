@@ -70,6 +70,30 @@ protocol::api_kind classify(bhttp::verb method, std::string_view target) {
     return protocol::api_for_path(target);
 }
 
+namespace {
+
+bool names_token(const bhttp::fields& fields, bhttp::field name, std::string_view wanted) {
+    bool found = false;
+    each_token(fields, name, [&](std::string_view token) {
+        found = beast::iequals(beast::string_view(token.data(), token.size()),
+                               beast::string_view(wanted.data(), wanted.size()));
+        return !found;
+    });
+    return found;
+}
+
+}  // namespace
+
+bool asks_for_websocket(const bhttp::request_header<>& head, std::size_t body_bytes) {
+    return head.method() == bhttp::verb::get && head.version() == 11 && body_bytes == 0 &&
+           names_token(head, bhttp::field::upgrade, "websocket") &&
+           names_token(head, bhttp::field::connection, "upgrade");
+}
+
+bool switched_to_websocket(const bhttp::response_header<>& head) {
+    return head.result_int() == 101 && names_token(head, bhttp::field::upgrade, "websocket");
+}
+
 std::vector<std::string> connection_options(const bhttp::fields& fields) {
     if (fields.find(bhttp::field::connection) == fields.end()) {
         return {};  // the common case: no vector, no allocation

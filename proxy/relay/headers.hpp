@@ -27,6 +27,14 @@ std::vector<std::string> connection_options(const bhttp::fields& fields);
 bool is_hop_by_hop(const bhttp::fields::value_type& field,
                    const std::vector<std::string>& connection_named);
 
+// A WebSocket opening handshake (RFC 6455 §4.1): an HTTP/1.1 GET without a body whose Upgrade
+// names websocket and whose Connection names upgrade. Any other Upgrade is dropped as a
+// hop-by-hop field.
+bool asks_for_websocket(const bhttp::request_header<>& head, std::size_t body_bytes);
+
+// The upstream's 101 switched to WebSocket: its Upgrade names websocket (RFC 6455 §4.2.2).
+bool switched_to_websocket(const bhttp::response_header<>& head);
+
 // Copies every field that is not hop-by-hop (is_hop_by_hop), in order.
 void copy_end_to_end_fields(const bhttp::fields& from, bhttp::fields& to);
 

@@ -33,6 +33,8 @@ failure_answer answer_for(local_failure failure) noexcept {
             return {s::bad_request, "model_required", false, o::rejected};
         case local_failure::rate_limited:
             return {s::too_many_requests, "provisioned_throughput_exceeded", false, o::rejected};
+        case local_failure::too_many_tunnels:
+            return {s::service_unavailable, "too_many_tunnels", false, o::rejected};
         case local_failure::pool_exhausted:
             return {s::service_unavailable, "upstream_pool_exhausted", false, o::upstream_error};
         case local_failure::upstream_timeout:

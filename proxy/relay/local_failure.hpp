@@ -27,6 +27,7 @@ enum class local_failure : std::uint8_t {
     unparsable_body,
     model_required,
     rate_limited,
+    too_many_tunnels,
     pool_exhausted,
     upstream_timeout,
     upstream_bad_response,

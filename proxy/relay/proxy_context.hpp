@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <unordered_map>
+#include <utility>
 
 #include "core/time.hpp"
 #include "net/edge.hpp"
@@ -20,6 +21,8 @@ struct proxy_context {
     std::atomic<bool> draining{false};
     std::atomic<std::int64_t> requests_in_flight{0};
     std::atomic<std::int64_t> client_connections{0};
+    // WebSocket tunnels open, and upgrades on their way to one (websocket_limits::max_tunnels).
+    std::atomic<std::int64_t> tunnels{0};
     net::edge_counters edge{};
 };
 
@@ -28,6 +31,8 @@ class idle_closable {
   public:
     virtual ~idle_closable() = default;
     virtual void close_if_idle() = 0;
+    // The end of a drain: a WebSocket tunnel is closed with 1001 (Going Away) to both sides.
+    virtual void close_tunnel() {}
 };
 
 // Sessions of one worker thread, so a drain can close the idle ones. Touched only on that thread.
@@ -37,9 +42,49 @@ class session_registry {
     void remove(idle_closable* session);
     // Closes every session that is between requests; busy ones close after their response.
     void close_idle();
+    // Closes every session's WebSocket tunnel (idle_closable::close_tunnel).
+    void close_tunnels();
 
   private:
     std::unordered_map<idle_closable*, std::weak_ptr<idle_closable>> sessions_;
+};
+
+// One place of websocket_limits::max_tunnels, held from the moment an upgrade is let through
+// until its tunnel ends (or the upstream refused it): moved along, given back on destruction.
+class tunnel_slot {
+  public:
+    tunnel_slot() = default;
+    // A slot when fewer than `cap` are taken (0: no cap), else an empty one.
+    static tunnel_slot take(std::atomic<std::int64_t>& taken, std::uint32_t cap) noexcept {
+        const std::int64_t before = taken.fetch_add(1, std::memory_order_relaxed);
+        if (cap != 0 && before >= static_cast<std::int64_t>(cap)) {
+            taken.fetch_sub(1, std::memory_order_relaxed);
+            return {};
+        }
+        return tunnel_slot(&taken);
+    }
+    tunnel_slot(tunnel_slot&& other) noexcept : taken_(std::exchange(other.taken_, nullptr)) {}
+    tunnel_slot& operator=(tunnel_slot&& other) noexcept {
+        if (this != &other) {
+            release();
+            taken_ = std::exchange(other.taken_, nullptr);
+        }
+        return *this;
+    }
+    tunnel_slot(const tunnel_slot&) = delete;
+    tunnel_slot& operator=(const tunnel_slot&) = delete;
+    ~tunnel_slot() { release(); }
+    [[nodiscard]] explicit operator bool() const noexcept { return taken_ != nullptr; }
+
+  private:
+    explicit tunnel_slot(std::atomic<std::int64_t>* taken) noexcept : taken_(taken) {}
+    void release() noexcept {
+        if (taken_ != nullptr) {
+            taken_->fetch_sub(1, std::memory_order_relaxed);
+            taken_ = nullptr;
+        }
+    }
+    std::atomic<std::int64_t>* taken_ = nullptr;
 };
 
 }  // namespace tokenmeter::relay

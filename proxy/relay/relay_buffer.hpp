@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <new>
 #include <vector>
 
@@ -104,6 +105,58 @@ class relay_buffer_pool {
 
   private:
     std::vector<char*> spare_;
+};
+
+// One read buffer that follows relay_buffer_size: its first size taken from the worker's
+// relay_buffer_pool and given back, a grown one allocated and freed. For a reader that keeps its
+// buffer between reads (a WebSocket tunnel's direction); uninitialised, so untouched pages cost
+// no RSS.
+class sized_relay_buffer {
+  public:
+    sized_relay_buffer() = default;
+    sized_relay_buffer(const sized_relay_buffer&) = delete;
+    sized_relay_buffer& operator=(const sized_relay_buffer&) = delete;
+    sized_relay_buffer(sized_relay_buffer&&) = delete;
+    sized_relay_buffer& operator=(sized_relay_buffer&&) = delete;
+    ~sized_relay_buffer() { release(); }
+
+    // The buffer for the next read, or nullptr when memory ran out.
+    [[nodiscard]] char* data() noexcept {
+        if (!bytes_) {
+            if (capacity_ <= relay_buffer_size::initial) {
+                capacity_ = relay_buffer_size::initial;
+                bytes_.reset(relay_buffer_pool::for_thread().take());
+            } else {
+                bytes_.reset(new (std::nothrow) char[capacity_]);
+            }
+        }
+        return bytes_.get();
+    }
+    [[nodiscard]] std::size_t capacity() const noexcept { return capacity_; }
+    // The previous read took `bytes_read` and nothing refers to its bytes any more: the size
+    // for the next read.
+    void after_read(std::size_t bytes_read) noexcept {
+        const std::size_t next = relay_buffer_size::next(capacity_, bytes_read, small_reads_);
+        if (next != capacity_) {
+            release();
+            capacity_ = next;
+        }
+    }
+    void release() noexcept {
+        if (!bytes_) {
+            return;
+        }
+        if (capacity_ <= relay_buffer_size::initial) {
+            relay_buffer_pool::for_thread().give(bytes_.release());
+        } else {
+            bytes_.reset();
+        }
+    }
+
+  private:
+    std::unique_ptr<char[]> bytes_;  // NOLINT(modernize-avoid-c-arrays): a vector zeroes
+    std::size_t capacity_ = relay_buffer_size::initial;
+    std::uint32_t small_reads_ = 0;
 };
 
 }  // namespace tokenmeter::relay

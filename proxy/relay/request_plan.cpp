@@ -79,6 +79,7 @@ request_plan plan_request(bhttp::request<bhttp::string_body>& request,
     plan.keep_alive = request.keep_alive();
     plan.version = request.version();
     plan.head = request.method() == bhttp::verb::head;
+    plan.upgrade = asks_for_websocket(request.base(), request.body().size());
 
     protocol::route_choice route;
     if (request.method() == bhttp::verb::post) {
@@ -137,7 +138,8 @@ request_plan plan_request(bhttp::request<bhttp::string_body>& request,
                              random != nullptr ? *random : core::trace_random::for_thread());
     const auto connection_named = connection_options(request.base());
     for (const auto& field : request.base()) {  // the trailer fields are gone (above)
-        if (is_hop_by_hop(field, connection_named)) {
+        if (is_hop_by_hop(field, connection_named) &&
+            !(plan.upgrade && field.name() == bhttp::field::upgrade)) {
             continue;
         }
         const bhttp::field known = field.name();
@@ -185,6 +187,10 @@ request_plan plan_request(bhttp::request<bhttp::string_body>& request,
     append_field(head, traceparent, core::format_traceparent(plan.trace));
     if (!client_host_kept) {
         append_field(head, "Host", upstream_host_header(settings.upstream));
+    }
+    if (plan.upgrade) {
+        // Hop-by-hop, but the upgrade is asked of the upstream on the client's behalf.
+        append_field(head, "Connection", "Upgrade");
     }
     if (metered) {
         // The meter reads the body as the upstream sends it, and decodes no content coding:

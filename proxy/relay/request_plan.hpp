@@ -32,6 +32,9 @@ struct request_plan {
     bool keep_alive = true;  // the client's
     unsigned version = 11;   // the client's
     bool head = false;       // a HEAD request: the response has no body
+    // A WebSocket upgrade (headers.hpp, asks_for_websocket): Upgrade and "Connection: Upgrade"
+    // go to the upstream, and a 101 answer turns the connection into a tunnel.
+    bool upgrade = false;
     // A metered request whose body the proxy cannot read, under unparsable_body_policy::refuse:
     // it is answered 400 and not forwarded (`upstream` is left empty).
     bool unparsable_body = false;

@@ -3,6 +3,7 @@
 #include <boost/beast/core/string.hpp>
 
 #include "relay/headers.hpp"
+#include "relay/ws_frame.hpp"
 
 namespace tokenmeter::relay {
 
@@ -47,6 +48,18 @@ response_plan plan_response(const upstream_head& upstream, const response_contex
         append_field(plan.head, "Connection", "keep-alive");
     }
     plan.head += "\r\n";
+    return plan;
+}
+
+switch_plan plan_switch(const boost::beast::http::response_header<>& upstream) {
+    switch_plan plan;
+    append_status_line(11, upstream.result_int(), upstream.reason(), plan.head);
+    append_end_to_end_fields(upstream, plan.head);
+    append_field(plan.head, "Upgrade", upstream[bhttp::field::upgrade]);
+    append_field(plan.head, "Connection", "Upgrade");
+    plan.head += "\r\n";
+    plan.reserved_bits =
+        ws::reserved_bits_for_extensions(upstream[bhttp::field::sec_websocket_extensions]);
     return plan;
 }
 

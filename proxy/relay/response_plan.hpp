@@ -47,4 +47,16 @@ struct response_plan {
 [[nodiscard]] response_plan plan_response(const upstream_head& upstream,
                                           const response_context& context);
 
+// The upstream accepted a WebSocket upgrade (101 with Upgrade: websocket): what the client gets
+// before the connection becomes a tunnel.
+struct switch_plan {
+    // The status line, the end-to-end fields (Sec-WebSocket-Accept, -Protocol, -Extensions...)
+    // in the order they came, then Upgrade as the upstream said it and "Connection: Upgrade".
+    std::string head;
+    // The RSV bits the agreed extensions let frames set (ws::frame_limits).
+    std::uint8_t reserved_bits = 0;
+};
+
+[[nodiscard]] switch_plan plan_switch(const boost::beast::http::response_header<>& upstream);
+
 }  // namespace tokenmeter::relay

@@ -26,6 +26,13 @@ enum class unparsable_body_policy : std::uint8_t {
     forward,  // forwarded as it is, metered without its body (no model, no prompt)
 };
 
+// WebSocket tunnels (relay/tunnel).
+struct websocket_limits {
+    std::chrono::milliseconds idle_timeout{300'000};  // no bytes either way: closed with 1001
+    std::uint32_t max_tunnels = 1024;                 // per process; 0: no cap
+    std::uint64_t max_message_bytes = 16ull * 1024 * 1024;  // a frame, or a fragmented message
+};
+
 struct session_settings {
     net::upstream_address upstream;
     bool preserve_host = false;  // false: Host sent upstream is the upstream's host:port
@@ -47,6 +54,7 @@ struct session_settings {
     unparsable_body_policy unparsable_body = unparsable_body_policy::refuse;
     // The share of the traces the proxy starts (no valid traceparent) that are sampled.
     double trace_sampling_ratio = 1.0;
+    websocket_limits websocket;
 };
 
 }  // namespace tokenmeter::relay

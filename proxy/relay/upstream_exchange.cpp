@@ -207,7 +207,11 @@ void upstream_exchange<Stream>::on_head(error_code ec) {
     if (!ec) {
         const unsigned status = r_.parser->get().result_int();
         if (status == 101) {
-            // The proxy forwards no Upgrade, so it agreed to no protocol switch.
+            if (r_.options.upgrade && switched_to_websocket(r_.parser->get())) {
+                on_switch(now);
+                return;
+            }
+            // Only a WebSocket upgrade is asked for (request_plan): no other switch was agreed.
             ec = make_error_code(upstream_errc::switched_protocols);
         } else if (status >= 100 && status < 200) {
             forward_interim();
@@ -304,6 +308,38 @@ void upstream_exchange<Stream>::on_write_interim(error_code ec) {
 }
 
 template <class Stream>
+void upstream_exchange<Stream>::on_switch(core::time_point now) {
+    owner_.request().observed->request_sent(now);
+    release_request();
+    switch_plan plan = plan_switch(r_.parser->get());
+    r_.head_text = std::move(plan.head);
+    r_.ws_reserved_bits = plan.reserved_bits;
+    r_.parser.reset();  // a 101 has no body: what follows it in the buffer is the tunnel's
+    auto wait = owner_.request().observed->response_head(101, {}, false, now);
+    if (hold(wait, &upstream_exchange::write_switch_head)) {
+        enter(exchange_stage::held_head);
+        return;
+    }
+    write_switch_head();
+}
+
+template <class Stream>
+void upstream_exchange<Stream>::write_switch_head() {
+    enter(exchange_stage::head);
+    owner_.request().response_begun = true;
+    owner_.lowest().expires_after(owner_.context().settings.client_write);
+    asio::async_write(owner_.stream(), asio::buffer(r_.head_text),
+                      owner_.guarded([this](error_code ec, std::size_t) {
+                          r_.head_text = {};
+                          if (ec || client_gone()) {
+                              finish(exchange_end::client_gone);
+                              return;
+                          }
+                          finish(exchange_end::switched);
+                      }));
+}
+
+template <class Stream>
 void upstream_exchange<Stream>::write_client_header() {
     enter(exchange_stage::head);
     owner_.request().response_begun = true;
@@ -372,6 +408,15 @@ void upstream_exchange<Stream>::finish(exchange_end how, error_code ec, upstream
             owner_.exchange_done(observe::end_reason::upstream_complete);
             return;
         }
+        case exchange_end::switched:
+            // The tunnel owns the upstream connection from here; it never returns to the pool
+            // open.
+            stop_body_watch();
+            drained_.detach();
+            upstream_->stream.expires_never();
+            reset_body_buffer();
+            owner_.start_tunnel(std::move(upstream_), r_.ws_reserved_bits);
+            return;
         case exchange_end::client_gone:
             abort();
             owner_.exchange_done(observe::end_reason::client_cancel);

@@ -37,6 +37,8 @@ struct relay_options {
     // response (protocol::usage_filter).
     bool filter_usage = false;
     bool continuous_usage = false;
+    // A WebSocket upgrade (request_plan::upgrade): a 101 that switches to websocket is taken.
+    bool upgrade = false;
 };
 
 // Where one request's exchange is. Each stage names what the exchange waits for; finish() is
@@ -61,6 +63,7 @@ enum class exchange_end : std::uint8_t {
     upstream_closed,  // the upstream closed before answering: retried once on a pooled one
     failed,           // the upstream failed before the response began: a local answer
     cut,              // the upstream failed mid-body: the client connection is cut
+    switched,  // the client has the 101 to its WebSocket upgrade: both connections become a tunnel
 };
 
 template <class Stream>
@@ -100,6 +103,9 @@ class upstream_exchange {
     void on_head(error_code ec);
     void forward_interim();
     void on_write_interim(error_code ec);
+    // The upstream switched to WebSocket: its 101 goes to the client, then finish(switched).
+    void on_switch(core::time_point now);
+    void write_switch_head();
     void write_client_header();
     void on_write_client_header(error_code ec);
     // The head held for the first body write (head_pending_) goes out alone: no body bytes
@@ -157,6 +163,7 @@ class upstream_exchange {
         // response's to the client (response_plan).
         std::string head_text;
         std::optional<protocol::usage_filter> usage_filter;
+        std::uint8_t ws_reserved_bits = 0;  // for the tunnel: what the agreed extensions allow
         // The body as it arrives: its framing removed in place, read by read (start_body).
         body_decoder decoder;
         std::uint64_t relayed_bytes = 0;

@@ -7,7 +7,7 @@
 #
 # Environment: TOKENMETER_FUZZ_TARGET (sse_parser_fuzz, the default, ndjson_parser_fuzz,
 # dialect_stream_fuzz, tokenizer_fuzz, request_fuzz, response_head_fuzz, json_walk_fuzz,
-# body_decoder_fuzz, openai_chunk_fuzz, spool_fuzz or resp_fuzz),
+# body_decoder_fuzz, ws_frame_fuzz, openai_chunk_fuzz, spool_fuzz or resp_fuzz),
 # TOKENMETER_FUZZ_BUILD_DIR (default build-fuzz), CXX_FUZZ (default clang++-14 or clang++).
 set -euo pipefail
 
