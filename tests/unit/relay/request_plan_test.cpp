@@ -454,5 +454,56 @@ TEST(RequestPlanTrace, WithoutTraceparentANewTraceIsSampledByTheRatio) {
     EXPECT_NE(first.trace.span, second.trace.span);
 }
 
+bhttp::request<bhttp::string_body> websocket_get(bhttp::verb method = bhttp::verb::get) {
+    bhttp::request<bhttp::string_body> r{method, "/v1/realtime?model=m", 11};
+    r.set(bhttp::field::host, "proxy.local");
+    r.set(bhttp::field::upgrade, "websocket");
+    r.set(bhttp::field::connection, "keep-alive, Upgrade");
+    r.set(bhttp::field::authorization, "Bearer sk-1");
+    r.set(bhttp::field::sec_websocket_key, "dGhlIHNhbXBsZSBub25jZQ==");
+    r.set(bhttp::field::sec_websocket_version, "13");
+    r.set(bhttp::field::sec_websocket_protocol, "realtime");
+    r.set("keep-alive", "timeout=5");
+    return r;
+}
+
+TEST(RequestPlan, WebSocketUpgradeKeepsUpgradeAndAsksForItUpstream) {
+    auto request = websocket_get();
+    auto plan = plan_request(request, "/v1/realtime?model=m", field_count(request), settings_for());
+    EXPECT_TRUE(plan.upgrade);
+    const auto up = sent(plan);
+    EXPECT_EQ(up.method(), bhttp::verb::get);
+    EXPECT_EQ(up.target(), "/v1/realtime?model=m");
+    EXPECT_EQ(up[bhttp::field::upgrade], "websocket");
+    // Only the upgrade: the client's other Connection options (and the fields they name) stop
+    // here.
+    EXPECT_EQ(up[bhttp::field::connection], "Upgrade");
+    EXPECT_EQ(up.count("keep-alive"), 0U);
+    EXPECT_EQ(up[bhttp::field::authorization], "Bearer sk-1");
+    EXPECT_EQ(up[bhttp::field::sec_websocket_key], "dGhlIHNhbXBsZSBub25jZQ==");
+    EXPECT_EQ(up[bhttp::field::sec_websocket_version], "13");
+    EXPECT_EQ(up[bhttp::field::sec_websocket_protocol], "realtime");
+    EXPECT_EQ(up.count(bhttp::field::content_length), 0U);
+}
+
+TEST(RequestPlan, OtherUpgradesAndOtherMethodsDropUpgrade) {
+    auto h2c = websocket_get();
+    h2c.set(bhttp::field::upgrade, "h2c");
+    auto post_upgrade = websocket_get(bhttp::verb::post);
+    auto no_connection = websocket_get();
+    no_connection.erase(bhttp::field::connection);
+    auto http10 = websocket_get();
+    http10.version(10);
+    auto with_body = websocket_get();
+    with_body.body() = "x";
+    with_body.prepare_payload();
+    for (auto* request : {&h2c, &post_upgrade, &no_connection, &http10, &with_body}) {
+        auto plan =
+            plan_request(*request, "/v1/realtime?model=m", field_count(*request), settings_for());
+        EXPECT_FALSE(plan.upgrade);
+        EXPECT_EQ(plan.upstream.head.find("Upgrade"), std::string::npos) << plan.upstream.head;
+    }
+}
+
 }  // namespace
 }  // namespace tokenmeter::relay

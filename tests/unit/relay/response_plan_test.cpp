@@ -127,5 +127,27 @@ TEST(ResponsePlan, ContentCodedBodiesAreFlagged) {
     EXPECT_FALSE(plan(h, false, std::nullopt).coded_body) << "no body to read";
 }
 
+TEST(ResponsePlan, SwitchToWebSocketPassesTheHandshakeFieldsOn) {
+    auto h = head(101, "");
+    h.reason("Switching Protocols");
+    h.set(bhttp::field::upgrade, "websocket");
+    h.set(bhttp::field::connection, "Upgrade");
+    h.set(bhttp::field::sec_websocket_accept, "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=");
+    h.set(bhttp::field::sec_websocket_protocol, "realtime");
+    h.set(bhttp::field::sec_websocket_extensions, "permessage-deflate; server_no_context_takeover");
+    const auto p = plan_switch(h);
+    EXPECT_TRUE(p.head.starts_with("HTTP/1.1 101 Switching Protocols\r\n")) << p.head;
+    EXPECT_TRUE(has_line(p.head, "Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=")) << p.head;
+    EXPECT_TRUE(has_line(p.head, "Sec-WebSocket-Protocol: realtime")) << p.head;
+    EXPECT_TRUE(has_line(p.head, "Upgrade: websocket")) << p.head;
+    EXPECT_TRUE(has_line(p.head, "Connection: Upgrade")) << p.head;
+    EXPECT_EQ(p.head.find("Content-Length"), std::string::npos);
+    EXPECT_TRUE(p.head.ends_with("\r\n\r\n"));
+    EXPECT_EQ(p.reserved_bits, 0x40);  // RSV1 for permessage-deflate
+
+    h.erase(bhttp::field::sec_websocket_extensions);
+    EXPECT_EQ(plan_switch(h).reserved_bits, 0);
+}
+
 }  // namespace
 }  // namespace tokenmeter::relay
