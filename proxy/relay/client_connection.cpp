@@ -95,8 +95,7 @@ template <class Stream>
 void client_connection<Stream>::close_tunnel() {
     if (tunnel_) {
         run_guarded([&] {
-            tunnel_->go_away(ws::close_code::going_away, ws::close_code::going_away,
-                             "going away");
+            tunnel_->go_away(ws::close_code::going_away, ws::close_code::going_away, "going away");
         });
     }
 }
@@ -297,7 +296,8 @@ void client_connection<Stream>::handle_request() {
     request_.keep_alive = plan.keep_alive;
     request_.version = plan.version;
     if (plan.upgrade) {
-        request_.slot = tunnel_slot::take(context_.tunnels, context_.settings.websocket.max_tunnels);
+        request_.slot =
+            tunnel_slot::take(context_.tunnels, context_.settings.websocket.max_tunnels);
         if (!request_.slot) {
             respond_local(local_failure::too_many_tunnels,
                           "the proxy has websocket.max_tunnels WebSocket tunnels open; retry "

@@ -28,8 +28,8 @@ enum class unparsable_body_policy : std::uint8_t {
 
 // WebSocket tunnels (relay/tunnel).
 struct websocket_limits {
-    std::chrono::milliseconds idle_timeout{300'000};  // no bytes either way: closed with 1001
-    std::uint32_t max_tunnels = 1024;                 // per process; 0: no cap
+    std::chrono::milliseconds idle_timeout{300'000};        // no bytes either way: closed with 1001
+    std::uint32_t max_tunnels = 1024;                       // per process; 0: no cap
     std::uint64_t max_message_bytes = 16ull * 1024 * 1024;  // a frame, or a fragmented message
 };
 

@@ -188,8 +188,7 @@ void tunnel<Stream>::after_forward(direction& d) {
         end_reason_ =
             from_client ? observe::end_reason::client_cancel : observe::end_reason::upstream_failed;
         go_away(from_client ? offender : other, from_client ? other : offender,
-                offender == ws::close_code::message_too_big ? "message too big"
-                                                            : "protocol error");
+                offender == ws::close_code::message_too_big ? "message too big" : "protocol error");
         return;
     }
     if (closing_) {

@@ -170,8 +170,8 @@ frame_error frame_reader::begin_frame() noexcept {
         message_bytes_ = 0;
     }
     if (!is_control(static_cast<std::uint8_t>(frame_.op))) {
-        if (frame_.length > limits_.max_message_bytes - std::min(message_bytes_,
-                                                                 limits_.max_message_bytes)) {
+        if (frame_.length >
+            limits_.max_message_bytes - std::min(message_bytes_, limits_.max_message_bytes)) {
             return frame_error::message_too_big;
         }
         message_bytes_ += frame_.length;
@@ -230,10 +230,10 @@ frame_error frame_reader::end_frame() noexcept {
         close_done_ = true;
         // A one-byte payload or an unusable code is the receiver's to refuse (§7.4): the frame
         // is forwarded as it is, and its code noted.
-        close_status_ = close_size_ >= 2 ? static_cast<std::uint16_t>(
-                                               (std::uint16_t{close_payload_[0]} << 8U) |
-                                               close_payload_[1])
-                                         : std::uint16_t{1005};
+        close_status_ = close_size_ >= 2
+                            ? static_cast<std::uint16_t>((std::uint16_t{close_payload_[0]} << 8U) |
+                                                         close_payload_[1])
+                            : std::uint16_t{1005};
     }
     return frame_error::none;
 }

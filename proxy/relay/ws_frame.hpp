@@ -41,13 +41,13 @@ enum class sender : std::uint8_t { client, server };
 
 enum class frame_error : std::uint8_t {
     none,
-    reserved_bits,          // RSV1-3 set without an extension that defines them
-    reserved_opcode,        // 0x3-0x7, 0xB-0xF
-    fragmented_control,     // a close, ping or pong with FIN clear
-    control_too_long,       // a control frame's payload over 125 bytes
-    length_too_large,       // a 64-bit length with its most significant bit set (§5.2)
-    unmasked_client_frame,  // a client's frame without a mask
-    masked_server_frame,    // a server's frame with one
+    reserved_bits,            // RSV1-3 set without an extension that defines them
+    reserved_opcode,          // 0x3-0x7, 0xB-0xF
+    fragmented_control,       // a close, ping or pong with FIN clear
+    control_too_long,         // a control frame's payload over 125 bytes
+    length_too_large,         // a 64-bit length with its most significant bit set (§5.2)
+    unmasked_client_frame,    // a client's frame without a mask
+    masked_server_frame,      // a server's frame with one
     unexpected_continuation,  // a continuation frame with no message begun
     expected_continuation,    // a new text or binary frame inside a fragmented message
     frame_after_close,        // anything after the sender's close frame

@@ -58,8 +58,8 @@ void check(std::string_view wire, std::size_t piece, sender from, const frame_li
         whole.payload != split.payload) {
         std::abort();
     }
-    if (whole.accepted > wire.size() || (whole.error == frame_error::none &&
-                                         whole.accepted != wire.size())) {
+    if (whole.accepted > wire.size() ||
+        (whole.error == frame_error::none && whole.accepted != wire.size())) {
         std::abort();
     }
     // Read whole, a refusal always leaves the accepted bytes on a frame boundary.

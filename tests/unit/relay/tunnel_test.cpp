@@ -103,14 +103,13 @@ TEST(RelayTunnel, BytesPassBothWaysUnchangedUntilTheEndpointsClose) {
     client.close();
 
     const auto log = rig.log.ended(0);
-    EXPECT_EQ(log.calls, (calls{"request_sent", "response_head 101  (no body)",
-                                "end upstream_complete"}));
+    EXPECT_EQ(log.calls,
+              (calls{"request_sent", "response_head 101  (no body)", "end upstream_complete"}));
 }
 
 TEST(RelayTunnel, OverTheCapAnUpgradeIsAnswered503AndNeverForwarded) {
-    relay_rig rig([](session_settings& s, upstream_pool_settings&) {
-        s.websocket.max_tunnels = 1;
-    });
+    relay_rig rig(
+        [](session_settings& s, upstream_pool_settings&) { s.websocket.max_tunnels = 1; });
     wire first = rig.client();
     wire upstream = tunnel_open(rig, first);
 
@@ -133,9 +132,8 @@ TEST(RelayTunnel, OverTheCapAnUpgradeIsAnswered503AndNeverForwarded) {
 }
 
 TEST(RelayTunnel, IdleTunnelGetsCloseFramesOfTheProxysOwnOnBothSides) {
-    relay_rig rig([](session_settings& s, upstream_pool_settings&) {
-        s.websocket.idle_timeout = 100ms;
-    });
+    relay_rig rig(
+        [](session_settings& s, upstream_pool_settings&) { s.websocket.idle_timeout = 100ms; });
     wire client = rig.client();
     wire upstream = tunnel_open(rig, client);
     // To the client as a server writes (unmasked), to the upstream as a client does (masked).

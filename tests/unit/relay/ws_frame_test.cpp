@@ -36,8 +36,8 @@ std::string frame(std::uint8_t first, std::string_view payload, sender from,
     if (from == sender::client) {
         out.append(reinterpret_cast<const char*>(test_mask.data()), 4);
         for (std::size_t i = 0; i < payload.size(); ++i) {
-            out.push_back(static_cast<char>(static_cast<std::uint8_t>(payload[i]) ^
-                                            test_mask[i % 4]));
+            out.push_back(
+                static_cast<char>(static_cast<std::uint8_t>(payload[i]) ^ test_mask[i % 4]));
         }
     } else {
         out.append(payload);
@@ -250,12 +250,10 @@ TEST(WsFrame, SizeLimitsPerFrameAndPerMessage) {
     frame_limits limits;
     limits.max_frame_bytes = 10;
     limits.max_message_bytes = 15;
-    EXPECT_EQ(read_all(frame(0x82, std::string(10, 'a'), sender::server), sender::server, 0,
-                       limits)
+    EXPECT_EQ(read_all(frame(0x82, std::string(10, 'a'), sender::server), sender::server, 0, limits)
                   .error,
               frame_error::none);
-    EXPECT_EQ(read_all(frame(0x82, std::string(11, 'a'), sender::server), sender::server, 0,
-                       limits)
+    EXPECT_EQ(read_all(frame(0x82, std::string(11, 'a'), sender::server), sender::server, 0, limits)
                   .error,
               frame_error::frame_too_big);
     const auto message = frame(0x02, std::string(8, 'a'), sender::server) +
@@ -272,8 +270,8 @@ TEST(WsFrame, SizeLimitsPerFrameAndPerMessage) {
 
 TEST(WsFrame, PermessageDeflateAllowsRsv1OnAMessagesFirstFrameOnly) {
     frame_limits limits;
-    limits.allowed_reserved_bits = reserved_bits_for_extensions(
-        "permessage-deflate; client_max_window_bits=15");
+    limits.allowed_reserved_bits =
+        reserved_bits_for_extensions("permessage-deflate; client_max_window_bits=15");
     EXPECT_EQ(limits.allowed_reserved_bits, 0x40);
     EXPECT_EQ(read_all(frame(0xC1, "z", sender::server), sender::server, 0, limits).error,
               frame_error::none);
