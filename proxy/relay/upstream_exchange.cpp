@@ -264,13 +264,7 @@ void upstream_exchange<Stream>::on_head(error_code ec) {
     // Everything the head said has been written or decided on: its fields are not needed while
     // the body streams (trailers, if any, are parsed into the emptied set).
     r_.parser->get().clear();
-    // No byte of a metered response reaches the client before its open entry is on disk, so a
-    // client that saw a response always has a record, even if the proxy is killed next.
-    if (hold(wait, &upstream_exchange::write_client_header)) {
-        enter(exchange_stage::held_head);
-        return;
-    }
-    write_client_header();
+    head_after(wait, &upstream_exchange::write_client_header);
 }
 
 // An interim (1xx) response: passed on to an HTTP/1.1 client (RFC 9110 §15.2; an HTTP/1.0
@@ -315,12 +309,8 @@ void upstream_exchange<Stream>::on_switch(core::time_point now) {
     r_.head_text = std::move(plan.head);
     r_.ws_reserved_bits = plan.reserved_bits;
     r_.parser.reset();  // a 101 has no body: what follows it in the buffer is the tunnel's
-    auto wait = owner_.request().observed->response_head(101, {}, false, now);
-    if (hold(wait, &upstream_exchange::write_switch_head)) {
-        enter(exchange_stage::held_head);
-        return;
-    }
-    write_switch_head();
+    head_after(owner_.request().observed->response_head(101, {}, false, now),
+               &upstream_exchange::write_switch_head);
 }
 
 template <class Stream>
@@ -457,6 +447,18 @@ void upstream_exchange<Stream>::finish(exchange_end how, error_code ec, upstream
             return;
         }
     }
+}
+
+// No byte of a metered response reaches the client before its open entry is on disk, so a
+// client that saw a response always has a record, even if the proxy is killed next.
+template <class Stream>
+template <typename Wait>
+void upstream_exchange<Stream>::head_after(const Wait& wait, void (upstream_exchange::*write)()) {
+    if (hold(wait, write)) {
+        enter(exchange_stage::held_head);
+        return;
+    }
+    (this->*write)();
 }
 
 template <class Stream>

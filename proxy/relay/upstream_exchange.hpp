@@ -141,6 +141,9 @@ class upstream_exchange {
     // Runs `next` once the observer's wait is over (now, when there is nothing to wait for).
     template <typename Wait>
     bool hold(const Wait& wait, void (upstream_exchange::*next)());
+    // `write` (a response head) once the observer's wait is over, in stage held_head meanwhile.
+    template <typename Wait>
+    void head_after(const Wait& wait, void (upstream_exchange::*write)());
     [[nodiscard]] bool client_gone() const noexcept;
 
     client_connection<Stream>& owner_;
