@@ -137,9 +137,12 @@ function plainGet(port) {
 let upstream;
 let proxy;
 
-test('the handshake reaches the upstream with its path, query and credentials', async () => {
+before(async () => {
   upstream = await startUpstream();
   proxy = await startProxy({ upstream: upstream.port, config: 'threads: 1\n' });
+});
+
+test('the handshake reaches the upstream with its path, query and credentials', async () => {
   const far = upstreamSide(upstream);
   const near = await connect(`ws://127.0.0.1:${proxy.port}/v1/realtime?model=gpt-4o-realtime&x=a%20b`, {
     protocols: ['realtime', 'openai-beta.realtime-v1'],
@@ -323,7 +326,7 @@ test('over websocket.max_tunnels an upgrade gets 503 and never reaches the upstr
 test('a tunnel idle for websocket.idle_timeout is closed with 1001 to both sides', async () => {
   const idle = await startProxy({
     upstream: upstream.port,
-    config: 'threads: 1\nwebsocket:\n  idle_timeout: 400ms\n',
+    config: 'threads: 1\nwebsocket:\n  idle_timeout: 1s\n',
   });
   const opened = Date.now();
   const { near, far } = await openTunnel(`ws://127.0.0.1:${idle.port}`, upstream);
@@ -331,11 +334,12 @@ test('a tunnel idle for websocket.idle_timeout is closed with 1001 to both sides
   for (let i = 0; i < 4; i += 1) {
     near.ws.send(`tick ${i}`);
     await waitFor(() => far.seen.messages.length === i + 1, { what: `tick ${i} upstream` });
-    await new Promise((resolve) => { setTimeout(resolve, 150); });
+    // Traffic paced slower than nothing at all would take: 4 × 300 ms outlasts the 1 s timeout.
+    await new Promise((resolve) => { setTimeout(resolve, 300); });
   }
   assert.equal(near.seen.close, null, 'closed while traffic flowed');
   await waitFor(() => near.seen.close && far.seen.close, { timeoutMs: 5000, what: 'both closes' });
-  assert.ok(Date.now() - opened >= 400 + 450);
+  assert.ok(Date.now() - opened >= 900 + 1000);
   assert.equal(near.seen.close.code, 1001);
   assert.equal(far.seen.close.code, 1001);
   await idle.stop();
