@@ -45,6 +45,17 @@ void tunnel<Stream>::start(std::string_view from_client) {
     buffered.consume(buffered.size());
     buffered.shrink_to_fit();
     for (direction* d : {&from_client_, &from_upstream_}) {
+        if (done_) {
+            return;
+        }
+        if (closing_) {
+            // The first direction's early bytes held a refused frame: this one only waits for
+            // its endpoint's answering close.
+            if (!d->source_done && !d->reading) {
+                do_read(*d);
+            }
+            continue;
+        }
         if (d->pending.empty()) {
             do_read(*d);
         } else {

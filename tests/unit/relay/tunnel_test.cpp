@@ -172,5 +172,31 @@ TEST(RelayTunnel, BrokenFrameIsNotForwardedAndItsSenderGets1002) {
     EXPECT_EQ(log.calls.back(), "end client_cancel");
 }
 
+TEST(RelayTunnel, BrokenFrameSentWithTheRequestHeadNeverReachesTheUpstream) {
+    relay_rig rig;
+    wire client = rig.client();
+    // Read with the request head, before the 101: forwarded first when the tunnel opens, and
+    // here refused there (a client must mask).
+    client.send(upgrade_request + server_frame("bad"));
+    wire upstream = rig.upstream.accept();
+    ASSERT_TRUE(upstream.read_until("\r\n\r\n"));
+    upstream.send(switched);
+    const auto answer = client.read_until("\r\n\r\n");
+    ASSERT_TRUE(answer);
+    EXPECT_EQ(status_of(*answer), 101);
+    const auto to_client = client.read_exact(2 + 2 + 14);
+    ASSERT_TRUE(to_client);
+    EXPECT_EQ(close_code_in(*to_client), 1002);
+    const auto to_upstream = upstream.read_exact(2 + 4 + 2 + 14);
+    ASSERT_TRUE(to_upstream);
+    EXPECT_EQ(close_code_in(*to_upstream), 1001);
+    upstream.send(server_frame("\x03\xe9", 0x88));  // the upstream's answering close
+    // With that answer both endpoints have said their last: the proxy closes both connections,
+    // and the upstream's close is not forwarded behind its own.
+    EXPECT_TRUE(client.closed_by_peer());
+    EXPECT_EQ(client.buffered(), "");
+    EXPECT_TRUE(upstream.closed_by_peer());
+}
+
 }  // namespace
 }  // namespace tokenmeter::relay::testing
