@@ -19,7 +19,7 @@ class drain_controller {
         std::function<void()> stop;   // stop everything; run() then returns
         // At the end of the drain window: how many WebSocket tunnels are open, and closing them
         // with 1001 (Going Away). When some were, the endpoints get close_grace to answer the
-        // close frames before stop (optional).
+        // close frames before the process exits (optional).
         std::function<std::int64_t()> open_tunnels;
         std::function<void()> close_tunnels;
     };

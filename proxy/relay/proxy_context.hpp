@@ -42,7 +42,7 @@ class session_registry {
     void remove(idle_closable* session);
     // Closes every session that is between requests; busy ones close after their response.
     void close_idle();
-    // Closes every session's WebSocket tunnel (idle_closable::close_tunnel).
+    // Closes every connection's WebSocket tunnel (idle_closable::close_tunnel).
     void close_tunnels();
 
   private:

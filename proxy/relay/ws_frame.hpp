@@ -1,6 +1,6 @@
 // relay/ws_frame: the frames of one direction of a WebSocket tunnel (RFC 6455 §5), read as the
 // bytes pass. The tunnel forwards bytes unchanged; this reader says where frames begin and end,
-// which frames break the protocol or the size limits (so the tunnel can stop before forwarding
+// which frames break the protocol or the size limits (so the tunnel can end before forwarding
 // them), and what a close frame said. Sans-I/O and Asio-free; any split of the input gives the
 // same result (tests/unit/relay/ws_frame_test, tests/fuzz/ws_frame_fuzz). Bounded: a header is at
 // most 14 bytes, a close payload at most 125, and nothing else is kept.
