@@ -48,6 +48,7 @@ case "$target" in
     json_walk_fuzz) seeds=json_walk; dict=() ;;
     body_decoder_fuzz) seeds=body_decoder; dict=() ;;
     openai_chunk_fuzz) seeds=openai_chunk; dict=() ;;
+    ws_frame_fuzz) seeds=ws_frame; dict=() ;;
     spool_fuzz) seeds=spool; dict=() ;;
     resp_fuzz) seeds=resp; dict=() ;;
     *) echo "unknown TOKENMETER_FUZZ_TARGET $target" >&2; exit 2 ;;
