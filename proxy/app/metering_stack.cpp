@@ -3,6 +3,7 @@
 #include <array>
 #include <chrono>
 #include <string_view>
+#include <vector>
 
 #include "app/allocator.hpp"
 #include "app/log_format.hpp"
@@ -11,6 +12,7 @@
 #include "app/tokenizers.hpp"
 #include "metrics/tokenizer_info.hpp"
 #include "observe/guarded_observer.hpp"
+#include "protocol/dialect.hpp"
 #include "relay/local_failure.hpp"
 
 namespace tokenmeter::app {
@@ -38,6 +40,11 @@ void start_fixed_series_at_zero(metrics::registry& registry) {
         phases[i] = observe::to_string(static_cast<observe::metering_phase>(i));
     }
     registry.start_at_zero(metrics::registry::fixed_labels::metering_failure_phase, phases);
+    std::vector<protocol::api_kind> apis;
+    for (const protocol::dialect* d : protocol::dialect_table()) {
+        apis.push_back(d->api);
+    }
+    registry.start_parse_errors_at_zero(apis);
 }
 
 }  // namespace

@@ -710,6 +710,14 @@ void registry::parse_errors(protocol::api_kind api, protocol::parse_error reason
         .Increment(static_cast<double>(count));
 }
 
+void registry::start_parse_errors_at_zero(std::span<const protocol::api_kind> apis) {
+    for (const protocol::api_kind api : apis) {
+        for (std::size_t i = 0; i < protocol::parse_error_count; ++i) {
+            parse_errors(api, static_cast<protocol::parse_error>(i), 0);
+        }
+    }
+}
+
 std::string registry::expose() const {
     return prometheus::TextSerializer().Serialize(collect());
 }

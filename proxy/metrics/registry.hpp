@@ -151,6 +151,8 @@ class registry {
     // (its queue was full) and run in place.
     void finishing_thread_end(bool queued);
     void parse_errors(protocol::api_kind api, protocol::parse_error reason, std::uint64_t count);
+    // Every reason of tokenmeter_parse_errors_total at 0 for these APIs.
+    void start_parse_errors_at_zero(std::span<const protocol::api_kind> apis);
 
     // The bounds a request batches its inter-token latencies into (meter::histogram_batch): the
     // classic buckets, and with native histograms also every native boundary from 2^-17 s to

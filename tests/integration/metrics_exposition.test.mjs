@@ -31,6 +31,14 @@ test('a fresh proxy exposes its fixed-reason counters at 0 and its build revisio
     'seal', 'end', 'durable_wait', 'unforwarded', 'upstream_error']) {
     assert.equal(m.value('tokenmeter_metering_failures_total', { phase }), 0, phase);
   }
+  for (const api of ['openai_chat', 'openai_completions', 'openai_responses', 'anthropic_messages', 'tgi_generate',
+    'llamacpp_completion', 'ollama_chat', 'ollama_generate', 'gemini_generate']) {
+    for (const reason of ['invalid_json', 'unexpected_shape', 'unknown_event', 'oversized_event', 'truncated_event']) {
+      const series = m.select('tokenmeter_parse_errors_total', { api, reason });
+      assert.equal(series.length, 1, `${api} ${reason}`);
+      assert.equal(series[0].value, 0, `${api} ${reason}`);
+    }
+  }
   const [info] = m.select('tokenmeter_build_info');
   assert.equal(info.value, 1);
   assert.match(info.labels.revision, /^([0-9a-f]{12}|unknown)$/);

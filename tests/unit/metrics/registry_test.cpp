@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -36,7 +37,8 @@ meter::request_summary streamed_summary(const std::vector<double>* itl, std::str
     m.on_chunk(chunk, core::time_point{} + 120ms);
     m.on_chunk(chunk, core::time_point{} + 140ms);
     protocol::response_chunk usage;
-    usage.usage = protocol::token_usage{7, 3, std::nullopt, std::nullopt, std::nullopt, std::nullopt};
+    usage.usage =
+        protocol::token_usage{7, 3, std::nullopt, std::nullopt, std::nullopt, std::nullopt};
     m.on_chunk(usage, core::time_point{} + 141ms);
     return m.finish(meter::end_reason::upstream_complete, core::time_point{} + 150ms);
 }
@@ -106,8 +108,24 @@ TEST(Registry, ExposesEveryFamilyWithItsLabels) {
     EXPECT_FALSE(contains(text, "count=")) << "the label is called source";
     EXPECT_TRUE(contains(text, R"(tokenmeter_upstream_errors_total{reason="connect_refused"} 1)"));
     EXPECT_TRUE(contains(text, "tokenmeter_streams_active 1"));
-    // Parse errors are labelled by api and reason, so there is no series before the first one.
+    // A bare registry has no parse-error series; the metering stack starts them at 0.
     EXPECT_FALSE(contains(text, "tokenmeter_parse_errors_total{"));
+}
+
+TEST(Registry, ParseErrorsStartAtZeroForEveryReasonOfTheGivenApis) {
+    registry reg(settings_with({}, 32));
+    const std::array apis{protocol::api_kind::openai_chat_completions,
+                          protocol::api_kind::ollama_chat};
+    reg.start_parse_errors_at_zero(apis);
+    reg.parse_errors(protocol::api_kind::ollama_chat, protocol::parse_error::truncated_event, 2);
+    const std::string text = reg.expose();
+    EXPECT_TRUE(contains(
+        text, R"(tokenmeter_parse_errors_total{api="openai_chat",reason="unknown_event"} 0)"));
+    EXPECT_TRUE(contains(
+        text, R"(tokenmeter_parse_errors_total{api="ollama_chat",reason="truncated_event"} 2)"));
+    EXPECT_TRUE(contains(
+        text, R"(tokenmeter_parse_errors_total{api="ollama_chat",reason="invalid_json"} 0)"));
+    EXPECT_FALSE(contains(text, R"(api="gemini_generate")"));
 }
 
 // The registry keeps each series once found (registry::series): a second request lands in the
@@ -216,8 +234,7 @@ TEST(Registry, RefusedModelNamesTakeNoLabelSlot) {
 TEST(Registry, OneModelBehindTwoApisKeepsTwoSetsOfSeries) {
     registry r(settings_with({}, 32));
     r.record(streamed_summary(&r.inter_token_latency_bounds(), "llama"));
-    meter::request_summary completions =
-        streamed_summary(&r.inter_token_latency_bounds(), "llama");
+    meter::request_summary completions = streamed_summary(&r.inter_token_latency_bounds(), "llama");
     completions.api = protocol::api_kind::openai_completions;
     r.record(completions);
     r.record(completions);
@@ -257,14 +274,16 @@ TEST(Registry, ConcurrentRecordsShareTheirSeries) {
     const auto text = r.expose();
     for (const char* model : {"llama", "qwen"}) {
         const std::string m(model);
-        EXPECT_TRUE(contains(text, R"(tokenmeter_requests_total{api="openai_chat",code="200",model=")" +
-                                       m + R"(",outcome="complete"} 400)"))
+        EXPECT_TRUE(
+            contains(text, R"(tokenmeter_requests_total{api="openai_chat",code="200",model=")" + m +
+                               R"(",outcome="complete"} 400)"))
             << m;
         EXPECT_TRUE(contains(text, R"(tokenmeter_tokens_total{api="openai_chat",model=")" + m +
                                        R"(",source="reported",type="output"} 1200)"))
             << m;
-        EXPECT_TRUE(contains(text, R"(tokenmeter_time_to_first_token_seconds_count{api="openai_chat",model=")" +
-                                       m + R"(",prompt_class="0-512"} 400)"))
+        EXPECT_TRUE(contains(
+            text, R"(tokenmeter_time_to_first_token_seconds_count{api="openai_chat",model=")" + m +
+                      R"(",prompt_class="0-512"} 400)"))
             << m;
     }
 }
