@@ -123,7 +123,8 @@ class guarded_exchange final : public exchange_observer {
         }
     }
     void answered_locally(std::string_view code) override {
-        if (!guard_.run(metering_phase::answered_locally, [&] { inner_->answered_locally(code); })) {
+        if (!guard_.run(metering_phase::answered_locally,
+                        [&] { inner_->answered_locally(code); })) {
             inner_->degrade();
         }
     }
@@ -206,10 +207,8 @@ std::unique_ptr<exchange_observer> guarded_observer::begin(request_facts facts) 
     return std::make_unique<guarded_exchange>(*this, std::move(inner));
 }
 
-void guarded_observer::unforwarded(protocol::api_kind api, std::string_view model, outcome result,
-                                   int status, double seconds) {
-    run(metering_phase::unforwarded,
-        [&] { inner_.unforwarded(api, model, result, status, seconds); });
+void guarded_observer::unforwarded(const unforwarded_request& request) {
+    run(metering_phase::unforwarded, [&] { inner_.unforwarded(request); });
 }
 
 void guarded_observer::upstream_error(std::string_view reason) {

@@ -19,17 +19,17 @@ namespace tokenmeter::observe {
 
 // Where in a request metering failed: the observer call that threw.
 enum class metering_phase : std::uint8_t {
-    begin,           // observer::begin (the request is then not metered at all)
-    admission,       // exchange_observer::await_admission
-    request_sent,    // exchange_observer::request_sent (the request then bills as unserved)
+    begin,             // observer::begin (the request is then not metered at all)
+    admission,         // exchange_observer::await_admission
+    request_sent,      // exchange_observer::request_sent (the request then bills as unserved)
     answered_locally,  // exchange_observer::answered_locally
-    response_head,   // exchange_observer::response_head
-    body,            // exchange_observer::body (later bodies of the request are not shown to it)
-    seal,            // exchange_observer::seal
-    end,             // exchange_observer::end
-    durable_wait,    // record_sink::is_durable / when_durable (the response is not held then)
-    unforwarded,     // observer::unforwarded
-    upstream_error,  // observer::upstream_error
+    response_head,     // exchange_observer::response_head
+    body,              // exchange_observer::body (later bodies of the request are not shown to it)
+    seal,              // exchange_observer::seal
+    end,               // exchange_observer::end
+    durable_wait,      // record_sink::is_durable / when_durable (the response is not held then)
+    unforwarded,       // observer::unforwarded
+    upstream_error,    // observer::upstream_error
 };
 inline constexpr std::size_t metering_phase_count = 11;
 [[nodiscard]] std::string_view to_string(metering_phase phase) noexcept;
@@ -41,8 +41,7 @@ class guarded_observer final : public observer {
     guarded_observer(observer& inner, std::function<void(metering_phase)> count);
 
     std::unique_ptr<exchange_observer> begin(request_facts facts) override;
-    void unforwarded(protocol::api_kind api, std::string_view model, outcome result, int status,
-                     double seconds) override;
+    void unforwarded(const unforwarded_request& request) override;
     void upstream_error(std::string_view reason) override;
 
     // Runs `call`; true when it returned, false when it threw (the failure reported).

@@ -727,9 +727,31 @@ std::unique_ptr<exchange_observer> metering_observer::begin(request_facts facts)
         std::make_shared<metering_exchange>(parts_, options_, facts));
 }
 
-void metering_observer::unforwarded(protocol::api_kind api, std::string_view model, outcome result,
-                                    int status, double seconds) {
-    parts_.registry->record_unforwarded(api, model, result, status, seconds);
+void metering_observer::unforwarded(const unforwarded_request& request) {
+    parts_.registry->record_unforwarded(request.api, request.model, request.result, request.status,
+                                        request.seconds);
+    if (!parts_.access_log) {
+        return;
+    }
+    std::string model(request.model);
+    (void)usage::cut_model_name(model);
+    const std::string request_id = client_request_id(request.request_id);
+    access_entry entry;
+    entry.method = request.method;
+    entry.path = request.target.substr(0, request.target.find('?'));
+    entry.status = request.status;
+    entry.outcome = meter::to_string(request.result);
+    if (request.api != protocol::api_kind::none) {
+        entry.api = protocol::to_string(request.api);
+    }
+    entry.model = model;
+    entry.request_id = request_id;
+    entry.client = request.client;
+    entry.duration_seconds = request.seconds;
+    // Not served, so nothing is billed (meter::billed's rule for a request the server never got).
+    entry.input_tokens = 0;
+    entry.output_tokens = 0;
+    parts_.access_log(entry);
 }
 
 void metering_observer::upstream_error(std::string_view reason) {

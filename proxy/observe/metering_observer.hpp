@@ -83,8 +83,8 @@ class metering_observer final : public observer {
     metering_observer(metering_parts parts, metering_options options);
 
     std::unique_ptr<exchange_observer> begin(request_facts facts) override;
-    void unforwarded(protocol::api_kind api, std::string_view model, outcome result, int status,
-                     double seconds) override;
+    // Counted in the request families; an access record when the access log is on.
+    void unforwarded(const unforwarded_request& request) override;
     void upstream_error(std::string_view reason) override;
 
     [[nodiscard]] const metering_parts& parts() const noexcept { return parts_; }

@@ -67,6 +67,20 @@ struct request_facts {
     bool model_cut = false;  // info.model was cut to usage::max_model_bytes (set by the observer)
 };
 
+// A request the proxy answered itself before it was forwarded or metered (malformed, too large
+// ...). The head's fields are "" when the head could not be read.
+struct unforwarded_request {
+    protocol::api_kind api = protocol::api_kind::none;
+    std::string_view model;
+    outcome result = outcome::rejected;
+    int status = 0;        // the status of the proxy's answer
+    double seconds = 0.0;  // from the end of the head (or of its failed read) to the answer
+    std::string_view method;
+    std::string_view target;      // as the client sent it (the access log drops its query)
+    std::string_view client;      // the client's IP address ("" when unknown)
+    std::string_view request_id;  // the X-Request-Id header, as sent
+};
+
 // Whether a request may be forwarded; when not, the local answer to give (429).
 struct admission {
     bool admitted = true;
@@ -128,8 +142,7 @@ class observer {
     // A request the session is about to forward (admitted() says whether it may).
     virtual std::unique_ptr<exchange_observer> begin(request_facts facts) = 0;
     // A request answered locally before it was forwarded (malformed, too large ...).
-    virtual void unforwarded(protocol::api_kind api, std::string_view model, outcome result,
-                             int status, double seconds) = 0;
+    virtual void unforwarded(const unforwarded_request& request) = 0;
     // An upstream failure, by its metric label (relay/local_failure).
     virtual void upstream_error(std::string_view reason) = 0;
 };

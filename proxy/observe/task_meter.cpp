@@ -81,9 +81,8 @@ void task_meter::end(const task_state& state, const meter::request_summary& summ
     const meter::token_count& input = counts.input;
     const meter::token_count& output = counts.output;
     if (summary.result == meter::outcome::complete) {
-        metrics_.task_done(model, state.task,
-                           core::to_seconds(done - summary.request_received), input.value,
-                           output.value);
+        metrics_.task_done(model, state.task, core::to_seconds(done - summary.request_received),
+                           input.value, output.value);
     }
     if (!state.session) {
         return;
@@ -105,8 +104,8 @@ void task_meter::sweep(core::time_point now) {
 
 void task_meter::record(const session_events& events) {
     for (const finished_session& s : events.ended) {
-        metrics_.session_done(model_label_(s.model), s.task, s.duration_seconds, s.requests, s.input_tokens,
-                              s.output_tokens);
+        metrics_.session_done(model_label_(s.model), s.task, s.duration_seconds, s.requests,
+                              s.input_tokens, s.output_tokens);
     }
     metrics_.sessions_dropped("evicted", events.evicted);
     metrics_.sessions_active(events.active);

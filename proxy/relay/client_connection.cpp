@@ -401,8 +401,26 @@ void client_connection<Stream>::respond_local(const failure_answer& answer,
                             ? observe::end_reason::rejected
                             : observe::end_reason::upstream_failed);
     } else {
-        context_.observer.unforwarded(request_.api, request_.model, answer.result, status,
-                                      core::to_seconds(now - request_.received));
+        observe::unforwarded_request refused;
+        refused.api = request_.api;
+        refused.model = request_.model;
+        refused.result = answer.result;
+        refused.status = status;
+        refused.seconds = core::to_seconds(now - request_.received);
+        refused.client = client_address_;
+        if (request_parser_) {
+            // What the parser read before it stopped: the request line once it was whole (a
+            // head refused for its size or its fields still names its method and target).
+            const auto& head = request_parser_->get();
+            refused.method =
+                std::string_view(head.method_string().data(), head.method_string().size());
+            refused.target = std::string_view(head.target().data(), head.target().size());
+            const auto id = head.find("x-request-id");
+            if (id != head.end()) {
+                refused.request_id = std::string_view(id->value().data(), id->value().size());
+            }
+        }
+        context_.observer.unforwarded(refused);
     }
     const bool close = answer.close || !request_.keep_alive || draining();
     phase_ = phase::writing_local;

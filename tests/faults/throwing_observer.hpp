@@ -31,9 +31,8 @@ class throwing_observer final : public observer {
         throw_in(metering_phase::begin);
         return std::make_unique<exchange>(*this, inner_.begin(std::move(facts)));
     }
-    void unforwarded(protocol::api_kind api, std::string_view model, outcome result, int status,
-                     double seconds) override {
-        inner_.unforwarded(api, model, result, status, seconds);
+    void unforwarded(const observe::unforwarded_request& request) override {
+        inner_.unforwarded(request);
         throw_in(metering_phase::unforwarded);
     }
     void upstream_error(std::string_view reason) override {

@@ -5,7 +5,7 @@ import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
 
-import { request, startProxy, stopAll, waitFor, waitMetrics } from './lib/harness.mjs';
+import { chatBody, rawExchange, request, startProxy, stopAll, waitFor, waitMetrics } from './lib/harness.mjs';
 
 after(stopAll);
 
@@ -138,4 +138,44 @@ test('text access log: one line, values quoted and escaped', { timeout: 30_000 }
   assert.ok(/ tenant="acme level=critical\} \{msg=forged \u00ff" request_id=req-42 trace_id=[0-9a-f]{32} span_id=[0-9a-f]{16} client=127\.0\.0\.1 /.test(line), line);
   assert.ok(line.includes(`upstream=127.0.0.1:${upstream.port} ttft_s=`), line);
   assert.ok(line.includes(` input_tokens=${PROMPT_TOKENS} output_tokens=${CHUNKS.length} bytes_in=${bodyBytes} bytes_out=${Buffer.byteLength(upstream.body)}`), line);
+});
+
+test('requests the proxy refuses before forwarding get an access record too', { timeout: 30_000 }, async () => {
+  const upstream = await startUpstream();
+  const proxy = await startProxy({
+    upstream: upstream.port,
+    config: config('json') + 'limits:\n  max_request_body_bytes: 100\n',
+  });
+  // Too large: the head was read, the body refused (413).
+  const big = await request({
+    port: proxy.port, path: '/v1/chat/completions?key=sk-secret',
+    body: chatBody('refused-model', { content: 'x'.repeat(500) }),
+    headers: { 'x-request-id': 'req-413' },
+  });
+  assert.equal(big.status, 413);
+  // Not HTTP at all: no head to read (400).
+  const garbage = (await rawExchange(proxy.port, Buffer.from('\x01\x02 not http\r\n\r\n'))).response;
+  assert.equal(garbage.status, 400);
+  await waitFor(() => accessLines(proxy.child.stderrText).length >= 2, { what: 'two access records' });
+
+  const records = proxy.child.stderrText.split('\n').filter((l) => l !== '').map((l) => JSON.parse(l))
+    .filter((r) => r.msg === 'access');
+  assert.equal(records.length, 2, proxy.child.stderrText);
+  const [tooLarge, unreadable] = records;
+  assert.equal(tooLarge.method, 'POST');
+  assert.equal(tooLarge.path, '/v1/chat/completions');
+  assert.equal(tooLarge.status, 413);
+  assert.equal(tooLarge.outcome, 'rejected');
+  assert.equal(tooLarge.request_id, 'req-413');
+  assert.equal(tooLarge.client, '127.0.0.1');
+  assert.equal(tooLarge.upstream, null, 'never forwarded');
+  assert.equal(tooLarge.input_tokens, 0, 'not served: nothing billed');
+  assert.equal(tooLarge.output_tokens, 0);
+  assert.equal(tooLarge.bytes_out, null);
+  assert.equal(unreadable.status, 400);
+  assert.equal(unreadable.method, null, 'no head was read');
+  assert.equal(unreadable.path, null);
+  assert.equal(unreadable.client, '127.0.0.1');
+  assert.equal(upstream.traceparents.length, 0, 'neither reached the upstream');
+  assert.ok(!proxy.child.stderrText.includes('sk-secret'), 'the query is not logged');
 });

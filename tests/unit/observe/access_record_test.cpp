@@ -163,5 +163,61 @@ TEST(AccessRecord, ARefusedTenantHasNoUpstreamAndNoResponseBytes) {
     EXPECT_EQ(e.output, 0u);
 }
 
+TEST(AccessRecord, ARequestRefusedBeforeMeteringLogsWhatItsHeadSaid) {
+    fixture f;
+    unforwarded_request refused;
+    refused.api = protocol::api_kind::openai_chat_completions;
+    refused.model = "llama";
+    refused.status = 413;
+    refused.seconds = 0.002;
+    refused.method = "POST";
+    refused.target = "/v1/chat/completions?key=secret";
+    refused.client = "192.0.2.9";
+    refused.request_id = "req-9";
+    f.observer->unforwarded(refused);
+
+    unforwarded_request unreadable;  // a head the proxy could not read: nothing known of it
+    unreadable.status = 400;
+    unreadable.request_id = "bad id";
+    f.observer->unforwarded(unreadable);
+
+    ASSERT_EQ(f.entries.size(), 2u);
+    const logged& e = f.entries[0];
+    EXPECT_EQ(e.method, "POST");
+    EXPECT_EQ(e.path, "/v1/chat/completions") << "the query is left out";
+    EXPECT_EQ(e.status, 413);
+    EXPECT_EQ(e.outcome, "rejected");
+    EXPECT_EQ(e.api, "openai_chat");
+    EXPECT_EQ(e.model, "llama");
+    EXPECT_EQ(e.tenant, "");
+    EXPECT_EQ(e.request_id, "req-9");
+    EXPECT_EQ(e.client, "192.0.2.9");
+    EXPECT_EQ(e.upstream, "");
+    EXPECT_DOUBLE_EQ(e.duration, 0.002);
+    EXPECT_EQ(e.input, 0u) << "not served: the billing rule bills 0";
+    EXPECT_EQ(e.output, 0u);
+    EXPECT_EQ(e.bytes_in, std::nullopt);
+    EXPECT_EQ(e.bytes_out, std::nullopt);
+
+    const logged& u = f.entries[1];
+    EXPECT_EQ(u.status, 400);
+    EXPECT_EQ(u.method, "");
+    EXPECT_EQ(u.api, "") << "not metered";
+    EXPECT_EQ(u.request_id, "") << "kept only as the usage record keeps it";
+}
+
+TEST(AccessRecord, NoRecordForARefusedRequestWhenTheAccessLogIsOff) {
+    fixture f;
+    f.observer.reset();
+    metering_parts parts{&f.registry, nullptr, f.tenants.get(), f.throughput.get(),
+                         &f.ids,      nullptr, &f.sink,         [] { return std::int64_t{0}; }};
+    metering_observer quiet(parts, metering_options{});
+    unforwarded_request refused;
+    refused.status = 400;
+    quiet.unforwarded(refused);
+    EXPECT_TRUE(f.entries.empty());
+    EXPECT_NE(f.registry.expose().find("code=\"400\""), std::string::npos);
+}
+
 }  // namespace
 }  // namespace tokenmeter::observe

@@ -209,8 +209,12 @@ TEST(GuardedObserver, ALocalAnswerFailureIsCountedAndTheAnswerGoesOut) {
 TEST(GuardedObserver, ProcessWideCallsAreGuarded) {
     for (metering_phase phase : {metering_phase::unforwarded, metering_phase::upstream_error}) {
         fixture f(phase);
-        EXPECT_NO_THROW(f.guard->unforwarded(protocol::api_kind::openai_chat_completions, "llama",
-                                             outcome::rejected, 400, 0.1));
+        unforwarded_request refused;
+        refused.api = protocol::api_kind::openai_chat_completions;
+        refused.model = "llama";
+        refused.status = 400;
+        refused.seconds = 0.1;
+        EXPECT_NO_THROW(f.guard->unforwarded(refused));
         EXPECT_NO_THROW(f.guard->upstream_error("connect_refused"));
         EXPECT_EQ(f.failures(to_string(phase)), 1);
         // The wrapped observer did its part before the throw.

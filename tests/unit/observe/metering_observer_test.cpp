@@ -524,7 +524,10 @@ TEST(MeteringObserver, LongModelNamesAreCutInRecords) {
 
 TEST(MeteringObserver, UnforwardedAndUpstreamErrorsReachTheRegistry) {
     fixture f(false);
-    f.observer->unforwarded(protocol::api_kind::none, "", outcome::rejected, 400, 0.001);
+    unforwarded_request refused;
+    refused.status = 400;
+    refused.seconds = 0.001;
+    f.observer->unforwarded(refused);
     f.observer->upstream_error("connect_refused");
     const std::string text = f.registry.expose();
     EXPECT_TRUE(contains(text, "reason=\"connect_refused\"")) << text;

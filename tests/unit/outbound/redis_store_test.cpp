@@ -18,6 +18,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "outbound/resp.hpp"
@@ -309,15 +310,21 @@ TEST(RedisStore, ACommandAnsweredTwiceClosesTheConnection) {
 }
 
 TEST(RedisStore, APipelinedCallNeverTakesTheReplyOfTheCallBeforeIt) {
-    // The first call on each connection is answered twice, the rest once: without the tag, each
-    // call after the first would take the reply meant for the one before it.
+    // The second call is answered twice, the rest once: without the tag, each call after it
+    // would take the reply meant for the one before it. The double answer is held back until the
+    // next call has arrived, so a call is waiting when the extra reply comes.
     std::atomic<int> calls_answered{0};
+    std::string held;  // the server's thread only
     scripted_server server([&](const std::vector<std::string>& c) -> std::string {
         if (c[0] == "PING") {
             return "$" + std::to_string(c[1].size()) + "\r\n" + c[1] + "\r\n";
         }
         const std::string once = script_reply(c, c[3].starts_with("k") ? c[3].substr(1) : "0");
-        return ++calls_answered == 2 ? once + once : once;
+        if (++calls_answered == 2) {
+            held = once + once;
+            return {};
+        }
+        return std::exchange(held, {}) + once;
     });
     captured_log log;
     redis_store store(settings_for(server));

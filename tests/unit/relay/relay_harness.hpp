@@ -419,9 +419,9 @@ class recording_observer final : public observe::observer {
         const std::size_t index = log_.begin(std::string(facts.target), facts.info.model);
         return std::make_unique<recording_exchange>(log_, index);
     }
-    void unforwarded(protocol::api_kind, std::string_view model, observe::outcome, int status,
-                     double) override {
-        log_.global(&recorder::unforwarded, std::to_string(status) + " " + std::string(model));
+    void unforwarded(const observe::unforwarded_request& request) override {
+        log_.global(&recorder::unforwarded,
+                    std::to_string(request.status) + " " + std::string(request.model));
     }
     void upstream_error(std::string_view reason) override {
         log_.global(&recorder::upstream_errors, std::string(reason));
