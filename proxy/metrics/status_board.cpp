@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "metrics/billing.hpp"
 #include "metrics/registry.hpp"
@@ -404,16 +405,14 @@ json status_board::snapshot() {
     }
     doc["config"] = std::move(config);
 
-    json models = json::array();
+    std::vector<std::string> names;
     std::map<std::string, tenant_counts> tenants;
     json recent = json::array();
     json totals = json::object();
     {
         std::lock_guard lock(mutex_);
         for (const auto& [name, series] : models_) {
-            json m = model_json(series, now_slot, now);
-            m["model"] = name;
-            models.push_back(std::move(m));
+            names.push_back(name);
         }
         tenants_.each_since(now_slot - static_cast<std::int64_t>(slots_15m_) + 1, now_slot,
                             [&](const std::map<std::string, tenant_counts>& slot) {
@@ -427,6 +426,24 @@ json status_board::snapshot() {
         }
         for (const auto& [reason, n] : error_totals_) {
             totals[reason] = n;
+        }
+    }
+    // Each model is copied under the lock and worked out after it: merging sketches and building
+    // the series takes milliseconds across many models, and request ends on every worker wait
+    // for this lock. Models are never removed, so each name is still there.
+    json models = json::array();
+    for (const std::string& name : names) {
+        std::optional<model_series> copy;
+        {
+            std::lock_guard lock(mutex_);
+            if (auto it = models_.find(name); it != models_.end()) {
+                copy.emplace(it->second);
+            }
+        }
+        if (copy) {
+            json m = model_json(*copy, now_slot, now);
+            m["model"] = name;
+            models.push_back(std::move(m));
         }
     }
     doc["models"] = std::move(models);
