@@ -75,6 +75,7 @@ int run(const config::settings& settings, const reloader& reload, const metering
     auto& observer = *m.observer;
     const relay::session_settings session_settings = session_settings_from(settings);
     relay::proxy_context context{session_settings, observer, clock};
+    context.planner = &m.planner;
     context.edge.attach(&m.edge_metrics);
     relay::upstream_pool_settings pool_settings = pool_settings_from(settings);
     std::optional<metrics::upstream_tls_metrics> upstream_tls;
@@ -200,7 +201,10 @@ int run(const config::settings& settings, const reloader& reload, const metering
 
     run_loop(main_ioc, context.edge);
     workers.stop();
-    // The ends the workers handed to the finishing thread, before the limits and the spool stop.
+    // The requests the workers handed to the planning thread (each posts back to its stopped
+    // worker and is dropped with it), then the ends they handed to the finishing thread, before
+    // the limits and the spool stop.
+    m.planner.stop();
     m.finisher.stop();
     m.shared_limits.stop();
     // Last commit; sessions destroyed from here on write their close entries synchronously.

@@ -44,7 +44,10 @@ struct metering_stack {
     metering_stack(const metering_stack&) = delete;
     metering_stack& operator=(const metering_stack&) = delete;
     // Runs the ends still queued on the finishing thread while everything they use is up.
-    ~metering_stack() { finisher.stop(); }
+    ~metering_stack() {
+        planner.stop();
+        finisher.stop();
+    }
 
     std::shared_ptr<const tokenizer::catalog> tokenizers;
     metrics::registry registry;
@@ -66,6 +69,11 @@ struct metering_stack {
     // Stopped before the parts above it (~metering_stack, and app::run after the workers), so
     // every end it was given is written; an end after that runs in place.
     core::job_thread finisher{max_finishing_queued, max_finishing_bytes, finishing_nice};
+    // The planning thread: requests with a large metered body are read (parsed, and rewritten
+    // for usage injection) here instead of on their worker (relay::proxy_context::planner).
+    // A thread of its own, so that a long request's planning never waits behind other
+    // requests' counting on the finishing thread. Stopped with it.
+    core::job_thread planner{max_finishing_queued, max_finishing_bytes, finishing_nice};
     std::unique_ptr<observe::metering_observer> metering;
     std::unique_ptr<observe::observer> wrapped;  // the test binary's wrap, if any
     // What the sessions see: metering only through the guard, so nothing it throws reaches a

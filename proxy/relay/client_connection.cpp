@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <functional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
@@ -13,6 +15,13 @@
 #include "relay/worker_activity.hpp"
 
 namespace tokenmeter::relay {
+namespace {
+
+// A metered body larger than this is planned off the worker thread (client_connection::
+// plan_off_thread): reading 8 MiB of JSON holds a thread for about 10 ms.
+constexpr std::size_t plan_off_thread_bytes = std::size_t{64} * 1024;
+
+}  // namespace
 
 template <class Stream>
 client_connection<Stream>::client_connection(Stream stream, proxy_context& context,
@@ -287,10 +296,57 @@ void client_connection<Stream>::handle_request() {
     if (client_buffer_.size() == 0) {
         client_buffer_.shrink_to_fit();
     }
+    if (context_.planner != nullptr &&
+        plans_a_large_body(request, request_.forward_target, context_.settings,
+                           plan_off_thread_bytes)) {
+        plan_off_thread(std::make_shared<planning>(planning{std::move(request), {}, false}));
+        return;
+    }
     const std::size_t body_bytes = request.body().size();
     request_plan plan =
         plan_request(request, request_.forward_target, request_.header_fields, context_.settings,
                      client_origin{net::is_tls_stream<Stream>, client_address_});
+    continue_request(request, std::move(plan), body_bytes);
+}
+
+template <class Stream>
+struct client_connection<Stream>::planning {
+    bhttp::request<bhttp::string_body> request;
+    std::optional<request_plan> plan;
+    bool failed = false;
+};
+
+template <class Stream>
+void client_connection<Stream>::plan_off_thread(std::shared_ptr<planning> held) {
+    // Not idle meanwhile (a drain must not close it); the connection's own state is left alone
+    // until the planner is done, and only the planner reads it until then.
+    phase_ = phase::proxying;
+    const std::size_t body_bytes = held->request.body().size();
+    auto resume = guarded([this, held, body_bytes] {
+        if (held->failed || !held->plan) {
+            throw std::runtime_error("planning the request failed");
+        }
+        continue_request(held->request, std::move(*held->plan), body_bytes);
+    });
+    std::function<void()> job = [this, held, executor = client_.get_executor(),
+                                 resume = std::move(resume)]() mutable {
+        try {
+            held->plan = plan_request(held->request, request_.forward_target,
+                                      request_.header_fields, context_.settings,
+                                      client_origin{net::is_tls_stream<Stream>, client_address_});
+        } catch (...) {
+            held->failed = true;  // answered 500 on the connection's own thread
+        }
+        net::post_from_any_thread(executor.context(), std::move(resume));
+    };
+    if (!context_.planner->post(job, body_bytes)) {
+        job();  // the planner's queue is full: plan here, and go on when the post comes back
+    }
+}
+
+template <class Stream>
+void client_connection<Stream>::continue_request(bhttp::request<bhttp::string_body>& request,
+                                                 request_plan plan, std::size_t body_bytes) {
     request_.api = plan.api;
     request_.model = plan.info.model;
     request_.keep_alive = plan.keep_alive;

@@ -116,6 +116,13 @@ class client_connection : public idle_closable,
     void do_read_body();
     void on_read_body(error_code ec);
     void handle_request();
+    // A metered body over plan_off_thread_bytes is planned (parsed, and rewritten for usage
+    // injection) on the context's planner thread, so the worker's other streams do not wait
+    // for it; the request goes on from continue_request back on this connection's thread.
+    struct planning;
+    void plan_off_thread(std::shared_ptr<planning> held);
+    void continue_request(bhttp::request<bhttp::string_body>& request, request_plan plan,
+                          std::size_t body_bytes);
     // The shared store decided admission: admit() the held request.
     void on_admission();
     // Forwards the request if the observer admitted it, else answers 429.

@@ -7,6 +7,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "core/job_thread.hpp"
 #include "core/time.hpp"
 #include "net/edge.hpp"
 #include "observe/observer.hpp"
@@ -24,6 +25,9 @@ struct proxy_context {
     // WebSocket tunnels open, and upgrades on their way to one (websocket_limits::max_tunnels).
     std::atomic<std::int64_t> tunnels{0};
     net::edge_counters edge{};
+    // Where a request with a large metered body is planned instead of its worker thread (the
+    // process's finishing thread); null: on the worker.
+    core::job_thread* planner = nullptr;
 };
 
 // A connection a drain can close while it waits for its next request.

@@ -63,7 +63,23 @@ bool replaced_trace_field(const bhttp::fields::value_type& field, bool valid_tra
            (named(field, traceparent) || (!valid_trace && named(field, tracestate)));
 }
 
+// The route of a request: only a POST is metered.
+protocol::route_choice route_of(bhttp::verb method, std::string_view target,
+                                const session_settings& settings) {
+    if (method != bhttp::verb::post) {
+        return {};
+    }
+    return settings.routes.choose(target);
+}
+
 }  // namespace
+
+bool plans_a_large_body(const bhttp::request<bhttp::string_body>& request,
+                        std::string_view forward_target, const session_settings& settings,
+                        std::size_t bytes) {
+    return request.body().size() > bytes &&
+           route_of(request.method(), forward_target, settings).api != protocol::api_kind::none;
+}
 
 request_plan plan_request(bhttp::request<bhttp::string_body>& request,
                           std::string_view forward_target, std::size_t header_fields,
@@ -81,11 +97,7 @@ request_plan plan_request(bhttp::request<bhttp::string_body>& request,
     plan.head = request.method() == bhttp::verb::head;
     plan.upgrade = asks_for_websocket(request.base(), request.body().size());
 
-    protocol::route_choice route;
-    if (request.method() == bhttp::verb::post) {
-        route = settings.routes.choose(
-            std::string_view(request.target().data(), request.target().size()));
-    }
+    const protocol::route_choice route = route_of(request.method(), forward_target, settings);
     plan.api = route.api;
     const bool metered = plan.api != protocol::api_kind::none;
     if (metered) {

@@ -64,4 +64,10 @@ request_plan plan_request(bhttp::request<bhttp::string_body>& request,
                           const session_settings& settings, const client_origin& origin = {},
                           core::trace_random* random = nullptr);
 
+// Whether plan_request would read a body of more than `bytes`: a metered POST (its body is
+// parsed, and may be rewritten) with a body that large.
+[[nodiscard]] bool plans_a_large_body(const bhttp::request<bhttp::string_body>& request,
+                                      std::string_view forward_target,
+                                      const session_settings& settings, std::size_t bytes);
+
 }  // namespace tokenmeter::relay

@@ -1,26 +1,29 @@
-// Benchmark (not a test): how much the counting of long prompts delays other streams on the same
+// Benchmark (not a test): how much requests with long prompts delay other streams on the same
 // worker. One proxy with one worker thread, the o200k_base reference tokenizer and cl100k_base
 // as the model's own, counting every prompt (count_input_tokens: always), in front of the
-// simulator. Probes are small streams with no simulated TTFT, so their client-side TTFT is the
-// proxy's own delay. Probes run alone, then while requests with an 8 MiB prompt of one shape
-// (CJK without spaces by default: the slowest to count) pass one after another; prints the
-// probes' medians and p99, and the proxy's CPU per long request.
+// simulator. Probes are small streams with no simulated TTFT. They run alone, then while
+// requests with an 8 MiB prompt of one shape (CJK without spaces by default: the slowest to
+// count) pass one after another; both straight to the simulator and through the proxy, so what
+// the simulator itself takes for a long body (it reads and parses it too) is measured apart from
+// what the proxy adds. The long requests are sent from a worker thread of their own, so building
+// and writing 8 MiB bodies does not pause the probes' timing; the simulator runs three threads,
+// so its parse of a long body does not hold the probes' answers.
 //
 //   node tests/bench/long_prompt_bench.mjs     (after a build and scripts/fetch-tokenizers.sh)
 //   SHAPE=cjk|words|spaces|digits  PROMPT_MIB=8  ROUNDS=5
 //   TOKENMETER_BIN=… TOKENMETER_SIM=… TOKENMETER_TOKENIZER_DIR=… to override the defaults.
 import fs from 'node:fs';
+import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
 import './lib/bench_env.mjs';
 
 const { startProxy, startSim, stopAll, request, chatBody, waitReady, sleep } =
   await import('../integration/lib/harness.mjs');
-const { probes, printProbes } = await import('./lib/probes.mjs');
+const { probes, printProbes, quantile } = await import('./lib/probes.mjs');
 
 const ROUNDS = Number(process.env.ROUNDS || 5);
 const PROMPT_BYTES = Number(process.env.PROMPT_MIB || 8) * 1024 * 1024;
 const SHAPE = process.env.SHAPE || 'cjk';
-const PROBES_PER_ROUND = 20;
-
+const PROBES_PER_ROUND = 60;
 function promptOf(shape, bytes) {
   const parts = [];
   let size = 0;
@@ -41,58 +44,97 @@ function cpuSeconds(pid) {
   return (Number(fields[11]) + Number(fields[12])) / 100;  // utime + stime, in clock ticks
 }
 
-try {
-  const sim = await startSim();
-  const proxy = await startProxy({
-    upstream: sim.port,
-    args: ['--threads', '1'],
-    config: [
-      'reference_tokenizer: o200k_base',
-      'count_input_tokens: always',
-      'limits:',
-      `  max_request_body_bytes: ${PROMPT_BYTES + (1 << 20)}`,
-      'models:',
-      '  long:',
-      '    tokenizer: cl100k_base',
-      'readiness:',
-      '  probe_interval: 1h',
-      '',
-    ].join('\n'),
+// The long-request sender, on its own thread: one request after another to workerData.port
+// until told to stop; reports each request's proxy CPU (when a pid is given).
+async function sendLongRequests() {
+  const body = Buffer.from(JSON.stringify(chatBody('long', { stream: false, content: promptOf(SHAPE, PROMPT_BYTES) })));
+  let stop = false;
+  let pid = 0;
+  let port = 0;
+  parentPort.on('message', (m) => {
+    if (m.stop) stop = true;
+    if (m.port) { port = m.port; pid = m.pid || 0; stop = false; run(); }
   });
-  await waitReady(proxy).catch(() => {});
-  const body = chatBody('long', { stream: false, content: promptOf(SHAPE, PROMPT_BYTES) });
-  await probes(proxy.port, 10, []);  // warm-up
+  parentPort.postMessage({ ready: true });
+  async function run() {
+    let n = 0;
+    let cpu = 0;
+    while (!stop) {
+      const before = pid ? cpuSeconds(pid) : 0;
+      const res = await request({
+        port, body,
+        headers: { 'x-sim-ttft-ms': '0', 'x-sim-itl-ms': '0', 'x-sim-output-tokens': '4' },
+        keepBody: false, timeoutMs: 120_000,
+      });
+      if (res.status !== 200 || !res.complete) throw new Error(`long request failed: ${res.status} ${res.error}`);
+      if (pid) cpu += cpuSeconds(pid) - before;
+      n += 1;
+    }
+    parentPort.postMessage({ done: true, n, cpu });
+  }
+}
+
+// Probes alone and beside long requests to `port`, ROUNDS times.
+async function measure(sender, port, pid) {
   const alone = [];
   const beside = [];
-  let longRequests = 0;
-  let longCpu = 0;
+  let requests = 0;
+  let cpu = 0;
+  await probes(port, 10, []);  // warm-up
   for (let round = 0; round < ROUNDS; ++round) {
-    await probes(proxy.port, PROBES_PER_ROUND, alone);
-    // Long requests one after another while the probes run, for as long as the probes take.
-    let stop = false;
-    const longs = (async () => {
-      while (!stop) {
-        const before = cpuSeconds(proxy.child.proc.pid);
-        const res = await request({
-          port: proxy.port, body,
-          headers: { 'x-sim-ttft-ms': '0', 'x-sim-itl-ms': '0', 'x-sim-output-tokens': '4' },
-          keepBody: false, timeoutMs: 120_000,
-        });
-        if (res.status !== 200 || !res.complete) throw new Error(`long request failed: ${res.status} ${res.error}`);
-        longCpu += cpuSeconds(proxy.child.proc.pid) - before;
-        longRequests += 1;
-      }
-    })();
+    await probes(port, PROBES_PER_ROUND, alone);
+    const done = new Promise((resolve) => sender.once('message', resolve));
+    sender.postMessage({ port, pid });
     await sleep(50);
-    await probes(proxy.port, PROBES_PER_ROUND, beside);
-    stop = true;
-    await longs;
+    await probes(port, PROBES_PER_ROUND, beside);
+    sender.postMessage({ stop: true });
+    const result = await done;
+    requests += result.n;
+    cpu += result.cpu;
+    await sleep(200);  // the last long request's count ends before the next "alone"
   }
-  const m = await proxy.metrics();
-  console.log(`long prompts: ${(PROMPT_BYTES / 1048576).toFixed(0)} MiB of ${SHAPE}, ${longRequests} requests over ${ROUNDS} rounds, ` +
-    `${(1000 * longCpu / longRequests).toFixed(0)} ms of proxy CPU per long request (probes included)`);
-  console.log(`input tokens counted by the reference tokenizer: ${m.value('tokenmeter_normalized_tokens_total', { type: 'input' })}`);
-  printProbes(alone, beside, 'beside long prompts');
-} finally {
-  await stopAll();
+  return { alone, beside, requests, cpu };
+}
+
+if (!isMainThread) {
+  await sendLongRequests();
+} else {
+  try {
+    const sim = await startSim(['--threads', '3']);
+    const proxy = await startProxy({
+      upstream: sim.port,
+      args: ['--threads', '1'],
+      config: [
+        'reference_tokenizer: o200k_base',
+        'count_input_tokens: always',
+        'limits:',
+        `  max_request_body_bytes: ${PROMPT_BYTES + (1 << 20)}`,
+        'models:',
+        '  long:',
+        '    tokenizer: cl100k_base',
+        'readiness:',
+        '  probe_interval: 1h',
+        '',
+      ].join('\n'),
+    });
+    await waitReady(proxy).catch(() => {});
+    const sender = new Worker(new URL(import.meta.url));
+    await new Promise((resolve) => sender.once('message', resolve));
+    const direct = await measure(sender, sim.port, 0);
+    const through = await measure(sender, proxy.port, proxy.child.proc.pid);
+    await sender.terminate();
+    const m = await proxy.metrics();
+    console.log(`long prompts: ${(PROMPT_BYTES / 1048576).toFixed(0)} MiB of ${SHAPE}; ` +
+      `${direct.requests} straight to the simulator, ${through.requests} through the proxy over ${ROUNDS} rounds each, ` +
+      `${(1000 * through.cpu / through.requests).toFixed(0)} ms of proxy CPU per long request (probes included)`);
+    console.log(`input tokens counted by the reference tokenizer: ${m.value('tokenmeter_normalized_tokens_total', { type: 'input' })}`);
+    console.log('\nstraight to the simulator');
+    printProbes(direct.alone, direct.beside, 'beside long prompts');
+    console.log('\nthrough the proxy');
+    printProbes(through.alone, through.beside, 'beside long prompts');
+    const added = (q) => (quantile(through.beside, q) - quantile(direct.beside, q)).toFixed(2);
+    console.log(`\nbeside long prompts, the proxy adds p50 ${added(0.5)} ms and p99 ${added(0.99)} ms to the simulator's own TTFT`);
+  } finally {
+    await stopAll();
+  }
 }

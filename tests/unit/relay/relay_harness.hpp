@@ -472,6 +472,10 @@ class relay_rig {
         thread_.join();
     }
 
+    // Requests with a large metered body are planned on `planner` (as app/ sets it); call before
+    // the first client. The planner must outlive the rig.
+    void plan_on(core::job_thread& planner) { context_.planner = &planner; }
+
     // A client connected to a new client_connection served on the rig's thread.
     wire client() {
         wire ours = wire::connect_to(front_.port());

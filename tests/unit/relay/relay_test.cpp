@@ -78,6 +78,59 @@ calls streamed_and(std::string last) {
 
 // ---- streaming and keep-alive ---------------------------------------------------------------
 
+TEST(RelayPlanning, ALargeMeteredBodyIsPlannedOffTheWorkerAndGoesOnAsASmallOneDoes) {
+    core::job_thread planner(16, std::size_t{64} << 20);
+    relay_rig rig;
+    rig.plan_on(planner);
+    const std::string prompt(200 * 1024, 'w');
+    const std::string large = post(
+        "/v1/chat/completions",
+        R"({"model":"m","stream":true,"messages":[{"role":"user","content":")" + prompt + "\"}]}");
+    wire client = rig.client();
+    wire upstream = forwarded(rig, client, large);
+    // The planner counts a job once it has returned, which may be just after the request left.
+    const auto until = after(std::chrono::milliseconds(2000));
+    while (planner.run_total() == 0 && std::chrono::steady_clock::now() < until) {
+        std::this_thread::sleep_for(1ms);
+    }
+    EXPECT_EQ(planner.run_total(), 1U) << "planned on the planner";
+    upstream.send(sse_head + chunk(events[0]) + chunk(events[2]) + "0\r\n\r\n");
+    ASSERT_TRUE(client.read_until("\r\n\r\n"));
+    EXPECT_EQ(read_chunked(client, events[0].size() + events[2].size()), events[0] + events[2]);
+    EXPECT_TRUE(read_final_chunk(client));
+
+    // The next request on the same connection is small: planned where it was read.
+    client.send(json_request);
+    auto sent = read_request(upstream);
+    ASSERT_TRUE(sent);
+    upstream.send(json_response(json_answer));
+    EXPECT_EQ(read_sized_response(client), json_answer);
+    EXPECT_EQ(planner.run_total(), 1U);
+
+    const auto first = rig.log.ended(0);
+    EXPECT_EQ(first.model, "m");
+    EXPECT_EQ(first.calls, streamed_and("end upstream_complete"));
+    EXPECT_EQ(rig.log.ended(1).calls, served_json);
+}
+
+TEST(RelayPlanning, TheLargeBodyReachesTheUpstreamWithUsageInjected) {
+    core::job_thread planner(16, std::size_t{64} << 20);
+    relay_rig rig;
+    rig.plan_on(planner);
+    const std::string prompt(100 * 1024, 'w');
+    wire client = rig.client();
+    client.send(post(
+        "/v1/chat/completions",
+        R"({"model":"m","stream":true,"messages":[{"role":"user","content":")" + prompt + "\"}]}"));
+    wire upstream = rig.upstream.accept();
+    auto sent = read_request(upstream);
+    ASSERT_TRUE(sent);
+    EXPECT_NE(sent->find("include_usage"), std::string::npos) << "usage is injected";
+    EXPECT_NE(sent->find(prompt), std::string::npos) << "the prompt as the client sent it";
+    upstream.send(json_response(json_answer));
+    EXPECT_EQ(read_sized_response(client), json_answer);
+}
+
 TEST(RelayStream, ChunksReachTheClientOneByOneThenTheFinalChunk) {
     relay_rig rig;
     wire client = rig.client();
