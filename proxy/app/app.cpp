@@ -164,6 +164,11 @@ int run(const config::settings& settings, const reloader& reload, const metering
                           {&m.tenants, &registry, &m.edge_metrics, [&tls, &admin_tls, &m] {
                                each_present([](tls_watch& w) { w.reload("SIGHUP"); }, tls,
                                             admin_tls);
+                               if (m.otel.exporter) {
+                                   if (auto e = m.otel.exporter->reload_tls(); !e.empty()) {
+                                       spdlog::error("otel exporter: {}; the CAs in use stay", e);
+                                   }
+                               }
                                if (m.usage.shipper) {
                                    if (auto e = m.usage.shipper->reload_tls(); !e.empty()) {
                                        spdlog::error("usage shipper: {}; the CAs in use stay", e);
@@ -206,6 +211,9 @@ int run(const config::settings& settings, const reloader& reload, const metering
     // the limits and the spool stop.
     m.planner.stop();
     m.finisher.stop();
+    if (m.otel.exporter) {
+        m.otel.exporter->stop();
+    }
     m.shared_limits.stop();
     // Last commit; sessions destroyed from here on write their close entries synchronously.
     m.usage.stop();

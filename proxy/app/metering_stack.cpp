@@ -84,6 +84,8 @@ metering_stack::metering_stack(const config::settings& settings, const core::clo
                                   {},
                                   shared_limits.limiter.get(),
                                   prices.empty() ? nullptr : &prices};
+    otel = open_otel(settings, *registry.prometheus_registry());
+    parts.otel = otel.exporter.get();
     parts.tasks = tasks ? &*tasks : nullptr;
     parts.status = status ? &*status : nullptr;
     if (settings.log.access_log) {

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "app/app.hpp"
+#include "app/otel_export.hpp"
 #include "app/shared_limits.hpp"
 #include "app/usage_parts.hpp"
 #include "config/config.hpp"
@@ -65,6 +66,9 @@ struct metering_stack {
     // and those still open at shutdown end with the process, unobserved.
     std::optional<metrics::task_metrics> task_metrics;
     std::optional<observe::task_meter> tasks;
+    // The OTLP exporter (otel): fed at each request's end, stopped after the finishing thread so
+    // the ends it ran are exported too.
+    otel_parts otel;
     // The finishing thread: request ends too large for an I/O thread (observe/metering_observer).
     // Stopped before the parts above it (~metering_stack, and app::run after the workers), so
     // every end it was given is written; an end after that runs in place.

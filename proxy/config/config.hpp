@@ -118,11 +118,21 @@ struct log_settings {
 };
 
 // W3C Trace Context: every request carries a trace (relay/request_plan); these settle how new
-// traces are sampled.
+// traces are sampled, and where spans and metrics go over OTLP/HTTP.
 struct otel_settings {
     // The share of traces the proxy starts (no valid traceparent came) that are sampled; a
     // client's traceparent keeps its own sampled flag.
     double sampling_ratio = 1.0;
+    // The file has an `otel` section. Only then is anything exported: the endpoint is
+    // `endpoint`, else OTEL_EXPORTER_OTLP_ENDPOINT; with neither, nothing is.
+    bool written = false;
+    std::string endpoint;  // the collector's base URL: http[s]://host[:port][/path]
+    otlp_encoding encoding = otlp_encoding::protobuf;
+    milliseconds export_interval{5'000};
+    milliseconds request_timeout{10'000};
+    std::string headers_file;  // "Name: value" lines sent with every export (re-read each time)
+    std::string ca_file;       // https: PEM CAs trusted instead of the system bundle
+    std::uint32_t max_queue = 2048;  // finished requests waiting for the exporter
     bool operator==(const otel_settings&) const = default;
 };
 

@@ -29,6 +29,8 @@ enum class tls_min_version { v1_2, v1_3 };
 enum class forwarded_for_mode { keep, append, drop };
 // A metered request whose JSON body the proxy cannot read: refused (400) or forwarded.
 enum class unparsable_body_mode { refuse, forward };
+// The body encoding of OTLP/HTTP export.
+enum class otlp_encoding { protobuf, json };
 
 template <typename Mode>
 struct spelling {
@@ -114,6 +116,12 @@ template <>
 struct mode_words<unparsable_body_mode> {
     static constexpr std::array<spelling<unparsable_body_mode>, 2> all{
         {{unparsable_body_mode::refuse, "refuse"}, {unparsable_body_mode::forward, "forward"}}};
+};
+
+template <>
+struct mode_words<otlp_encoding> {
+    static constexpr std::array<spelling<otlp_encoding>, 2> all{
+        {{otlp_encoding::protobuf, "protobuf"}, {otlp_encoding::json, "json"}}};
 };
 
 template <typename T>

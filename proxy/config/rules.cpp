@@ -92,6 +92,19 @@ void check_sink(schema::checker& c, const usage_settings& u) {
     }
 }
 
+void check_otel(schema::checker& c, const otel_settings& o) {
+    if (o.endpoint.empty()) {
+        return;
+    }
+    const auto target = parse_upstream(o.endpoint);
+    if (!target) {
+        c.error("otel.endpoint",
+                "expected http[s]://host[:port][/path], got " + detail::quote(o.endpoint));
+    } else if (target->scheme != "https" && !o.ca_file.empty()) {
+        c.error("otel.ca_file", "is only for an https:// otel.endpoint");
+    }
+}
+
 // Each SLO model must get its own label value, or its requests would count as "other".
 void check_slo_models(schema::checker& c, const settings& s) {
     const auto& allow = s.metrics.models.allowlist;
@@ -159,6 +172,7 @@ std::vector<config_error> validate(const settings& s, const unknown_words& words
     check_pool(c, s.upstream_pool);
     check_tenants(c, s.tenants);
     check_sink(c, s.usage);
+    check_otel(c, s.otel);
     check_tls(c, "tls", s.tls);
     check_upstream_tls(c, s);
     check_tls(c, "admin_tls", s.admin_tls);

@@ -168,8 +168,40 @@ const table<OT>& otel_table() {
     static const table<OT> t{
         value("sampling_ratio", &OT::sampling_ratio, read_rate, check_ratio,
               "share of new traces (no valid traceparent came) that are sampled, 0 to 1"),
+        value<OT, std::string>("endpoint", &OT::endpoint, read_string, nullptr,
+                               "OTLP/HTTP collector base URL; spans to /v1/traces, metrics to "
+                               "/v1/metrics (else OTEL_EXPORTER_OTLP_ENDPOINT)"),
+        choice("encoding", &OT::encoding, "OTLP body encoding: protobuf or json"),
+        value("export_interval", &OT::export_interval, read_duration, check_positive,
+              "how often metrics (and the spans queued) are exported"),
+        value("request_timeout", &OT::request_timeout, read_duration, check_positive,
+              "connect, send and answer of one export"),
+        value<OT, std::string>("headers_file", &OT::headers_file, read_string, nullptr,
+                               "file of \"Name: value\" lines sent with every export"),
+        value<OT, std::string>("ca_file", &OT::ca_file, read_string, nullptr,
+                               "https: PEM CAs trusted instead of the system bundle"),
+        value("max_queue", &OT::max_queue, read_count, check_batch_size,
+              "finished requests waiting for export; past it they are dropped and counted"),
     };
     return t;
+}
+
+// The otel section, marked as written when the file has it: export depends on that.
+field<settings> otel_section() {
+    field<settings> f =
+        section("otel", &settings::otel, otel_table, "W3C trace context and OTLP/HTTP export");
+    auto read = f.read;
+    f.read = [read](walker& w, node_ref n, key_ref k, settings& s) {
+        read(w, n, k, s);
+        s.otel.written = true;
+    };
+    auto write = f.write;
+    f.write = [write](YAML::Node& out, const settings& s) {
+        if (s.otel.written) {
+            write(out, s);
+        }
+    };
+    return f;
 }
 
 using TL = tenant_limit;
@@ -595,7 +627,7 @@ const table<S>& root() {
         section("readiness", &S::readiness, readiness_table, "the /readyz probe"),
         section("metrics", &S::metrics, metrics_table, "labels and histograms"),
         section("log", &S::log, log_table, "logging"),
-        section("otel", &S::otel, otel_table, "W3C trace context: sampling of new traces"),
+        otel_section(),
         section("tenants", &S::tenants, tenants_table, "who a request belongs to"),
         section("usage", &S::usage, usage_table, "usage records for billing"),
         section("billing", &S::billing, billing_table, "what failed requests bill"),

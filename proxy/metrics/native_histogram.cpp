@@ -3,9 +3,9 @@
 #include <prometheus/metric_family.h>
 
 #include <cmath>
-#include <cstring>
 #include <limits>
 
+#include "core/protobuf_wire.hpp"
 #include "metrics/exemplars.hpp"
 
 namespace tokenmeter::metrics {
@@ -59,45 +59,11 @@ native_histograms::snapshot() const {
 
 namespace {
 
-// The protobuf wire format, the little of it the exposition needs.
-enum wire : std::uint8_t { varint = 0, fixed64 = 1, length_delimited = 2 };
-
-void put_varint(std::string& out, std::uint64_t v) {
-    while (v >= 0x80) {
-        out.push_back(static_cast<char>((v & 0x7f) | 0x80));
-        v >>= 7;
-    }
-    out.push_back(static_cast<char>(v));
-}
-
-void put_tag(std::string& out, int field, wire type) {
-    put_varint(out, (static_cast<std::uint64_t>(field) << 3) | type);
-}
-
-void put_uint(std::string& out, int field, std::uint64_t v) {
-    put_tag(out, field, varint);
-    put_varint(out, v);
-}
-
-void put_sint(std::string& out, int field, std::int64_t v) {
-    put_tag(out, field, varint);
-    put_varint(out, (static_cast<std::uint64_t>(v) << 1) ^ static_cast<std::uint64_t>(v >> 63));
-}
-
-void put_double(std::string& out, int field, double v) {
-    put_tag(out, field, fixed64);
-    std::uint64_t bits = 0;
-    std::memcpy(&bits, &v, sizeof bits);
-    for (int i = 0; i < 8; ++i) {
-        out.push_back(static_cast<char>((bits >> (8 * i)) & 0xff));
-    }
-}
-
-void put_bytes(std::string& out, int field, std::string_view bytes) {
-    put_tag(out, field, length_delimited);
-    put_varint(out, bytes.size());
-    out.append(bytes);
-}
+using core::protobuf::put_bytes;
+using core::protobuf::put_double;
+using core::protobuf::put_sint;
+using core::protobuf::put_uint;
+using core::protobuf::put_varint;
 
 // Field numbers of io.prometheus.client (proxy/metrics/metrics.proto).
 namespace family_field {

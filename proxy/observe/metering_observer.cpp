@@ -442,6 +442,9 @@ class metering_exchange final : public exchange_observer,
         if (state_.access) {
             write_access(summary, counts);
         }
+        if (parts_.otel != nullptr && summary.api != protocol::api_kind::none) {
+            parts_.otel->finished(summary, counts, state_.trace);
+        }
     }
 
     // Whether the request went on to the upstream (a tenant refusal did not).

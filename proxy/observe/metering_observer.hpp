@@ -12,6 +12,7 @@
 #include "meter/billing.hpp"
 #include "meter/exchange.hpp"
 #include "observe/access_log.hpp"
+#include "observe/finished_sink.hpp"
 #include "observe/observer.hpp"
 #include "usage/price.hpp"
 
@@ -70,6 +71,8 @@ struct metering_parts {
     task_meter* tasks = nullptr;
     // The access log (log.access_log): one record per request at its end. Empty: off.
     access_writer access_log{};
+    // The OTLP exporter (otel.endpoint). Null: off.
+    finished_sink* otel = nullptr;
     // Runs a request's end on a thread of its own when its work is large (a long prompt to
     // count, a large JSON body to parse), so the I/O thread's other streams do not wait for it.
     // The second argument is the bytes the job holds until it has run. False (the job

@@ -3,25 +3,19 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <optional>
 #include <random>
-#include <stdexcept>
 
 #include "core/secret_file.hpp"
-#include "net/beast.hpp"
-#include "net/tls_client.hpp"
-#include "net/tls_stream.hpp"
 #include "usage/cloudevents.hpp"
 #include "usage/spool.hpp"
 
 namespace tokenmeter::outbound {
 
 usage_shipper::usage_shipper(std::filesystem::path dir, shipper_options sink)
-    : dir_(std::move(dir)), sink_(std::move(sink)) {
-    if (auto error = reload_tls(); !error.empty()) {
-        throw std::runtime_error(error);
-    }
-}
+    : dir_(std::move(dir)),
+      sink_(std::move(sink)),
+      poster_(post_options{sink_.target, sink_.request_timeout, sink_.ca_file, sink_.ca_file_key,
+                           64 * 1024}) {}
 
 usage_shipper::~usage_shipper() {
     stop();
@@ -56,182 +50,14 @@ void usage_shipper::sleep_for(std::chrono::milliseconds d) {
     woken_ = false;
 }
 
-namespace {
-
-// The sink's answer is read whole but bounded: a billing API acknowledges in a few bytes.
-constexpr std::uint32_t max_response_head = 16 * 1024;
-constexpr std::uint64_t max_response_body = 64ull * 1024;
-
-// The start of an error answer for the log: one line, printable, and without the token should
-// the sink echo the request back.
-std::string excerpt(std::string_view body, const std::string& token) {
-    std::string out(body.substr(0, 200));
-    for (char& ch : out) {
-        if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) {
-            ch = ' ';
-        }
-    }
-    if (!token.empty()) {
-        for (auto at = out.find(token); at != std::string::npos; at = out.find(token, at)) {
-            out.replace(at, token.size(), "[token]");
-        }
-    }
-    return out;
-}
-
-}  // namespace
-
-std::string_view to_string(ship_failure f) {
-    switch (f) {
-        case ship_failure::connect:
-            return "connect";
-        case ship_failure::tls:
-            return "tls";
-        case ship_failure::timeout:
-            return "timeout";
-        case ship_failure::unauthorized:
-            return "unauthorized";
-        case ship_failure::status:
-            return "status";
-        case ship_failure::protocol:
-            break;
-    }
-    return "protocol";
-}
-
-// One connection to the sink, plain or TLS, with the io_context that drives it: the shipper's
-// thread runs each operation to completion, bounded by request_timeout on the TCP stream.
-struct usage_shipper::connection {
-    asio::io_context ioc;
-    std::shared_ptr<ssl::context> context;  // outlives tls
-    std::optional<tcp_stream> plain;
-    std::optional<net::tls_stream> tls;
-    beast::flat_buffer buffer{max_response_head + max_response_body};
-
-    tcp_stream& lowest() { return tls ? beast::get_lowest_layer(*tls) : *plain; }
-    void run() {
-        ioc.run();
-        ioc.restart();
-    }
-};
-
-bool usage_shipper::connect(outcome& out) {
-    auto c = std::make_unique<connection>();
-    error_code ec;
-    tcp::resolver name_resolver(c->ioc);
-    auto endpoints = name_resolver.resolve(target_.host, std::to_string(target_.port), ec);
-    if (ec) {
-        out.failure = ship_failure::connect;
-        out.error = "resolve " + target_.host + ": " + ec.message();
-        return false;
-    }
-    if (target_.scheme == "https") {
-        {
-            std::lock_guard lock(mutex_);
-            c->context = tls_context_;
-        }
-        c->tls.emplace(c->ioc, *c->context);
-    } else {
-        c->plain.emplace(c->ioc);
-    }
-    c->lowest().expires_after(sink_.request_timeout);
-    c->lowest().async_connect(endpoints, [&](error_code e, const tcp::endpoint&) { ec = e; });
-    c->run();
-    if (ec) {
-        out.failure = ec == beast::error::timeout ? ship_failure::timeout : ship_failure::connect;
-        out.error = "connect: " + ec.message();
-        return false;
-    }
-    if (c->tls) {
-        if (!net::prepare_tls_client(c->tls->native_handle(), target_.host, out.error)) {
-            out.failure = ship_failure::tls;
-            return false;
-        }
-        c->lowest().expires_after(sink_.request_timeout);
-        c->tls->async_handshake(ssl::stream_base::client, [&](error_code e) { ec = e; });
-        c->run();
-        if (ec) {
-            out.failure = ec == beast::error::timeout ? ship_failure::timeout : ship_failure::tls;
-            out.error =
-                "TLS handshake: " + net::describe_tls_client_error(ec, c->tls->native_handle());
-            return false;
-        }
-    }
-    connection_ = std::move(c);
-    return true;
-}
-
-usage_shipper::outcome usage_shipper::post_once(const std::string& body) {
-    outcome out;
-    const bool reused = connection_ != nullptr;
-    if (!reused && !connect(out)) {
-        return out;
-    }
-    connection& c = *connection_;
-    bhttp::request<bhttp::string_body> request{
-        bhttp::verb::post, target_.base_path.empty() ? "/" : target_.base_path, 11};
-    const bool default_port = target_.port == (target_.scheme == "https" ? 443 : 80);
-    request.set(bhttp::field::host,
-                default_port ? target_.host : target_.host + ":" + std::to_string(target_.port));
-    request.set(bhttp::field::content_type, std::string(usage::cloudevents_batch_content_type));
-    request.set(bhttp::field::user_agent, "tokenmeter");
+// The sink's answer is read whole but bounded (post_options): a billing API acknowledges in a
+// few bytes. The token is sent, never logged: the poster masks it out of any error text.
+post_result usage_shipper::post(const std::string& body) {
+    header_list headers;
     if (!sink_.token.empty()) {
-        request.set(bhttp::field::authorization, "Bearer " + sink_.token);
+        headers.emplace_back("Authorization", "Bearer " + sink_.token);
     }
-    request.keep_alive(true);
-    request.body() = body;
-    request.prepare_payload();
-
-    bhttp::response_parser<bhttp::string_body> parser;
-    parser.header_limit(max_response_head);
-    parser.body_limit(max_response_body);
-    error_code ec;
-    bool written = false;
-    auto exchange = [&](auto& stream) {
-        c.lowest().expires_after(sink_.request_timeout);
-        bhttp::async_write(stream, request, [&](error_code e, std::size_t) { ec = e; });
-        c.run();
-        if (ec) {
-            return;
-        }
-        written = true;
-        c.lowest().expires_after(sink_.request_timeout);
-        bhttp::async_read(stream, c.buffer, parser, [&](error_code e, std::size_t) { ec = e; });
-        c.run();
-    };
-    if (c.tls) {
-        exchange(*c.tls);
-    } else {
-        exchange(*c.plain);
-    }
-    if (ec) {
-        // A kept-alive connection the sink closed while idle breaks before any answer.
-        out.stale = reused && !parser.got_some() && ec != beast::error::timeout;
-        out.failure = ec == beast::error::timeout ? ship_failure::timeout : ship_failure::protocol;
-        out.error = (written ? "read: " : "write: ") + ec.message();
-        connection_.reset();
-        return out;
-    }
-    const auto& response = parser.get();
-    out.status = static_cast<int>(response.result_int());
-    if (!response.keep_alive()) {
-        connection_.reset();
-    }
-    if (out.status / 100 != 2) {
-        out.failure = out.status == 401 || out.status == 403 ? ship_failure::unauthorized
-                                                             : ship_failure::status;
-        out.error =
-            "HTTP " + std::to_string(out.status) + ": " + excerpt(response.body(), sink_.token);
-    }
-    return out;
-}
-
-usage_shipper::outcome usage_shipper::post(const std::string& body) {
-    outcome out = post_once(body);
-    if (out.status == 0 && out.stale) {
-        out = post_once(body);
-    }
-    return out;
+    return poster_.post("", usage::cloudevents_batch_content_type, headers, body);
 }
 
 void usage_shipper::refresh_token() {
@@ -247,19 +73,6 @@ void usage_shipper::refresh_token() {
         spdlog::warn("usage shipper: usage.sink.token_file: {}; the last token read stays in use",
                      why);
     }
-}
-
-std::string usage_shipper::reload_tls() {
-    if (target_.scheme != "https") {
-        return {};
-    }
-    auto loaded = net::load_tls_client_context({sink_.ca_file, sink_.ca_file_key});
-    if (!loaded.context) {
-        return loaded.error;
-    }
-    std::lock_guard lock(mutex_);
-    tls_context_ = std::move(loaded.context);
-    return {};
 }
 
 void usage_shipper::run() {
@@ -288,7 +101,7 @@ void usage_shipper::run() {
         }
         oldest_ = batch.records.front().end_unix_ms;
         refresh_token();
-        const outcome sent = post(usage::encode_cloudevents_batch(batch.records, sink_.source));
+        const post_result sent = post(usage::encode_cloudevents_batch(batch.records, sink_.source));
         if (sent.status / 100 == 2) {
             // The records are acknowledged only once the cursor is on disk; a crash before that
             // re-sends them, and the sink dedupes by id.
@@ -328,7 +141,6 @@ void usage_shipper::run() {
         }
         backoff = std::min(backoff * 2, sink_.backoff_max);
     }
-    connection_.reset();
 }
 
 }  // namespace tokenmeter::outbound

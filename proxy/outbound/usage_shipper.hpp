@@ -1,5 +1,5 @@
 // outbound/usage_shipper: ships spooled usage records to an HTTP or HTTPS sink as CloudEvents
-// batches, on a thread of its own with a small blocking client that keeps its connection alive
+// batches, on a thread of its own through outbound/http_post, whose connection stays alive
 // between batches. The cursor file moves only after a 2xx, so every record stays in the spool
 // until the sink has acknowledged it; failures are retried with exponential backoff and jitter,
 // forever (the backlog gauges are the alert, not a drop). The bearer token is sent, never
@@ -18,10 +18,7 @@
 #include <thread>
 
 #include "net/endpoint.hpp"
-
-namespace boost::asio::ssl {
-class context;
-}  // namespace boost::asio::ssl
+#include "outbound/http_post.hpp"
 
 namespace tokenmeter::outbound {
 
@@ -41,16 +38,8 @@ struct shipper_options {
 };
 
 // Why a batch was not acknowledged: the reason label of tokenmeter_usage_ship_errors_total.
-enum class ship_failure : std::uint8_t {
-    connect,       // name resolution or TCP connect failed
-    tls,           // handshake failed: certificate, host name, protocol
-    timeout,       // no answer within request_timeout
-    unauthorized,  // 401 or 403: the token was refused
-    status,        // any other non-2xx answer
-    protocol,      // the connection broke or the answer was not HTTP/1.1 within bounds
-};
-inline constexpr std::size_t ship_failure_count = 6;
-std::string_view to_string(ship_failure f);
+using ship_failure = post_failure;
+inline constexpr std::size_t ship_failure_count = post_failure_count;
 
 class usage_shipper {
   public:
@@ -66,7 +55,7 @@ class usage_shipper {
     void wake();
     // SIGHUP: load the CA file again for the next connection. "" when it loaded (or there is no
     // TLS), else the error naming the key; the CAs in use stay.
-    std::string reload_tls();
+    std::string reload_tls() { return poster_.reload_tls(); }
 
     [[nodiscard]] std::uint64_t acknowledged() const noexcept { return acknowledged_.load(); }
     [[nodiscard]] std::uint64_t errors(ship_failure f) const noexcept {
@@ -76,30 +65,18 @@ class usage_shipper {
     [[nodiscard]] std::int64_t oldest_unacknowledged_ms() const noexcept { return oldest_.load(); }
 
   private:
-    struct connection;
-    struct outcome {
-        int status = 0;  // 0: no answer
-        ship_failure failure = ship_failure::protocol;
-        std::string error;   // for the log; never holds the token
-        bool stale = false;  // a kept-alive connection the sink had closed: retry at once
-    };
-
     void run();
-    outcome post(const std::string& body);
-    outcome post_once(const std::string& body);
-    bool connect(outcome& out);
+    post_result post(const std::string& body);
     void refresh_token();
     void sleep_for(std::chrono::milliseconds d);
 
     std::filesystem::path dir_;
     shipper_options sink_;
-    const net::upstream_address& target_ = sink_.target;
     std::mutex mutex_;
     std::condition_variable wake_;
     bool woken_ = false;
     bool stopping_ = false;
-    std::shared_ptr<boost::asio::ssl::context> tls_context_;  // under mutex_; null for http
-    std::unique_ptr<connection> connection_;                  // the shipper thread's only
+    http_poster poster_;
     bool token_warned_ = false;
     std::atomic<std::uint64_t> acknowledged_{0};
     std::array<std::atomic<std::uint64_t>, ship_failure_count> errors_{};

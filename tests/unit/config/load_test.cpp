@@ -225,7 +225,47 @@ TEST(Files, ExampleLoadsAndEqualsTheDefaults) {
     settings example = r.value;
     EXPECT_TRUE(example.metrics.buckets.time_to_first_token);
     example.metrics.buckets = {};
+    // It writes the otel section out, which is what lets OTEL_EXPORTER_OTLP_ENDPOINT turn
+    // export on; a file without the section does not.
+    EXPECT_TRUE(example.otel.written);
+    example.otel.written = false;
     EXPECT_EQ(example, default_settings());
+}
+
+TEST(Otel, ExportKeysAndTheWrittenSection) {
+    EXPECT_FALSE(load_yaml("log:\n  level: info\n").value.otel.written);
+    const load_result r = load_yaml(R"(
+otel:
+  endpoint: https://collector.example:4318/otlp
+  encoding: json
+  export_interval: 2s
+  request_timeout: 3s
+  headers_file: /run/secrets/otlp
+  ca_file: /etc/ca.pem
+  max_queue: 100
+)");
+    ASSERT_TRUE(r.ok()) << dump(r.errors);
+    const otel_settings& o = r.value.otel;
+    EXPECT_TRUE(o.written);
+    EXPECT_EQ(o.endpoint, "https://collector.example:4318/otlp");
+    EXPECT_EQ(o.encoding, otlp_encoding::json);
+    EXPECT_EQ(o.export_interval, std::chrono::seconds(2));
+    EXPECT_EQ(o.request_timeout, std::chrono::seconds(3));
+    EXPECT_EQ(o.headers_file, "/run/secrets/otlp");
+    EXPECT_EQ(o.max_queue, 100U);
+    EXPECT_TRUE(load_yaml("otel:\n").value.otel.written);
+}
+
+TEST(Otel, ErrorsNameTheKey) {
+    const auto first_key = [](const char* yaml) {
+        const load_result r = load_yaml(yaml);
+        return r.errors.empty() ? std::string("(none)") : r.errors[0].key;
+    };
+    EXPECT_EQ(first_key("otel:\n  endpoint: collector:4318\n"), "otel.endpoint");
+    EXPECT_EQ(first_key("otel:\n  encoding: grpc\n"), "otel.encoding");
+    EXPECT_EQ(first_key("otel:\n  endpoint: http://c:4318\n  ca_file: /x.pem\n"), "otel.ca_file");
+    EXPECT_EQ(first_key("otel:\n  max_queue: 0\n"), "otel.max_queue");
+    EXPECT_EQ(first_key("otel:\n  export_interval: 0s\n"), "otel.export_interval");
 }
 
 TEST(Files, DemoConfigLoads) {

@@ -14,6 +14,7 @@
 
 #include "meter/stream_meter.hpp"
 #include "metrics/billing.hpp"
+#include "metrics/otel.hpp"
 #include "metrics/process.hpp"
 #include "metrics/registry.hpp"
 #include "metrics/tasks.hpp"
@@ -25,10 +26,9 @@ namespace {
 using namespace std::chrono_literals;
 
 // A streamed request: `tokens` chunks of one token, the first at ttft, then `gap` apart.
-meter::request_summary streamed(const registry& r, protocol::api_kind api,
-                                const std::string& model, std::chrono::milliseconds ttft,
-                                std::chrono::milliseconds gap, int tokens,
-                                std::optional<protocol::token_usage> usage) {
+meter::request_summary streamed(const registry& r, protocol::api_kind api, const std::string& model,
+                                std::chrono::milliseconds ttft, std::chrono::milliseconds gap,
+                                int tokens, std::optional<protocol::token_usage> usage) {
     meter::stream_meter m(api, model, true, core::time_point{}, &r.inter_token_latency_bounds());
     m.on_request_sent();  // served: the server got it
     m.on_response_head(200, core::time_point{} + 1ms);
@@ -109,8 +109,9 @@ TEST(Sums, EveryFamilySumsToAKnownTotal) {
     using protocol::api_kind;
     std::vector<meter::request_summary> forwarded;
     // Reported usage, and both tokenizers too (they disagree with the report: a mismatch).
-    auto a = streamed(r, api_kind::openai_chat_completions, "llama", 100ms, 20ms, 5,
-                      protocol::token_usage{7, 5, std::nullopt, std::nullopt, std::nullopt, std::nullopt});
+    auto a = streamed(
+        r, api_kind::openai_chat_completions, "llama", 100ms, 20ms, 5,
+        protocol::token_usage{7, 5, std::nullopt, std::nullopt, std::nullopt, std::nullopt});
     a.native_output_tokens = 9;
     a.normalized_output_tokens = 6;
     a.normalized_input_tokens = 8;
@@ -224,24 +225,25 @@ TEST(Sums, EveryFamilySumsToAKnownTotal) {
 
     const family_totals t = totals_of(r.collect());
     const std::map<std::string, double> expected_values{
-        {"tokenmeter_requests_total", 6},                  // requests, by how they ended
-        {"tokenmeter_tokens_total", billed},               // billed tokens, input + output
-        {"tokenmeter_reasoning_tokens_total", 30 + 8},     // reported, else re-tokenized
-        {"tokenmeter_cached_input_tokens_total", 100},     // reported
-        {"tokenmeter_cache_write_tokens_total", 15},       // reported
-        {"tokenmeter_reported_tokens_total", 12 + 160},    // the servers' reports
-        {"tokenmeter_native_tokens_total", 9 + 16},        // the models' tokenizers
-        {"tokenmeter_normalized_tokens_total", 6 + 8},     // the reference tokenizer
-        {"tokenmeter_output_chars_total", chars},          // bytes of output text
-        {"tokenmeter_token_count_mismatch_total", 1},      // request a: 9 counted, 5 reported
-        {"tokenmeter_parse_errors_total", 2},              // events not understood
-        {"tokenmeter_upstream_errors_total", 2},           // failures
-        {"tokenmeter_streams_active", 1},                  // open streams
-        {"tokenmeter_build_info", 1},                      // processes
-        {"tokenmeter_slo_requests_total", 2 + 2 + 2},      // verdicts: a and c, TTFT, TPOT, availability
-        {"tokenmeter_metering_failures_total", 1},         // failures inside metering
-        {"tokenmeter_finishing_thread_ends_total", 0},     // no finishing thread here
-        {"tokenmeter_tenant_tokens_total", tenant_billed}, // billed tokens of tenants
+        {"tokenmeter_requests_total", 6},                // requests, by how they ended
+        {"tokenmeter_tokens_total", billed},             // billed tokens, input + output
+        {"tokenmeter_reasoning_tokens_total", 30 + 8},   // reported, else re-tokenized
+        {"tokenmeter_cached_input_tokens_total", 100},   // reported
+        {"tokenmeter_cache_write_tokens_total", 15},     // reported
+        {"tokenmeter_reported_tokens_total", 12 + 160},  // the servers' reports
+        {"tokenmeter_native_tokens_total", 9 + 16},      // the models' tokenizers
+        {"tokenmeter_normalized_tokens_total", 6 + 8},   // the reference tokenizer
+        {"tokenmeter_output_chars_total", chars},        // bytes of output text
+        {"tokenmeter_token_count_mismatch_total", 1},    // request a: 9 counted, 5 reported
+        {"tokenmeter_parse_errors_total", 2},            // events not understood
+        {"tokenmeter_upstream_errors_total", 2},         // failures
+        {"tokenmeter_streams_active", 1},                // open streams
+        {"tokenmeter_build_info", 1},                    // processes
+        {"tokenmeter_slo_requests_total",
+         2 + 2 + 2},                                // verdicts: a and c, TTFT, TPOT, availability
+        {"tokenmeter_metering_failures_total", 1},  // failures inside metering
+        {"tokenmeter_finishing_thread_ends_total", 0},      // no finishing thread here
+        {"tokenmeter_tenant_tokens_total", tenant_billed},  // billed tokens of tenants
         {"tokenmeter_tenant_requests_total", 2},
         {"tokenmeter_tenant_reasoning_tokens_total", 30},
         {"tokenmeter_tenant_cached_input_tokens_total", 100},
@@ -344,7 +346,9 @@ TEST(Sums, EveryServedFamilyAndLabelIsDocumented) {
     tasks.session_done("llama", "fix", 1, 1, 1, 1);
     tasks.sessions_dropped("evicted", 1);
     tasks.sessions_active(1);
-    const std::string doc = read_file(std::string(TOKENMETER_FIXTURES_DIR) + "/../../docs/metrics.md");
+    otel_metrics otel(*r.prometheus_registry());
+    const std::string doc =
+        read_file(std::string(TOKENMETER_FIXTURES_DIR) + "/../../docs/metrics.md");
     ASSERT_FALSE(doc.empty());
     std::size_t families = 0;
     for (const auto& f : r.collect()) {
