@@ -6,6 +6,8 @@
 #   tokenmeter-ref   usage injection and the o200k_base reference tokenizer only (its peak RSS
 #                    is the proxy's with the reference tokenizer loaded)
 #   tokenmeter-bare  no reference tokenizer, no usage injection (what metering itself costs)
+#   tokenmeter-otel  the tokenmeter config with OTLP export on (every request a sampled span,
+#                    the GenAI metrics every 5 s) to a local collector that accepts every post
 #   nginx            Debian's nginx, 1 worker, proxy_buffering off, upstream keep-alive
 #   haproxy          Debian's haproxy, 1 thread, option http-no-delay
 #   tokenmeter-tls   the tokenmeter config with TLS on its listener
@@ -41,7 +43,8 @@ Environment (defaults: 1,000 streams of 200 chunks; about 7 minutes on 2 cores):
   HOLD_STREAMS=       streams held open in the memory phase (default CONCURRENCY)
   THREADS=1           tokenmeter --threads
   TARGETS="tokenmeter tokenmeter-ref tokenmeter-bare nginx haproxy"   which to run; also
-                      tokenmeter-tls and nginx-tls (TLS on the listener)
+                      tokenmeter-tls and nginx-tls (TLS on the listener), and tokenmeter-otel
+                      (OTLP export on; the collector needs python3)
   HANDSHAKE_SECONDS=5 with -tls targets: seconds per `openssl s_time` run in the handshake
                       phase (0: none); HANDSHAKE_ROUNDS=3 rounds of them
   JSON=1              print the report as JSON
@@ -203,6 +206,31 @@ if wants tokenmeter-tls; then
   cert_file: $work/tls/server.pem
   key_file: $work/tls/server.key
 " https
+fi
+if wants tokenmeter-otel; then
+  # A collector that answers every OTLP post with 200; its CPU is not counted as the proxy's.
+  python3 -c '
+import http.server
+class Sink(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("content-length", 0)))
+        self.send_response(200)
+        self.send_header("content-length", "0")
+        self.end_headers()
+    def log_message(self, *args):
+        pass
+server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Sink)
+print("listening on 127.0.0.1:%d" % server.server_address[1], flush=True)
+server.serve_forever()
+' >"$work/otlp-sink.out" 2>"$work/otlp-sink.err" &
+  otlp_pid=$!
+  server_pids+=("$otlp_pid")
+  otlp_line=$(wait_for_line "$work/otlp-sink.out" '^listening on ' "$otlp_pid" otlp-sink)
+  start_tokenmeter tokenmeter-otel "${full_metering}otel:
+  endpoint: http://${otlp_line#listening on }
+  sampling_ratio: 1.0
+"
 fi
 if wants tokenmeter-ref; then
   start_tokenmeter tokenmeter-ref "$bench_reference_only"
