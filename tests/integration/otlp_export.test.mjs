@@ -1,14 +1,18 @@
 // OTLP/HTTP export through the real proxy: a receiver on 127.0.0.1 decodes what the proxy posts
 // with the official opentelemetry-proto definitions (the protobufjs code generated from them
 // that @opentelemetry/otlp-transformer ships) and checks the spans' GenAI attributes against
-// the traceparent the upstream received, and the GenAI metrics. Then the faults: a receiver
-// that is down, slow, or answers 429 with Retry-After; the proxy keeps answering and counts
-// what it drops. And export stays off without an otel section whatever the environment says.
+// the traceparent the upstream received, and the GenAI metrics, over http and https. Then the
+// faults: a receiver that is down, slow, or answers 429 with Retry-After; the proxy keeps
+// answering and counts what it drops. And export stays off without an otel section whatever
+// the environment says.
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import http from 'node:http';
+import https from 'node:https';
 import { createRequire } from 'node:module';
 
+import { makeCa, makeLeaf } from './lib/certs.mjs';
 import { closedPort, request, startProxy, stopAll, waitFor, waitMetrics, writeTempFile } from './lib/harness.mjs';
 
 const require = createRequire(import.meta.url);
@@ -45,9 +49,9 @@ async function startUpstream() {
 
 // An OTLP/HTTP receiver. `answer(req, kind)` may return { status, headers, delayMs }; the
 // default accepts. Every post is kept with its decoded body.
-async function startReceiver(answer = () => ({ status: 200 })) {
+async function startReceiver(answer = () => ({ status: 200 }), tls = null) {
   const posts = [];
-  const server = http.createServer((req, res) => {
+  const handler = (req, res) => {
     const parts = [];
     req.on('data', (d) => parts.push(d));
     req.on('end', () => {
@@ -70,7 +74,10 @@ async function startReceiver(answer = () => ({ status: 200 })) {
       };
       if (a.delayMs) setTimeout(reply, a.delayMs); else reply();
     });
-  });
+  };
+  const server = tls
+    ? https.createServer({ key: readFileSync(tls.key), cert: readFileSync(tls.cert) }, handler)
+    : http.createServer(handler);
   await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
   after(() => { server.closeAllConnections(); server.close(); });
   return { port: server.address().port, posts, server };
@@ -218,6 +225,19 @@ test('json: OTLP/JSON with hex ids', { timeout: 30_000 }, async () => {
   assert.equal(attributesOf(s.attributes)['gen_ai.usage.output_tokens'], 2);
   const d = lastMetrics(receiver.posts).get('gen_ai.server.request.duration');
   assert.equal(d.histogram.dataPoints[0].count, '1');
+});
+
+test('https: a collector whose certificate otel.ca_file trusts gets the spans', { timeout: 30_000 }, async () => {
+  const upstream = await startUpstream();
+  const ca = makeCa('otlp-test-ca');
+  const receiver = await startReceiver(undefined, makeLeaf(ca, 'collector'));
+  const proxy = await startProxy({
+    upstream: upstream.port,
+    config: `otel:\n  endpoint: https://localhost:${receiver.port}\n  ca_file: ${ca.cert}\n  export_interval: 200ms\n`,
+  });
+  await send(proxy, { traceparent: `00-${TRACE}-${PARENT}-01` });
+  await waitFor(() => spansOf(receiver.posts).length >= 1, { timeoutMs: 10_000, what: 'a span over https' });
+  assert.equal(b64hex(spansOf(receiver.posts)[0].spanId), VALID.exec(upstream.seen[0])[2]);
 });
 
 test('no otel section: OTEL_EXPORTER_OTLP_ENDPOINT alone exports nothing; with the section it fills the endpoint', { timeout: 30_000 }, async () => {
