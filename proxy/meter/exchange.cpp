@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <limits>
 #include <optional>
 
 #include "protocol/dialects.hpp"
@@ -35,7 +36,8 @@ exchange::exchange(protocol::api_kind api, const protocol::request_info& request
       meter_(api, request.model, request.stream, request_received, itl_bounds),
       limits_(limits),
       expect_stream_(request.stream),
-      prompt_parsed_(request.body_parsed) {}
+      prompt_parsed_(request.body_parsed),
+      prompt_token_ids_(request.prompt_token_ids) {}
 
 void exchange::use_encoders(encoders which, input_counting policy, std::string prompt_text) {
     encoders_ = which;
@@ -146,9 +148,16 @@ request_summary exchange::finish(end_reason reason, core::time_point at) {
         // An approximation: the texts alone, without the chat template's tokens.
         // Bounded by bytes whatever the prompt's shape: past the budget, an estimate.
         const std::size_t budget = limits_.max_prompt_count_bytes;
+        // Token ids the request gave are tokens as they are, whichever tokenizer counts the text.
+        const auto with_ids = [this](std::uint64_t tokens) {
+            std::uint64_t total = 0;
+            return __builtin_add_overflow(tokens, prompt_token_ids_, &total)
+                       ? std::numeric_limits<std::uint64_t>::max()
+                       : total;
+        };
         if (encoders_.native != nullptr) {
             const auto n = encoders_.native->count_bounded(prompt_text_, budget);
-            summary.native_input_tokens = n.tokens;
+            summary.native_input_tokens = with_ids(n.tokens);
             summary.native_input_estimated = !n.exact;
         }
         if (encoders_.reference != nullptr) {
@@ -157,7 +166,7 @@ request_summary exchange::finish(end_reason reason, core::time_point at) {
                 summary.normalized_input_estimated = summary.native_input_estimated;
             } else {
                 const auto n = encoders_.reference->count_bounded(prompt_text_, budget);
-                summary.normalized_input_tokens = n.tokens;
+                summary.normalized_input_tokens = with_ids(n.tokens);
                 summary.normalized_input_estimated = !n.exact;
             }
         }

@@ -82,6 +82,7 @@ class exchange {
     encoders encoders_{};
     input_counting input_policy_ = input_counting::never;
     bool prompt_parsed_ = false;
+    std::uint64_t prompt_token_ids_ = 0;  // request_info::prompt_token_ids
     std::string prompt_text_;
 };
 

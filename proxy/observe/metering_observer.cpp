@@ -176,8 +176,9 @@ struct admission_slot {
 };
 
 // The tokens admission reserves before the output exists: the prompt, re-tokenized with the
-// model's tokenizer when one is loaded, else about four bytes per token of its text; and the
-// output limit the request names, else the configured default.
+// model's tokenizer when one is loaded, else about four bytes per token of its text, and the
+// token ids it gives as they are; and the output limit the request names, else the configured
+// default.
 std::uint64_t reservation_for(const tokenizer::encoder* native, const protocol::request_info& info,
                               std::uint64_t default_output, std::size_t count_budget) {
     std::uint64_t prompt = 0;
@@ -187,6 +188,9 @@ std::uint64_t reservation_for(const tokenizer::encoder* native, const protocol::
         const std::uint64_t chars =
             std::max<std::uint64_t>(info.prompt_chars, info.prompt_text.size());
         prompt = (chars + 3) / 4;
+    }
+    if (__builtin_add_overflow(prompt, info.prompt_token_ids, &prompt)) {
+        return std::numeric_limits<std::uint64_t>::max();
     }
     const std::uint64_t output = info.max_output_tokens.value_or(default_output);
     std::uint64_t total = 0;

@@ -24,10 +24,16 @@ extern const dialect llamacpp_completion_dialect;
 extern const dialect ollama_chat_dialect;
 extern const dialect ollama_generate_dialect;
 extern const dialect gemini_generate_dialect;
+extern const dialect openai_embeddings_dialect;
+extern const dialect rerank_dialect;
+extern const dialect score_dialect;
+extern const dialect classify_dialect;
+extern const dialect pooling_dialect;
+extern const dialect openai_moderations_dialect;
 
 namespace {
 
-constexpr std::array<const dialect*, 9> table{{
+constexpr std::array<const dialect*, 15> table{{
     &openai_chat_dialect,
     &openai_completions_dialect,
     &openai_responses_dialect,
@@ -37,6 +43,12 @@ constexpr std::array<const dialect*, 9> table{{
     &ollama_chat_dialect,
     &ollama_generate_dialect,
     &gemini_generate_dialect,
+    &openai_embeddings_dialect,
+    &rerank_dialect,
+    &score_dialect,
+    &classify_dialect,
+    &pooling_dialect,
+    &openai_moderations_dialect,
 }};
 
 constexpr std::string_view none_name = "none";
@@ -222,11 +234,18 @@ bool names_model_in_body(api_kind api) noexcept {
         case api_kind::anthropic_messages:
         case api_kind::ollama_chat:
         case api_kind::ollama_generate:
+        case api_kind::openai_embeddings:
             return true;
         case api_kind::none:
         case api_kind::tgi_generate:
         case api_kind::llamacpp_completion:
         case api_kind::gemini_generate:
+        // vLLM's pooling endpoints and moderations serve a default model when none is named.
+        case api_kind::rerank:
+        case api_kind::score:
+        case api_kind::classify:
+        case api_kind::pooling:
+        case api_kind::openai_moderations:
             return false;
     }
     return false;

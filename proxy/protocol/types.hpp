@@ -23,6 +23,13 @@ enum class api_kind : std::uint8_t {
     ollama_chat,              // POST /api/chat (NDJSON)
     ollama_generate,          // POST /api/generate (NDJSON)
     gemini_generate,          // POST .../models/<m>:generateContent, :streamGenerateContent
+    // Requests that bill their input only (a pooling model generates nothing; protocol/pooling)
+    openai_embeddings,   // POST /v1/embeddings, /embeddings
+    rerank,              // POST /rerank, /v1/rerank, /v2/rerank (vLLM, Cohere-compatible)
+    score,               // POST /score, /v1/score (vLLM)
+    classify,            // POST /classify (vLLM)
+    pooling,             // POST /pooling (vLLM)
+    openai_moderations,  // POST /v1/moderations
 };
 
 // The `api` label value; "none" for pass-through.
@@ -51,6 +58,9 @@ struct request_info {
     bool has_stream_options = false;
     bool empty_object = false;
     std::uint64_t prompt_chars = 0;
+    // Input the request gives as token ids (embeddings' integer arrays): counted as their
+    // number, beside whatever prompt_text counts to.
+    std::uint64_t prompt_token_ids = 0;
     // The most output the request allows (max_tokens, max_completion_tokens, max_output_tokens,
     // Gemini's generationConfig.maxOutputTokens, Ollama's options.num_predict, TGI's
     // parameters.max_new_tokens, llama.cpp's n_predict), the largest when it names several;

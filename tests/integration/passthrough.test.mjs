@@ -69,13 +69,14 @@ test('non-LLM paths pass through untouched and are counted with api="none"', { t
   assert.ok(proxied.body.equals(direct.body), `GET /v1/models differs: ${proxied.body} vs ${direct.body}`);
   assert.equal(proxied.headers['content-type'], direct.headers['content-type']);
 
-  // An embeddings request with a model field: forwarded unchanged, not metered per model.
+  // A POST with a model field to a path no API is known by: forwarded unchanged, not metered
+  // per model.
   const payload = Buffer.from(JSON.stringify({ model: 'embed-model', input: ['a', 'b c', 'ünïcödé'] }));
-  const embed = await request({ port: proxy.port, method: 'POST', path: '/v1/embeddings', body: payload });
+  const embed = await request({ port: proxy.port, method: 'POST', path: '/v1/files', body: payload });
   assert.equal(embed.status, 200, describeResult(embed));
   const echo = JSON.parse(embed.body.toString());
   assert.equal(echo.method, 'POST');
-  assert.equal(echo.target, '/v1/embeddings');
+  assert.equal(echo.target, '/v1/files');
   assert.ok(Buffer.from(echo.body_base64, 'base64').equals(payload), 'request body forwarded byte for byte');
 
   // A 404 from the upstream is passed through as is.

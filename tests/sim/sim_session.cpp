@@ -48,35 +48,6 @@ std::string error_body(std::string_view message, std::string_view type, std::str
     return dump(json{{"error", std::move(error)}});
 }
 
-std::string base64(std::string_view data) {
-    static constexpr std::string_view table =
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    std::string out;
-    out.reserve((data.size() + 2) / 3 * 4);
-    std::size_t i = 0;
-    for (; i + 2 < data.size(); i += 3) {
-        const auto n = (static_cast<std::uint32_t>(static_cast<unsigned char>(data[i])) << 16) |
-                       (static_cast<std::uint32_t>(static_cast<unsigned char>(data[i + 1])) << 8) |
-                       static_cast<std::uint32_t>(static_cast<unsigned char>(data[i + 2]));
-        out += table[(n >> 18) & 63];
-        out += table[(n >> 12) & 63];
-        out += table[(n >> 6) & 63];
-        out += table[n & 63];
-    }
-    if (i < data.size()) {
-        auto n = static_cast<std::uint32_t>(static_cast<unsigned char>(data[i])) << 16;
-        const bool two = i + 1 < data.size();
-        if (two) {
-            n |= static_cast<std::uint32_t>(static_cast<unsigned char>(data[i + 1])) << 8;
-        }
-        out += table[(n >> 18) & 63];
-        out += table[(n >> 12) & 63];
-        out += two ? table[(n >> 6) & 63] : '=';
-        out += '=';
-    }
-    return out;
-}
-
 std::string_view error_type_for(unsigned status) {
     switch (status) {
         case 401:
@@ -245,6 +216,8 @@ void sim_session::handle_request() {
     std::string_view path = target.substr(0, target.find('?'));
     const auto method = request_.method();
     const std::optional<api_kind> completion_api = api_for_path(path);
+    const std::optional<pooling_kind> pooling_api =
+        method == http::verb::post ? pooling_for_path(path) : std::nullopt;
 
     // Completion endpoints honour every x-sim-* header; the rest only x-sim-fail, so an
     // echo test may send arbitrary x-sim-* headers through the proxy.
@@ -254,7 +227,7 @@ void sim_session::handle_request() {
         if (!name.starts_with("x-sim-")) {
             continue;
         }
-        if (completion_api) {
+        if (completion_api || pooling_api) {
             header_error = apply_request_header(settings_, name, field.value());
         } else if (name == "x-sim-fail") {
             header_error = parse_failure_plan(field.value(), settings_.failure);
@@ -291,6 +264,8 @@ void sim_session::handle_request() {
             return;
         }
         handle_completion(*completion_api);
+    } else if (pooling_api) {
+        handle_pooling(*pooling_api);
     } else if (path == "/echo" || path.starts_with("/echo/")) {
         handle_echo();
     } else if (path == "/v1/models" && method == http::verb::get) {
@@ -300,7 +275,7 @@ void sim_session::handle_request() {
     } else if (path == "/sim/stats" && method == http::verb::get) {
         handle_stats();
     } else if (method == http::verb::post) {
-        // Any other POST echoes too, so a test can send e.g. /v1/embeddings or /v1/files
+        // Any other POST echoes too, so a test can send e.g. /v1/files
         // through the proxy and see exactly what arrived upstream.
         handle_echo();
     } else {
@@ -312,7 +287,7 @@ void sim_session::handle_request() {
     }
 }
 
-void sim_session::handle_completion(api_kind api) {
+std::optional<json> sim_session::read_json_object() {
     // A model server refuses absurd nesting; the limit also keeps this server's own walks
     // bounded. The parse is iterative, and so are destruction and the word count.
     constexpr int max_depth = 512;
@@ -327,13 +302,33 @@ void sim_session::handle_completion(api_kind api) {
     if (too_deep) {
         respond_error(400, "request body nests deeper than 512 levels", "invalid_request_error", "",
                       schedule_base_);
-        return;
+        return std::nullopt;
     }
     if (body.is_discarded() || !body.is_object()) {
         respond_error(400, "request body is not a JSON object", "invalid_request_error", "",
                       schedule_base_);
+        return std::nullopt;
+    }
+    return body;
+}
+
+void sim_session::handle_pooling(pooling_kind kind) {
+    std::optional<json> body = read_json_object();
+    if (!body) {
         return;
     }
+    pooling_answer answer =
+        pooling_response(kind, *body, request_id_, settings_.usage != usage_mode::never);
+    respond(answer.status, "application/json", std::move(answer.body),
+            schedule_base_ + settings_.time_to_first_token);
+}
+
+void sim_session::handle_completion(api_kind api) {
+    std::optional<json> parsed = read_json_object();
+    if (!parsed) {
+        return;
+    }
+    json& body = *parsed;
     completion_plan plan;
     plan.api = api;
     plan.request_id = request_id_;

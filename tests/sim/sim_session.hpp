@@ -12,10 +12,12 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
 #include "completion_script.hpp"
+#include "pooling_script.hpp"
 #include "sim_options.hpp"
 #include "sim_server.hpp"
 
@@ -54,7 +56,10 @@ class sim_session : public std::enable_shared_from_this<sim_session> {
 
     void reject_unreadable(beast::error_code ec);
     void handle_request();
+    // The body as a JSON object; nullopt after answering 400 when it is not one.
+    std::optional<nlohmann::json> read_json_object();
     void handle_completion(api_kind api);
+    void handle_pooling(pooling_kind kind);
     void handle_echo();
     void handle_models();
     void handle_stats();

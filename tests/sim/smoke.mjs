@@ -226,10 +226,24 @@ for (const [ttft, itl, n] of [[50, 10, 32], [200, 25, 20], [5, 1, 200]]) {
   const r = await request({ path: '/echo/some/path?q=1', method: 'PUT', body: 'hello body', headers: { 'x-custom': 'A', connection: 'keep-alive' } });
   const j = JSON.parse(r.body);
   check(j.method === 'PUT' && j.target === '/echo/some/path?q=1' && j.body === 'hello body' && j.headers['x-custom'] === 'A' && j.header_list.length >= 3, 'echo');
-  const emb = await request({ path: '/v1/embeddings', body: { input: 'x' } });
-  check(emb.status === 200 && JSON.parse(emb.body).body === '{"input":"x"}', 'POST to an unknown path echoes');
+  const other = await request({ path: '/v1/files', body: { input: 'x' } });
+  check(other.status === 200 && JSON.parse(other.body).body === '{"input":"x"}', 'POST to an unknown path echoes');
   const nf = await request({ path: '/v2/nothing', method: 'GET' });
   check(nf.status === 404 && JSON.parse(nf.body).error, '404 JSON');
+}
+
+// 6b. The pooling endpoints, answered as vLLM answers them.
+{
+  const e = await request({ path: '/v1/embeddings', body: { model: 'emb', input: ['one two', 'three'] } });
+  const ej = JSON.parse(e.body);
+  check(e.status === 200 && ej.model === 'emb' && ej.data.length === 2 && ej.data[0].embedding.length === 8 &&
+    ej.usage.prompt_tokens === 3 && ej.usage.total_tokens === 3, 'embeddings: one vector per input, usage');
+  const b = JSON.parse((await request({ path: '/v1/embeddings', body: { input: [1, 2, 3], encoding_format: 'base64' } })).body);
+  check(Buffer.from(b.data[0].embedding, 'base64').length === 32 && b.usage.prompt_tokens === 3, 'embeddings: base64 floats, token ids one each');
+  const r = JSON.parse((await request({ path: '/v2/rerank', body: { query: 'a b', documents: ['c', 'd e'] } })).body);
+  check(r.results.length === 2 && r.usage.total_tokens === 7 && !('prompt_tokens' in r.usage), 'rerank: the query paired with each document');
+  const n = await request({ path: '/score', body: { text_1: 'a', text_2: ['b'] }, headers: { 'x-sim-usage': 'never' } });
+  check(n.status === 200 && !('usage' in JSON.parse(n.body)), 'x-sim-usage: never leaves usage out');
 }
 
 // 7. A big stream: 20 MiB via pad bytes.

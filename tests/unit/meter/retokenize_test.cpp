@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "meter/billing.hpp"
 #include "meter/exchange.hpp"
 #include "meter/stream_meter.hpp"
 #include "meter/token_counter.hpp"
@@ -561,6 +562,37 @@ TEST_P(Retokenize, ThePromptIsCountedOnlyWhenTheServerDoesNotReportIt) {
     EXPECT_EQ(*always.native_input_tokens, 5u);
     auto never = run_exchange(input_counting::never, sse_plain_stream, {&native, &reference});
     EXPECT_FALSE(never.native_input_tokens);
+}
+
+// Token ids a request gives (an embeddings input of integers) are tokens as they are: added to
+// what each tokenizer counts of the text, and only when the server reports no input count.
+TEST_P(Retokenize, TokenIdsInTheRequestCountOneEach) {
+    word_encoder native;
+    word_encoder reference(2);
+    const auto run = [&](std::string_view body) {
+        auto request = prompt_request("two words");
+        request.stream = false;
+        request.prompt_token_ids = 5;
+        exchange ex(api_kind::openai_embeddings, request, at(0ms), &itl_bounds, {});
+        ex.use_encoders({&native, &reference}, input_counting::when_unreported,
+                        request.prompt_text);
+        ex.on_request_sent();
+        ex.on_response_head(200, "application/json", at(1ms));
+        ex.on_body(body, at(10ms));
+        return ex.finish(end_reason::upstream_complete, at(20ms));
+    };
+    const request_summary counted = run(R"({"data":[]})");
+    ASSERT_TRUE(counted.native_input_tokens);
+    EXPECT_EQ(*counted.native_input_tokens, 2U + 5U);
+    ASSERT_TRUE(counted.normalized_input_tokens);
+    EXPECT_EQ(*counted.normalized_input_tokens,
+              reference.count_bounded("two words", 1024).tokens + 5U);
+    EXPECT_FALSE(counted.time_to_first_token);
+    EXPECT_EQ(billed(counted).input, (token_count{7, token_source::native}));
+
+    const request_summary reported = run(R"({"data":[],"usage":{"prompt_tokens":40}})");
+    EXPECT_FALSE(reported.native_input_tokens);
+    EXPECT_EQ(billed(reported).input, (token_count{40, token_source::reported}));
 }
 
 }  // namespace

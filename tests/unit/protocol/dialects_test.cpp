@@ -31,7 +31,7 @@ TEST(Dialects, ApiByWellKnownPath) {
     EXPECT_EQ(api_for_path("/v1/projects/p/locations/l/publishers/google/models/g:generateContent"),
               api_kind::gemini_generate);
     EXPECT_EQ(api_for_path("/v1beta/models/:generateContent"), api_kind::none);
-    EXPECT_EQ(api_for_path("/v1/embeddings"), api_kind::none);
+    EXPECT_EQ(api_for_path("/v1/files"), api_kind::none);
     EXPECT_EQ(api_for_path("/v1/messages/count_tokens"), api_kind::none);
 }
 
@@ -48,7 +48,7 @@ TEST(Dialects, NamesRoundTrip) {
 
 TEST(Dialects, TableRowsAreDistinctAndNamedOnce) {
     auto table = dialect_table();
-    ASSERT_EQ(table.size(), 9u);
+    ASSERT_EQ(table.size(), 15u);
     for (std::size_t i = 0; i < table.size(); ++i) {
         EXPECT_EQ(find_dialect(table[i]->api), table[i]);
         EXPECT_NE(table[i]->api, api_kind::none);
@@ -62,8 +62,8 @@ TEST(Dialects, TableRowsAreDistinctAndNamedOnce) {
     EXPECT_EQ(find_dialect(api_kind::none), nullptr);
     EXPECT_EQ(api_names_list(),
               "openai_chat, openai_completions, openai_responses, anthropic_messages, "
-              "tgi_generate, llamacpp_completion, ollama_chat, ollama_generate, gemini_generate "
-              "or none");
+              "tgi_generate, llamacpp_completion, ollama_chat, ollama_generate, gemini_generate, "
+              "openai_embeddings, rerank, score, classify, pooling, openai_moderations or none");
 }
 
 TEST(Routes, RulesOverridePathsInOrder) {

@@ -16,7 +16,8 @@ TEST(Classify, MeteredPathsNeedPost) {
     EXPECT_EQ(classify(bhttp::verb::post, "/v1/completions"),
               protocol::api_kind::openai_completions);
     EXPECT_EQ(classify(bhttp::verb::get, "/v1/chat/completions"), protocol::api_kind::none);
-    EXPECT_EQ(classify(bhttp::verb::post, "/v1/embeddings"), protocol::api_kind::none);
+    EXPECT_EQ(classify(bhttp::verb::post, "/v1/files"), protocol::api_kind::none);
+    EXPECT_EQ(classify(bhttp::verb::get, "/v1/embeddings"), protocol::api_kind::none);
     EXPECT_EQ(classify(bhttp::verb::post, "/v1/chat/completions/extra"), protocol::api_kind::none);
 }
 
