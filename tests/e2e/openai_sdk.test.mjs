@@ -1,14 +1,16 @@
 // End to end with the official openai npm SDK (pinned in package-lock.json; `npm ci` in this
 // directory installs it): the SDK talks to the proxy exactly as it talks to a model server, and
-// gets exactly what it gets from a twin simulator directly.
+// gets exactly what it gets from a twin simulator directly. Its embeddings (base64 by default,
+// decoded by the SDK) are billed by the usage the server reports.
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 import {
-  expectedText, startProxy, startSimPair, stopAll, waitMetrics,
+  expectedText, makeTempDir, startProxy, startSimPair, stopAll, waitMetrics,
 } from '../integration/lib/harness.mjs';
+import { waitRecord } from '../integration/lib/usage.mjs';
 
 after(stopAll);
 
@@ -115,4 +117,46 @@ test('openai SDK: legacy completions stream and an upstream error through the pr
   assert.equal(m.value('tokenmeter_requests_total', { model, api: 'openai_completions', outcome: 'complete' }), 1);
   assert.equal(m.value('tokenmeter_requests_total', { model, api: 'openai_chat', outcome: 'upstream_error', code: '429' }), 1);
   assert.equal(m.histogram('tokenmeter_time_to_first_token_seconds', { model, api: 'openai_completions' }).count, 1);
+});
+
+test('openai SDK: embeddings.create through the proxy, billed by the usage the server reports', { timeout: 60_000 }, async () => {
+  const OpenAI = await loadOpenAI();
+  const model = 'sdk-embedding-model';
+  const [simA, simB] = await startSimPair();
+  const spool = makeTempDir('tokenmeter-e2e-embeddings-');
+  const proxy = await startProxy({ upstream: simB.port, config: `usage:\n  spool_dir: ${spool}\n` });
+  const viaProxy = new OpenAI({ baseURL: `http://127.0.0.1:${proxy.port}/v1`, apiKey: 'test', maxRetries: 0, timeout: 20_000 });
+  const direct = new OpenAI({ baseURL: `http://127.0.0.1:${simA.port}/v1`, apiKey: 'test', maxRetries: 0, timeout: 20_000 });
+
+  // The SDK asks for base64 and decodes it to floats itself; the second call asks for floats.
+  const input = ['the first passage to embed', 'a second one'];
+  const reference = await direct.embeddings.create({ model, input });
+  const result = await viaProxy.embeddings.create({ model, input }, { headers: { 'x-request-id': 'sdk-emb-1' } });
+  assert.deepEqual(result, reference, 'the SDK gets the same embeddings through the proxy as directly');
+  assert.equal(result.data.length, 2);
+  assert.equal(result.data[0].embedding.length, 8);
+  assert.ok(result.data[0].embedding.every((x) => typeof x === 'number' && Number.isFinite(x)));
+  assert.deepEqual(result.usage, { prompt_tokens: 8, total_tokens: 8, completion_tokens: 0, prompt_tokens_details: null });
+  const floats = await viaProxy.embeddings.create({ model, input: [[1, 2, 3]], encoding_format: 'float', dimensions: 4 },
+    { headers: { 'x-request-id': 'sdk-emb-2' } });
+  assert.equal(floats.data[0].embedding.length, 4);
+  assert.equal(floats.usage.prompt_tokens, 3);
+
+  const first = await waitRecord(spool, 'sdk-emb-1');
+  assert.equal(first.api, 'openai_embeddings');
+  assert.equal(first.model, model);
+  assert.equal(first.input_tokens, 8);
+  assert.equal(first.input_source, 'reported');
+  assert.equal(first.output_tokens, 0);
+  assert.equal(first.ttft_s, null);
+  assert.equal(first.outcome, 'complete');
+  const second = await waitRecord(spool, 'sdk-emb-2');
+  assert.equal(second.input_tokens, 3);
+
+  const m = await waitMetrics(proxy, (x) => x.value('tokenmeter_requests_total', { model }) >= 2);
+  assert.equal(m.value('tokenmeter_requests_total', { model, api: 'openai_embeddings', outcome: 'complete', code: '200' }), 2);
+  assert.equal(m.value('tokenmeter_tokens_total', { model, api: 'openai_embeddings', type: 'input' }), 11);
+  assert.equal(m.histogram('tokenmeter_request_duration_seconds', { model, api: 'openai_embeddings' }).count, 2);
+  assert.equal(m.histogram('tokenmeter_time_to_first_token_seconds', { model }).count, 0);
+  assert.equal(m.value('tokenmeter_parse_errors_total'), 0);
 });

@@ -33,7 +33,8 @@ struct input_item {
 };
 
 // "input": a string, an array of strings, an array of token ids, or an array of such arrays;
-// moderations' parts ({"type": "text", "text": ...}) are texts too. nullopt: not one of these.
+// moderations' parts ({"type": "text", "text": ...}) are texts too, and image parts count no
+// tokens. nullopt: not one of these.
 std::optional<std::vector<input_item>> read_inputs(const json& input) {
     std::vector<input_item> items;
     const auto text_item = [](const std::string& text) {
@@ -55,11 +56,12 @@ std::optional<std::vector<input_item>> read_inputs(const json& input) {
             items.push_back(text_item(item.get_ref<const std::string&>()));
         } else if (item.is_array() && !item.empty() && item.front().is_number_integer()) {
             items.push_back({{}, item.size()});
-        } else if (auto text = item.find("text");
-                   item.is_object() && text != item.end() && text->is_string()) {
+        } else if (!item.is_object() || !item.contains("type")) {
+            return std::nullopt;
+        } else if (auto text = item.find("text"); text != item.end() && text->is_string()) {
             items.push_back(text_item(text->get_ref<const std::string&>()));
         } else {
-            return std::nullopt;
+            items.push_back({});  // an image part: no text tokens
         }
     }
     return items;
