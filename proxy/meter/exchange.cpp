@@ -36,7 +36,7 @@ exchange::exchange(protocol::api_kind api, const protocol::request_info& request
       meter_(api, request.model, request.stream, request_received, itl_bounds),
       limits_(limits),
       expect_stream_(request.stream),
-      prompt_parsed_(request.body_parsed),
+      prompt_parsed_(request.body_parsed && request.countable_input),
       prompt_token_ids_(request.prompt_token_ids) {}
 
 void exchange::use_encoders(encoders which, input_counting policy, std::string prompt_text) {

@@ -30,10 +30,12 @@ extern const dialect score_dialect;
 extern const dialect classify_dialect;
 extern const dialect pooling_dialect;
 extern const dialect openai_moderations_dialect;
+extern const dialect openai_transcriptions_dialect;
+extern const dialect openai_translations_dialect;
 
 namespace {
 
-constexpr std::array<const dialect*, 15> table{{
+constexpr std::array<const dialect*, 17> table{{
     &openai_chat_dialect,
     &openai_completions_dialect,
     &openai_responses_dialect,
@@ -49,6 +51,8 @@ constexpr std::array<const dialect*, 15> table{{
     &classify_dialect,
     &pooling_dialect,
     &openai_moderations_dialect,
+    &openai_transcriptions_dialect,
+    &openai_translations_dialect,
 }};
 
 constexpr std::string_view none_name = "none";
@@ -240,12 +244,15 @@ bool names_model_in_body(api_kind api) noexcept {
         case api_kind::tgi_generate:
         case api_kind::llamacpp_completion:
         case api_kind::gemini_generate:
-        // vLLM's pooling endpoints and moderations serve a default model when none is named.
+        // vLLM's pooling and audio endpoints and moderations serve a default model when none
+        // is named.
         case api_kind::rerank:
         case api_kind::score:
         case api_kind::classify:
         case api_kind::pooling:
         case api_kind::openai_moderations:
+        case api_kind::openai_transcriptions:
+        case api_kind::openai_translations:
             return false;
     }
     return false;

@@ -30,6 +30,9 @@ enum class api_kind : std::uint8_t {
     classify,            // POST /classify (vLLM)
     pooling,             // POST /pooling (vLLM)
     openai_moderations,  // POST /v1/moderations
+    // Audio in, text out (protocol/audio)
+    openai_transcriptions,  // POST /v1/audio/transcriptions
+    openai_translations,    // POST /v1/audio/translations
 };
 
 // The `api` label value; "none" for pass-through.
@@ -61,6 +64,9 @@ struct request_info {
     // Input the request gives as token ids (embeddings' integer arrays): counted as their
     // number, beside whatever prompt_text counts to.
     std::uint64_t prompt_token_ids = 0;
+    // false: the input is not text (an audio upload): without the server's report its count is
+    // unknown, never a count of prompt_text.
+    bool countable_input = true;
     // The most output the request allows (max_tokens, max_completion_tokens, max_output_tokens,
     // Gemini's generationConfig.maxOutputTokens, Ollama's options.num_predict, TGI's
     // parameters.max_new_tokens, llama.cpp's n_predict), the largest when it names several;

@@ -5,6 +5,8 @@
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
+import http from 'node:http';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 
 import {
@@ -158,5 +160,93 @@ test('openai SDK: embeddings.create through the proxy, billed by the usage the s
   assert.equal(m.value('tokenmeter_tokens_total', { model, api: 'openai_embeddings', type: 'input' }), 11);
   assert.equal(m.histogram('tokenmeter_request_duration_seconds', { model, api: 'openai_embeddings' }).count, 2);
   assert.equal(m.histogram('tokenmeter_time_to_first_token_seconds', { model }).count, 0);
+  assert.equal(m.value('tokenmeter_parse_errors_total'), 0);
+});
+
+// A transcription server as OpenAI streams one: after `firstDeltaMs` the deltas, then the done
+// event with its usage. It keeps what each request carried, to compare with what was sent.
+async function startTranscriptionUpstream(firstDeltaMs) {
+  const received = [];
+  const server = http.createServer((req, res) => {
+    const chunks = [];
+    req.on('data', (c) => chunks.push(c));
+    req.on('end', async () => {
+      const body = Buffer.concat(chunks);
+      received.push({ path: req.url, contentType: req.headers['content-type'], body });
+      const streamed = /name="stream"\r\n\r\ntrue\r\n/.test(body.toString('latin1'));
+      if (!streamed) {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ text: 'Hello there', usage: { type: 'duration', seconds: 3 } }));
+        return;
+      }
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      await sleep(firstDeltaMs);
+      for (const delta of ['Hello', ' there']) {
+        res.write(`data: ${JSON.stringify({ type: 'transcript.text.delta', delta })}\n\n`);
+        await sleep(5);
+      }
+      res.end(`data: ${JSON.stringify({ type: 'transcript.text.done', text: 'Hello there', usage: {
+        type: 'tokens', input_tokens: 21, input_token_details: { text_tokens: 0, audio_tokens: 21 },
+        output_tokens: 2, total_tokens: 23 } })}\n\n`);
+    });
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  after(() => new Promise((resolve) => server.close(resolve)));
+  return { port: server.address().port, received };
+}
+
+test('openai SDK: audio.transcriptions.create({stream: true}) through the proxy: TTFT of the transcript, reported usage, upload untouched', { timeout: 60_000 }, async () => {
+  const OpenAI = await loadOpenAI();
+  const { toFile } = await import('openai');
+  const upstream = await startTranscriptionUpstream(60);
+  const spool = makeTempDir('tokenmeter-e2e-audio-');
+  const proxy = await startProxy({ upstream: upstream.port, config: `usage:\n  spool_dir: ${spool}\n` });
+  const client = new OpenAI({ baseURL: `http://127.0.0.1:${proxy.port}/v1`, apiKey: 'test', maxRetries: 0, timeout: 20_000 });
+  // Audio bytes that hold every byte value and the CRLFs a multipart reader might trip on.
+  const audio = Buffer.concat([Buffer.from('RIFF\r\n\r\n--'), Buffer.from(Array.from({ length: 4096 }, (_, i) => i % 256))]);
+  const stream = await client.audio.transcriptions.create(
+    { file: await toFile(audio, 'speech.wav', { type: 'audio/wav' }), model: 'whisper-sdk', stream: true },
+    { headers: { 'x-request-id': 'sdk-audio-1' } });
+  const events = [];
+  for await (const event of stream) events.push(event);
+  assert.deepEqual(events.map((e) => e.type), ['transcript.text.delta', 'transcript.text.delta', 'transcript.text.done']);
+  assert.equal(events.at(-1).usage.input_tokens, 21);
+
+  // The upload reached the server as the SDK sent it: its file part holds the audio byte for byte.
+  const got = upstream.received[0];
+  assert.equal(got.path, '/v1/audio/transcriptions');
+  assert.match(got.contentType, /^multipart\/form-data; boundary=/);
+  assert.ok(got.body.includes(audio), 'the audio bytes arrived unchanged');
+
+  const record = await waitRecord(spool, 'sdk-audio-1');
+  assert.equal(record.api, 'openai_transcriptions');
+  assert.equal(record.model, 'whisper-sdk');
+  assert.equal(record.streamed, true);
+  assert.equal(record.input_tokens, 21);
+  assert.equal(record.input_source, 'reported');
+  assert.equal(record.output_tokens, 2);
+  assert.equal(record.output_source, 'reported');
+  assert.ok(record.ttft_s >= 0.055 && record.ttft_s < 5, JSON.stringify(record));
+
+  // Not streamed, usage in seconds: the text counts (one token per text chunk: this proxy runs
+  // without a tokenizer), the audio's input is unknown, never 0.
+  const whole = await client.audio.transcriptions.create(
+    { file: await toFile(audio, 'speech.wav', { type: 'audio/wav' }), model: 'whisper-sdk' },
+    { headers: { 'x-request-id': 'sdk-audio-2' } });
+  assert.equal(whole.text, 'Hello there');
+  const second = await waitRecord(spool, 'sdk-audio-2');
+  assert.equal(second.streamed, false);
+  assert.equal(second.ttft_s, null);
+  assert.equal(second.input_tokens, null);
+  assert.equal(second.input_source, 'none');
+  assert.equal(second.output_tokens, 1, JSON.stringify(second));
+  assert.equal(second.output_source, 'counted');
+
+  const m = await waitMetrics(proxy, (x) => x.value('tokenmeter_requests_total', { model: 'whisper-sdk' }) >= 2);
+  assert.equal(m.value('tokenmeter_requests_total', { api: 'openai_transcriptions', outcome: 'complete', code: '200' }), 2);
+  const ttft = m.histogram('tokenmeter_time_to_first_token_seconds', { api: 'openai_transcriptions' });
+  assert.equal(ttft.count, 1, 'one TTFT: the streamed transcript');
+  assert.ok(ttft.sum >= 0.055, `TTFT ${ttft.sum}`);
+  assert.equal(m.value('tokenmeter_tokens_total', { api: 'openai_transcriptions', type: 'input' }), 21);
   assert.equal(m.value('tokenmeter_parse_errors_total'), 0);
 });

@@ -51,7 +51,8 @@ TEST(RouteRules, UnknownApisAreNamedByKeyWithTheTablesNames) {
               "unknown api \"grpc\" (expected openai_chat, openai_completions, "
               "openai_responses, anthropic_messages, tgi_generate, llamacpp_completion, "
               "ollama_chat, ollama_generate, gemini_generate, openai_embeddings, rerank, score, "
-              "classify, pooling, openai_moderations or none)");
+              "classify, pooling, openai_moderations, openai_transcriptions, "
+              "openai_translations or none)");
     EXPECT_TRUE(module_config_errors(config::settings{}).empty());
 }
 
