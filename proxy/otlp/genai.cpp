@@ -35,6 +35,24 @@ api_names names_of(protocol::api_kind api) {
             return {"text_completion", "ollama"};
         case api_kind::gemini_generate:
             return {"generate_content", "gcp.gemini"};
+        // No predefined operation but "embeddings" fits the rest: each is named by its API.
+        // Rerank is Cohere's API; score, classify and pooling are vLLM's own.
+        case api_kind::openai_embeddings:
+            return {"embeddings", "openai"};
+        case api_kind::rerank:
+            return {"rerank", "cohere"};
+        case api_kind::score:
+            return {"score", "vllm"};
+        case api_kind::classify:
+            return {"classify", "vllm"};
+        case api_kind::pooling:
+            return {"pooling", "vllm"};
+        case api_kind::openai_moderations:
+            return {"moderation", "openai"};
+        case api_kind::openai_transcriptions:
+            return {"transcription", "openai"};
+        case api_kind::openai_translations:
+            return {"translation", "openai"};
         case api_kind::none:
             break;
     }

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <chrono>
 #include <map>
 #include <string>
@@ -194,6 +195,24 @@ TEST(GenAiMetrics, SeriesAreBounded) {
         }
     }
     EXPECT_EQ(other, 2U);
+}
+
+TEST(GenAiSpan, InputOnlyAndAudioApisAreNamedByTheirApi) {
+    meter::request_summary s = streamed_chat();
+    s.model = "e5";
+    const std::array<std::pair<protocol::api_kind, const char*>, 3> names{{
+        {protocol::api_kind::openai_embeddings, "embeddings"},
+        {protocol::api_kind::rerank, "rerank"},
+        {protocol::api_kind::openai_transcriptions, "transcription"},
+    }};
+    for (const auto& [api, operation] : names) {
+        s.api = api;
+        const finished_request r =
+            describe(s, counts(), sampled_trace(), {"model-server", 8000}, 1'700'000'000'000'000'000);
+        EXPECT_EQ(r.operation, operation);
+        ASSERT_TRUE(r.traced);
+        EXPECT_EQ(r.traced->name, std::string(operation) + " e5");
+    }
 }
 
 }  // namespace
