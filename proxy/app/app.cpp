@@ -124,6 +124,8 @@ int run(const config::settings& settings, const reloader& reload, const metering
         m.edge_metrics.set_connections(
             static_cast<double>(context.client_connections.load(std::memory_order_relaxed)),
             pools.open, pools.idle, pools.waiting);
+        m.edge_metrics.set_tunnels(
+            static_cast<double>(context.tunnels.load(std::memory_order_relaxed)));
         if (m.tasks) {
             m.tasks->sweep(clock.now());
         }

@@ -201,6 +201,13 @@ edge_metrics::edge_metrics(prometheus::Registry& registry)
                                  "is at upstream_pool.max_connections")
                              .Register(registry)
                              .Add({});
+    tunnels_ = &prometheus::BuildGauge()
+                    .Name("tokenmeter_websocket_tunnels")
+                    .Help(
+                        "WebSocket tunnels open, and upgrades on their way to one "
+                        "(websocket.max_tunnels counts them)")
+                    .Register(registry)
+                    .Add({});
     config_loaded_ = &prometheus::BuildGauge()
                           .Name("tokenmeter_config_last_reload_success_timestamp_seconds")
                           .Help(
@@ -216,6 +223,10 @@ void edge_metrics::set_connections(double clients, double upstream_open, double 
     upstream_in_use_->Set(std::max(0.0, upstream_open - upstream_idle));
     upstream_idle_->Set(upstream_idle);
     upstream_waiting_->Set(upstream_waiting);
+}
+
+void edge_metrics::set_tunnels(double open) {
+    tunnels_->Set(open);
 }
 
 void edge_metrics::set_config_loaded(double unix_seconds) {

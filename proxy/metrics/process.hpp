@@ -65,6 +65,8 @@ class edge_metrics {
     // pool (open includes idle and connecting) with the requests waiting for one.
     void set_connections(double clients, double upstream_open, double upstream_idle,
                          double upstream_waiting);
+    // At each scrape: WebSocket tunnels open, and upgrades on their way to one.
+    void set_tunnels(double open);
     // The Unix time of the last configuration that loaded: at start, then each accepted reload.
     void set_config_loaded(double unix_seconds);
 
@@ -79,6 +81,7 @@ class edge_metrics {
     prometheus::Gauge* upstream_in_use_ = nullptr;
     prometheus::Gauge* upstream_idle_ = nullptr;
     prometheus::Gauge* upstream_waiting_ = nullptr;
+    prometheus::Gauge* tunnels_ = nullptr;
     prometheus::Gauge* config_loaded_ = nullptr;
 };
 

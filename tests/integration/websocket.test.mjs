@@ -301,7 +301,9 @@ test('over websocket.max_tunnels an upgrade gets 503 and never reaches the upstr
     config: 'threads: 2\nwebsocket:\n  max_tunnels: 1\n',
   });
   const url = `ws://127.0.0.1:${capped.port}`;
+  assert.equal((await capped.metrics()).value('tokenmeter_websocket_tunnels'), 0);
   const first = await openTunnel(url, upstream);
+  assert.equal((await capped.metrics()).value('tokenmeter_websocket_tunnels'), 1, 'the open tunnel');
   const upgradesBefore = upstream.state.upgrades;
   const refused = await connect(`${url}/v1/realtime`);
   assert.ok(refused.seen.response);
@@ -314,6 +316,8 @@ test('over websocket.max_tunnels an upgrade gets 503 and never reaches the upstr
   await waitFor(() => first.far.seen.messages.length === 1, { what: 'a message on the first tunnel' });
   first.near.ws.close(1000);
   await waitFor(() => first.near.seen.close, { what: 'the close' });
+  await waitFor(async () => (await capped.metrics()).value('tokenmeter_websocket_tunnels') === 0,
+    { timeoutMs: 5000, what: 'the tunnel gauge back at 0' });
   const again = await waitFor(async () => {
     const attempt = await connect(`${url}/v1/realtime`);
     if (attempt.seen.response) return undefined;
