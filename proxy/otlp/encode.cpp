@@ -13,7 +13,9 @@ namespace {
 using core::protobuf::put_bytes;
 using core::protobuf::put_double;
 using core::protobuf::put_fixed64;
+using core::protobuf::put_tag;
 using core::protobuf::put_uint;
+using core::protobuf::put_varint;
 
 // Field numbers of opentelemetry-proto (common, resource, trace, metrics and the two collector
 // service requests).
@@ -96,6 +98,37 @@ std::string valid_utf8(std::string_view text) {
     return out;
 }
 
+// `text` itself when every byte is ASCII (the common case, checked without a copy), else its
+// valid_utf8 copy, kept in `repaired`.
+std::string_view utf8_of(std::string_view text, std::string& repaired) {
+    if (std::ranges::none_of(text,
+                             [](char c) { return (static_cast<unsigned char>(c) & 0x80) != 0; })) {
+        return text;
+    }
+    repaired = valid_utf8(text);
+    return repaired;
+}
+
+// The bytes put_varint writes for `v`.
+std::size_t varint_size(std::uint64_t v) {
+    std::size_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        ++n;
+    }
+    return n;
+}
+
+// The bytes of a field's tag.
+std::size_t tag_size(int field) {
+    return varint_size(static_cast<std::uint64_t>(field) << 3);
+}
+
+// The bytes of a length-delimited field of `length` bytes, its tag and length included.
+std::size_t delimited_size(int field, std::size_t length) {
+    return tag_size(field) + varint_size(length) + length;
+}
+
 std::string_view bytes_of(std::span<const std::uint8_t> id) {
     return {reinterpret_cast<const char*>(id.data()), id.size()};
 }
@@ -106,21 +139,41 @@ bool all_zero(std::span<const std::uint8_t> id) {
 
 // --- protobuf ---
 
+// A KeyValue, written straight into `out`: the nested messages' sizes are worked out first, so
+// no part of it is built apart and copied in.
 void put_attribute(std::string& out, int field, const attribute& a) {
-    std::string value;
+    std::string repaired_key;
+    std::string repaired_value;
+    const std::string_view key = utf8_of(a.key, repaired_key);
+    std::string_view text;
+    std::size_t value_size = 0;
     if (const auto* s = std::get_if<std::string>(&a.value)) {
-        put_bytes(value, any_value_field::string_value, valid_utf8(*s));
+        text = utf8_of(*s, repaired_value);
+        value_size = delimited_size(any_value_field::string_value, text.size());
     } else if (const auto* i = std::get_if<std::int64_t>(&a.value)) {
-        put_uint(value, any_value_field::int_value, static_cast<std::uint64_t>(*i));
-    } else if (const auto* d = std::get_if<double>(&a.value)) {
-        put_double(value, any_value_field::double_value, *d);
+        value_size =
+            tag_size(any_value_field::int_value) + varint_size(static_cast<std::uint64_t>(*i));
+    } else if (std::holds_alternative<double>(a.value)) {
+        value_size = tag_size(any_value_field::double_value) + 8;
     } else {
-        put_uint(value, any_value_field::bool_value, std::get<bool>(a.value) ? 1 : 0);
+        value_size = tag_size(any_value_field::bool_value) + 1;
     }
-    std::string pair;
-    put_bytes(pair, key_value_field::key, valid_utf8(a.key));
-    put_bytes(pair, key_value_field::value, value);
-    put_bytes(out, field, pair);
+    const std::size_t pair_size = delimited_size(key_value_field::key, key.size()) +
+                                  delimited_size(key_value_field::value, value_size);
+    put_tag(out, field, core::protobuf::length_delimited);
+    put_varint(out, pair_size);
+    put_bytes(out, key_value_field::key, key);
+    put_tag(out, key_value_field::value, core::protobuf::length_delimited);
+    put_varint(out, value_size);
+    if (std::holds_alternative<std::string>(a.value)) {
+        put_bytes(out, any_value_field::string_value, text);
+    } else if (const auto* i = std::get_if<std::int64_t>(&a.value)) {
+        put_uint(out, any_value_field::int_value, static_cast<std::uint64_t>(*i));
+    } else if (const auto* d = std::get_if<double>(&a.value)) {
+        put_double(out, any_value_field::double_value, *d);
+    } else {
+        put_uint(out, any_value_field::bool_value, std::get<bool>(a.value) ? 1 : 0);
+    }
 }
 
 void put_attributes(std::string& out, int field, const attributes& attrs) {
@@ -156,7 +209,8 @@ std::string span_protobuf(const span& s) {
     if (!all_zero(s.parent)) {
         put_bytes(out, span_field::parent_span_id, bytes_of(s.parent));
     }
-    put_bytes(out, span_field::name, valid_utf8(s.name));
+    std::string repaired;
+    put_bytes(out, span_field::name, utf8_of(s.name, repaired));
     put_uint(out, span_field::kind, static_cast<std::uint64_t>(s.kind));
     put_fixed64(out, span_field::start, static_cast<std::uint64_t>(s.start_unix_ns));
     put_fixed64(out, span_field::end, static_cast<std::uint64_t>(s.end_unix_ns));
@@ -164,14 +218,14 @@ std::string span_protobuf(const span& s) {
     for (const span_event& e : s.events) {
         std::string event;
         put_fixed64(event, event_field::time, static_cast<std::uint64_t>(e.time_unix_ns));
-        put_bytes(event, event_field::name, valid_utf8(e.name));
+        put_bytes(event, event_field::name, utf8_of(e.name, repaired));
         put_attributes(event, event_field::attributes, e.attrs);
         put_bytes(out, span_field::events, event);
     }
     if (s.status != status_code::unset) {
         std::string status;
         if (!s.status_message.empty()) {
-            put_bytes(status, status_field::message, valid_utf8(s.status_message));
+            put_bytes(status, status_field::message, utf8_of(s.status_message, repaired));
         }
         put_uint(status, status_field::code, static_cast<std::uint64_t>(s.status));
         put_bytes(out, span_field::status, status);

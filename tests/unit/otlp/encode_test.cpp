@@ -114,7 +114,11 @@ span sample_span() {
                {"ratio", 0.5},
                {"flag", true},
                {"bad", std::string("a\xff\xfe"
-                                   "b")}};
+                                   "b")},
+               // Sizes past one varint byte, a negative integer, and UTF-8 that needs no repair.
+               {"long", std::string(300, 'x')},
+               {"negative", std::int64_t{-5}},
+               {"accented", std::string("caf\xc3\xa9")}};
     s.events.push_back({"gen_ai.first_token", 1'700'000'000'250'000'000, {}});
     s.status = status_code::error;
     s.status_message = "503";
@@ -151,6 +155,10 @@ TEST(OtlpTraces, ProtobufFields) {
     EXPECT_DOUBLE_EQ(as_double(attrs.at("ratio").number(4)), 0.5);
     EXPECT_EQ(attrs.at("flag").number(2), 1U);
     EXPECT_EQ(attrs.at("bad").one(1), "a??b");  // string fields stay UTF-8
+    EXPECT_EQ(attrs.at("long").one(1), std::string(300, 'x'));
+    EXPECT_EQ(attrs.at("negative").number(3), static_cast<std::uint64_t>(std::int64_t{-5}));
+    EXPECT_EQ(attrs.at("accented").one(1), "caf\xc3\xa9");
+    EXPECT_EQ(attrs.size(), 8U);
     const fields event = read(decoded.one(11));
     EXPECT_EQ(event.number(1), 1'700'000'000'250'000'000U);
     EXPECT_EQ(event.one(2), "gen_ai.first_token");
