@@ -160,6 +160,9 @@ void stream_meter::on_chunk(const protocol::response_chunk& chunk, core::time_po
     if (!chunk.finish_reason.empty() && summary_.finish_reason.empty()) {
         summary_.finish_reason = std::string(chunk.finish_reason);
     }
+    if (!chunk.model.empty() && summary_.response_model.empty()) {
+        summary_.response_model = std::string(chunk.model);
+    }
     std::optional<std::uint64_t> running_output;
     if (chunk.usage) {
         merge_usage(*chunk.usage);

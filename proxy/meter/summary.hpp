@@ -65,6 +65,9 @@ class histogram_batch {
 struct request_summary {
     protocol::api_kind api = protocol::api_kind::none;
     std::string model;
+    // The model the response names (the first chunk that names one; protocol::response_chunk::
+    // model); empty when none did. Not billed by: the request's model is.
+    std::string response_model;
     int status = 0;
     outcome result = outcome::complete;
     bool streamed = false;

@@ -120,6 +120,9 @@ finished_request describe(const meter::request_summary& summary, const meter::bi
     if (!summary.model.empty()) {
         a.push_back({"gen_ai.request.model", summary.model});
     }
+    if (!summary.response_model.empty()) {
+        a.push_back({"gen_ai.response.model", summary.response_model});
+    }
     add_count(a, "gen_ai.usage.input_tokens", counts.input);
     add_count(a, "gen_ai.usage.output_tokens", counts.output);
     add_count(a, "gen_ai.usage.cache_read.input_tokens", counts.cached_input);

@@ -116,6 +116,8 @@ class anthropic_adapter final : public adapter, private json_visitor {
                 out_->tool_arguments.append(value);
             } else if (path.is({"delta", "stop_reason"})) {
                 out_->set_finish(value);
+            } else if (path.is({"message", "model"})) {
+                out_->set_model(value);  // message_start
             }
         } else if (path.size() >= 3 && path[0] == "content" && path[1] == json_path::element) {
             if (path.size() == 3 && path[2] == "text") {
@@ -127,6 +129,8 @@ class anthropic_adapter final : public adapter, private json_visitor {
             }
         } else if (path.is({"stop_reason"})) {
             out_->set_finish(value);
+        } else if (path.is({"model"})) {
+            out_->set_model(value);
         }
     }
 

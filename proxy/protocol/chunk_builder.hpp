@@ -16,6 +16,7 @@ struct chunk_builder {
     std::string reasoning;
     std::string tool_arguments;
     std::string finish_reason;
+    std::string model;
     std::optional<token_usage> usage;
     bool error = false;
 
@@ -24,6 +25,7 @@ struct chunk_builder {
         reasoning.clear();
         tool_arguments.clear();
         finish_reason.clear();
+        model.clear();
         usage.reset();
         error = false;
     }
@@ -33,6 +35,14 @@ struct chunk_builder {
             usage.emplace();
         }
         return *usage;
+    }
+
+    // The model a response names: the first one in the event, at most max_model_bytes of it.
+    static constexpr std::size_t max_model_bytes = 256;
+    void set_model(std::string_view name) {
+        if (model.empty()) {
+            model.assign(name.substr(0, max_model_bytes));
+        }
     }
 
     void set_finish(std::string_view reason) {
@@ -57,6 +67,7 @@ struct chunk_builder {
         out.reasoning = reasoning;
         out.tool_arguments = tool_arguments;
         out.finish_reason = finish_reason;
+        out.model = model;
         out.usage = usage;
         out.error = error;
         out.role_only = !out.carries_text();

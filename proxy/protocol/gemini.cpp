@@ -125,6 +125,8 @@ class gemini_adapter final : public json_document_adapter, private json_visitor 
             out_->tool_arguments.append(value);
         } else if (path.is_from(s, {"candidates", json_path::element, "finishReason"})) {
             out_->set_finish(value);
+        } else if (path.is_from(s, {"modelVersion"})) {
+            out_->set_model(value);
         }
     }
 

@@ -55,6 +55,8 @@ class llamacpp_adapter final : public json_document_adapter, private json_visito
             known_ = true;
         } else if (path.is({"stop_type"})) {
             out_->set_finish(value);
+        } else if (path.is({"model"})) {
+            out_->set_model(value);
         }
     }
 

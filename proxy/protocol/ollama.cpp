@@ -70,6 +70,8 @@ class ollama_adapter final : public adapter, private json_visitor {
             out_->tool_arguments.append(value);
         } else if (path.is({"done_reason"})) {
             out_->set_finish(value);
+        } else if (path.is({"model"})) {
+            out_->set_model(value);
         } else if (path.is({"error"})) {
             out_->error = true;
             known_ = true;

@@ -184,6 +184,11 @@ class openai_adapter final : public json_document_adapter, private json_visitor 
         }
         std::string_view key = path.back();
         switch (stack_.back()) {
+            case frame::root:
+                if (key == "model") {
+                    out_->set_model(value);
+                }
+                break;
             case frame::choice:
                 if (key == "finish_reason") {
                     out_->set_finish(value);

@@ -134,6 +134,16 @@ class chat_chunk_reader {
             }
             return read_choices(role);
         }
+        if (key_is(key, "model") && peek('"')) {
+            // Before "choices" in the servers' chunks, so a resumed read (which starts there)
+            // does not see it again: the first chunk names the model.
+            std::string_view name;
+            if (!string(name)) {
+                return false;
+            }
+            out_.set_model(name);
+            return true;
+        }
         return skip_scalar();
     }
 

@@ -150,11 +150,15 @@ class responses_adapter final : public adapter, private json_visitor {
                 delta_.assign(value);
             } else if (path.is({"response", "status"})) {
                 status_.assign(value);
+            } else if (path.is({"response", "model"})) {
+                out_->set_model(value);  // reaches the meter with response.completed's chunk
             }
             return;
         }
         if (path.is({"object"})) {
             is_response_ = value == "response";
+        } else if (path.is({"model"})) {
+            out_->set_model(value);
         } else if (path.is({"status"})) {
             status_.assign(value);
         } else if (path.is({"output", json_path::element, "content", json_path::element, "text"}) ||

@@ -172,6 +172,8 @@ class pooling_adapter final : public json_document_adapter, private json_visitor
         if (path.is({"object"}) && value == "error") {
             out_->error = true;
             seen_.known = true;
+        } else if (path.is({"model"})) {
+            out_->set_model(value);
         }
     }
 

@@ -96,6 +96,9 @@ struct response_chunk {
     std::string_view tool_arguments;
     std::optional<token_usage> usage;
     std::string_view finish_reason;
+    // The model the server says produced the answer (OpenAI's "model", Anthropic's
+    // message.model, Gemini's modelVersion); empty when this chunk names none.
+    std::string_view model;
     bool role_only = false;  // a chunk with only a role (or empty text): not a token
     bool error = false;      // the server reported an error object inside the stream
     // Every byte of the text fields is known to be printable ASCII (the reader that produced

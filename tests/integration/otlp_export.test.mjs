@@ -34,7 +34,8 @@ async function startUpstream() {
     req.on('end', () => {
       seen.push(req.headers.traceparent);
       res.writeHead(200, { 'content-type': 'text/event-stream' });
-      const chunk = (text) => `data: ${JSON.stringify({ choices: [{ index: 0, delta: { content: text } }] })}\n\n`;
+      // As vLLM writes them: the model that served it, before "choices".
+      const chunk = (text) => `data: ${JSON.stringify({ model: 'llama-served', choices: [{ index: 0, delta: { content: text } }] })}\n\n`;
       res.write(chunk('Hello'));
       setTimeout(() => {
         const usage = { prompt_tokens: 30, completion_tokens: 2, prompt_tokens_details: { cached_tokens: 16 } };
@@ -160,6 +161,7 @@ test('protobuf: sampled spans carry the GenAI conventions and the trace the upst
   assert.equal(a['gen_ai.operation.name'], 'chat');
   assert.equal(a['gen_ai.provider.name'], 'openai');
   assert.equal(a['gen_ai.request.model'], 'llama');
+  assert.equal(a['gen_ai.response.model'], 'llama-served');
   assert.equal(a['gen_ai.usage.input_tokens'], 30);
   assert.equal(a['gen_ai.usage.output_tokens'], 2);
   assert.equal(a['gen_ai.usage.cache_read.input_tokens'], 16);

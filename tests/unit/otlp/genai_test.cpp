@@ -26,6 +26,7 @@ meter::request_summary streamed_chat() {
     s.time_per_output_token = 0.05;
     s.duration_seconds = 2.0;
     s.finish_reason = "stop";
+    s.response_model = "gpt-4o-2024-08-06";
     return s;
 }
 
@@ -73,6 +74,7 @@ TEST(GenAiSpan, SampledRequestCarriesTheConventions) {
     EXPECT_EQ(std::get<std::string>(a.at("gen_ai.operation.name").value), "chat");
     EXPECT_EQ(std::get<std::string>(a.at("gen_ai.provider.name").value), "openai");
     EXPECT_EQ(std::get<std::string>(a.at("gen_ai.request.model").value), "gpt-4o");
+    EXPECT_EQ(std::get<std::string>(a.at("gen_ai.response.model").value), "gpt-4o-2024-08-06");
     EXPECT_EQ(std::get<std::int64_t>(a.at("gen_ai.usage.input_tokens").value), 120);
     EXPECT_EQ(std::get<std::int64_t>(a.at("gen_ai.usage.output_tokens").value), 36);
     EXPECT_EQ(std::get<std::int64_t>(a.at("gen_ai.usage.cache_read.input_tokens").value), 100);
@@ -85,6 +87,14 @@ TEST(GenAiSpan, SampledRequestCarriesTheConventions) {
     ASSERT_EQ(s.events.size(), 1U);
     EXPECT_EQ(s.events[0].name, "gen_ai.first_token");
     EXPECT_EQ(s.events[0].time_unix_ns, end_ns - 1'750'000'000);
+}
+
+TEST(GenAiSpan, NoResponseModelWhenTheResponseNamedNone) {
+    meter::request_summary s = streamed_chat();
+    s.response_model.clear();
+    const finished_request r = describe(s, counts(), sampled_trace(), {"model-server", 8000}, 1);
+    ASSERT_TRUE(r.traced);
+    EXPECT_EQ(by_key(r.traced->attrs).count("gen_ai.response.model"), 0U);
 }
 
 TEST(GenAiSpan, UnsampledRequestLeavesOnlyMetricValues) {
@@ -207,8 +217,8 @@ TEST(GenAiSpan, InputOnlyAndAudioApisAreNamedByTheirApi) {
     }};
     for (const auto& [api, operation] : names) {
         s.api = api;
-        const finished_request r =
-            describe(s, counts(), sampled_trace(), {"model-server", 8000}, 1'700'000'000'000'000'000);
+        const finished_request r = describe(s, counts(), sampled_trace(), {"model-server", 8000},
+                                            1'700'000'000'000'000'000);
         EXPECT_EQ(r.operation, operation);
         ASSERT_TRUE(r.traced);
         EXPECT_EQ(r.traced->name, std::string(operation) + " e5");

@@ -29,6 +29,7 @@ struct recorded_chunk {
     bool error = false;
     std::optional<token_usage> usage;
     bool ascii_text = false;
+    std::string model;
 };
 
 class recording_sink final : public chunk_sink {
@@ -36,7 +37,8 @@ class recording_sink final : public chunk_sink {
     void on_chunk(const response_chunk& chunk, core::time_point) override {
         chunks.push_back({std::string(chunk.content), std::string(chunk.reasoning),
                           std::string(chunk.tool_arguments), std::string(chunk.finish_reason),
-                          chunk.role_only, chunk.error, chunk.usage, chunk.ascii_text});
+                          chunk.role_only, chunk.error, chunk.usage, chunk.ascii_text,
+                          std::string(chunk.model)});
     }
     void on_done_marker(core::time_point) override { ++done_markers; }
     void on_parse_error(parse_error reason) override { ++errors[static_cast<std::size_t>(reason)]; }
