@@ -79,7 +79,10 @@ std::string valid_utf8(std::string_view text) {
             low = 0x10000;
         }
         bool ok = length > 0 && i + length <= text.size();
-        std::uint32_t code = length == 1 ? lead : lead & (0x3fU >> (length - 1));
+        std::uint32_t code = 0;
+        if (ok) {
+            code = length == 1 ? lead : lead & (0x3fU >> (length - 1));
+        }
         for (std::size_t k = 1; ok && k < length; ++k) {
             const auto next = static_cast<unsigned char>(text[i + k]);
             ok = (next & 0xc0) == 0x80;
