@@ -41,7 +41,13 @@ Environment (defaults: 1,000 streams of 200 chunks; about 7 minutes on 2 cores):
   TTFT_MS=20          simulator's time to first token
   ROUNDS=3            rounds over every target, order rotated; medians are reported
   HOLD_STREAMS=       streams held open in the memory phase (default CONCURRENCY)
-  THREADS=1           tokenmeter --threads
+  THREADS=1           tokenmeter --threads, nginx worker_processes and haproxy nbthread
+  WORKERS="1 2"       worker counts side by side in one run (default: THREADS alone): the
+                      first count's targets keep their names; for each further count N the
+                      tokenmeter, nginx and haproxy targets run again as tokenmeter-wN,
+                      nginx-wN and haproxy-wN with N workers (threads for tokenmeter and
+                      haproxy, worker processes for nginx, whose CPU and RSS are summed over
+                      its master and workers)
   TARGETS="tokenmeter tokenmeter-ref tokenmeter-bare nginx haproxy"   which to run; also
                       tokenmeter-tls and nginx-tls (TLS on the listener), and tokenmeter-otel
                       (OTLP export on; the collector needs python3)
@@ -69,6 +75,14 @@ ttft_ms=${TTFT_MS:-20}
 rounds=${ROUNDS:-3}
 hold_streams=${HOLD_STREAMS:-$concurrency}
 threads=${THREADS:-1}
+read -r -a worker_counts <<<"${WORKERS:-$threads}"
+for count in "${worker_counts[@]}"; do
+  if ! [[ $count =~ ^[1-9][0-9]*$ ]]; then
+    echo "bench-proxies: WORKERS=\"${WORKERS:-}\" holds '$count', not a worker count" >&2
+    exit 2
+  fi
+done
+threads=${worker_counts[0]}
 targets=${TARGETS:-tokenmeter tokenmeter-ref tokenmeter-bare nginx haproxy}
 wants() { [[ " $targets " == *" $1 "* ]]; }
 if [[ ${NO_NGINX:-0} == 1 ]]; then targets=${targets//nginx-tls/}; targets=${targets//nginx/}; fi
@@ -171,10 +185,10 @@ if ((tls)); then
 fi
 
 start_tokenmeter() {
-  local name=$1 config=$2 scheme=${3:-http} bin=${4:-$proxy_bin} line addr pid
+  local name=$1 config=$2 scheme=${3:-http} bin=${4:-$proxy_bin} count=${5:-$threads} line addr pid
   printf '%s' "$config" >"$work/$name.yaml"
   "$bin" --config "$work/$name.yaml" --listen 127.0.0.1:0 --admin 127.0.0.1:0 \
-    --upstream "http://$sim_addr" --threads "$threads" >"$work/$name.out" 2>"$work/$name.err" &
+    --upstream "http://$sim_addr" --threads "$count" >"$work/$name.out" 2>"$work/$name.err" &
   pid=$!
   server_pids+=("$pid")
   line=$(wait_for_line "$work/$name.out" '^tokenmeter listening: ' "$pid" "$name")
@@ -239,9 +253,11 @@ if wants tokenmeter-bare; then
   start_tokenmeter tokenmeter-bare "$bench_bare"
 fi
 
-# start_nginx NAME [tls]: an nginx of its own per target, so each one's memory phase starts fresh.
+# start_nginx NAME [tls] [WORKERS]: an nginx of its own per target, so each one's memory phase
+# starts fresh.
 start_nginx() {
-  local name=$1 with_tls=${2:-} port pid workers listen_options="" tls_lines="" scheme=http
+  local name=$1 with_tls=${2:-} count=${3:-$threads} port pid workers listen_options=""
+  local tls_lines="" scheme=http
   port=$(free_port)
   if [[ $with_tls == tls ]]; then
     listen_options=" ssl"
@@ -254,7 +270,7 @@ start_nginx() {
     ssl_session_tickets on;"
   fi
   write_nginx_conf "$work/$name" "127.0.0.1:$port$listen_options" "127.0.0.1:$sim_port" \
-    $((2 * hold_streams + 1000)) "$tls_lines"
+    $((2 * hold_streams + 1000)) "$tls_lines" "$count"
   nginx -p "$work/$name" -c "$work/$name/nginx.conf" -g 'daemon off; master_process on;' \
     >"$work/$name.out" 2>>"$work/$name.err" &
   pid=$!
@@ -274,11 +290,13 @@ if wants nginx-tls; then
   start_nginx nginx-tls tls
 fi
 
-if wants haproxy; then
-  haproxy_port=$(free_port)
-  cat >"$work/haproxy.cfg" <<EOF
+# start_haproxy NAME [THREADS]
+start_haproxy() {
+  local name=$1 count=${2:-$threads} port pid
+  port=$(free_port)
+  cat >"$work/$name.cfg" <<EOF
 global
-  nbthread 1
+  nbthread $count
   maxconn $((hold_streams + 500))
 defaults
   mode http
@@ -288,19 +306,36 @@ defaults
   timeout server 300s
   http-reuse always
 frontend bench
-  bind 127.0.0.1:$haproxy_port
+  bind 127.0.0.1:$port
   backlog 4096
   default_backend model
 backend model
   server sim 127.0.0.1:$sim_port
 EOF
-  haproxy -db -f "$work/haproxy.cfg" >"$work/haproxy.out" 2>"$work/haproxy.err" &
-  haproxy_pid=$!
-  server_pids+=("$haproxy_pid")
-  wait_port "$haproxy_port" "$haproxy_pid" haproxy
-  via+=(--via "haproxy=http://127.0.0.1:$haproxy_port,$haproxy_pid")
-  baseline=${baseline:-haproxy}
+  haproxy -db -f "$work/$name.cfg" >"$work/$name.out" 2>"$work/$name.err" &
+  pid=$!
+  server_pids+=("$pid")
+  wait_port "$port" "$pid" "$name"
+  via+=(--via "$name=http://127.0.0.1:$port,$pid")
+  baseline=${baseline:-$name}
+}
+
+if wants haproxy; then
+  start_haproxy haproxy
 fi
+
+# The further worker counts of WORKERS, each beside the first count's targets.
+for count in "${worker_counts[@]:1}"; do
+  if wants tokenmeter; then
+    start_tokenmeter "tokenmeter-w$count" "$full_metering" http "$proxy_bin" "$count"
+  fi
+  if wants nginx; then
+    start_nginx "nginx-w$count" "" "$count"
+  fi
+  if wants haproxy; then
+    start_haproxy "haproxy-w$count" "$count"
+  fi
+done
 
 if ((${#via[@]} == 0)); then
   echo "bench-proxies: no targets (TARGETS=\"$targets\")" >&2

@@ -1,16 +1,18 @@
 # shellcheck shell=bash
-# nginx_conf.sh: the nginx every benchmark compares with: one worker, a keep-alive upstream pool,
-# proxy_buffering off (each chunk is passed on as it comes), no access log.
+# nginx_conf.sh: the nginx every benchmark compares with: one worker (unless told otherwise), a
+# keep-alive upstream pool, proxy_buffering off (each chunk is passed on as it comes), no access
+# log.
 
-# write_nginx_conf DIR LISTEN UPSTREAM CONNECTIONS [SERVER_LINES]: writes DIR/nginx.conf (temp
-# paths and pid in DIR, the error log beside it in DIR.err). LISTEN: what follows `listen` (address:port and options);
-# UPSTREAM: the model server's host:port; CONNECTIONS: worker_connections; SERVER_LINES: more
-# lines for the server block (TLS).
+# write_nginx_conf DIR LISTEN UPSTREAM CONNECTIONS [SERVER_LINES] [WORKERS]: writes
+# DIR/nginx.conf (temp paths and pid in DIR, the error log beside it in DIR.err). LISTEN: what
+# follows `listen` (address:port and options); UPSTREAM: the model server's host:port;
+# CONNECTIONS: worker_connections; SERVER_LINES: more lines for the server block (TLS);
+# WORKERS: worker_processes (default 1).
 write_nginx_conf() {
-  local dir=$1 listen=$2 upstream=$3 connections=$4 server_lines=${5:-}
+  local dir=$1 listen=$2 upstream=$3 connections=$4 server_lines=${5:-} workers=${6:-1}
   mkdir -p "$dir"
   cat >"$dir/nginx.conf" <<CONF
-worker_processes 1;
+worker_processes $workers;
 worker_rlimit_nofile $(ulimit -n);
 pid $dir/nginx.pid;
 error_log $dir.err warn;
