@@ -72,12 +72,14 @@ struct metering_stack {
     // The finishing thread: request ends too large for an I/O thread (observe/metering_observer).
     // Stopped before the parts above it (~metering_stack, and app::run after the workers), so
     // every end it was given is written; an end after that runs in place.
-    core::job_thread finisher{max_finishing_queued, max_finishing_bytes, finishing_nice};
+    core::job_thread finisher{max_finishing_queued, max_finishing_bytes, finishing_nice,
+                              "tm-finisher"};
     // The planning thread: requests with a large metered body are read (parsed, and rewritten
     // for usage injection) here instead of on their worker (relay::proxy_context::planner).
     // A thread of its own, so that a long request's planning never waits behind other
     // requests' counting on the finishing thread. Stopped with it.
-    core::job_thread planner{max_finishing_queued, max_finishing_bytes, finishing_nice};
+    core::job_thread planner{max_finishing_queued, max_finishing_bytes, finishing_nice,
+                             "tm-planner"};
     std::unique_ptr<observe::metering_observer> metering;
     std::unique_ptr<observe::observer> wrapped;  // the test binary's wrap, if any
     // What the sessions see: metering only through the guard, so nothing it throws reaches a

@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <optional>
+#include <string>
 #include <utility>
 
 #include "app/allocator.hpp"
+#include "core/thread_name.hpp"
 #include "net/listener.hpp"
 #include "net/mailbox.hpp"
 #include "net/tls_server.hpp"
@@ -115,12 +117,15 @@ void worker_pool::serve(net::accepted_descriptor handed, asio::io_context& ioc) 
 
 void worker_pool::start() {
     resolver_.start();
+    std::size_t index = 0;
     for (auto& w : workers_) {
         w.guard.emplace(w.ioc.get_executor());
-        w.thread = std::thread([&w, this] {
+        w.thread = std::thread([&w, this, index] {
+            core::name_this_thread("tm-worker-" + std::to_string(index));
             arm_idle_trim(w);
             run_loop(w.ioc, context_.edge);
         });
+        ++index;
     }
 }
 

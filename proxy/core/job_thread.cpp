@@ -6,12 +6,16 @@
 #include <algorithm>
 #include <utility>
 
+#include "core/thread_name.hpp"
+
 namespace tokenmeter::core {
 
-job_thread::job_thread(std::size_t max_queued, std::size_t max_queued_bytes, int nice)
+job_thread::job_thread(std::size_t max_queued, std::size_t max_queued_bytes, int nice,
+                       std::string_view name)
     : max_queued_(max_queued),
       max_queued_bytes_(max_queued_bytes),
       nice_(nice),
+      name_(name),
       thread_([this] { run(); }) {}
 
 job_thread::~job_thread() {
@@ -49,6 +53,7 @@ std::uint64_t job_thread::run_total() const {
 }
 
 void job_thread::run() {
+    name_this_thread(name_);
     if (nice_ != 0) {
         // Best effort: a thread that cannot change its niceness runs as it is.
         (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), nice_);

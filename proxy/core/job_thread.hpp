@@ -11,6 +11,8 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <string>
+#include <string_view>
 #include <thread>
 
 namespace tokenmeter::core {
@@ -18,8 +20,10 @@ namespace tokenmeter::core {
 class job_thread {
   public:
     // nice: added to the thread's niceness (Linux schedules threads by their own), so the I/O
-    // threads win the cores from it when both have work; 0 leaves it as it is.
-    job_thread(std::size_t max_queued, std::size_t max_queued_bytes, int nice = 0);
+    // threads win the cores from it when both have work; 0 leaves it as it is. name: the
+    // thread's name (core/thread_name).
+    job_thread(std::size_t max_queued, std::size_t max_queued_bytes, int nice = 0,
+               std::string_view name = "tm-jobs");
     job_thread(const job_thread&) = delete;
     job_thread& operator=(const job_thread&) = delete;
     job_thread(job_thread&&) = delete;
@@ -46,6 +50,7 @@ class job_thread {
     const std::size_t max_queued_;
     const std::size_t max_queued_bytes_;
     const int nice_;
+    const std::string name_;
     mutable std::mutex mutex_;
     std::condition_variable wake_;
     std::deque<queued> queue_;

@@ -4,6 +4,7 @@
 
 #include <utility>
 
+#include "core/thread_name.hpp"
 #include "net/mailbox.hpp"
 
 namespace tokenmeter::net {
@@ -25,6 +26,7 @@ void name_resolver::start() {
         return;
     }
     thread_ = std::thread([this] {
+        core::name_this_thread("tm-resolver");
         for (;;) {
             try {
                 ioc_.run();

@@ -7,6 +7,7 @@
 
 #include "core/secret_file.hpp"
 #include "core/text.hpp"
+#include "core/thread_name.hpp"
 
 namespace tokenmeter::outbound {
 
@@ -130,7 +131,10 @@ otlp_exporter::~otlp_exporter() {
 
 void otlp_exporter::start() {
     start_unix_ns_ = unix_ns_now();
-    thread_ = std::thread([this] { run(); });
+    thread_ = std::thread([this] {
+        core::name_this_thread("tm-otlp");
+        run();
+    });
 }
 
 void otlp_exporter::stop() {

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/thread_name.hpp"
 #include "outbound/redis_connection.hpp"
 
 namespace tokenmeter::outbound {
@@ -98,7 +99,10 @@ void redis_store::start() {
             c->connect();
         }
     });
-    s.thread = std::thread([&s] { s.run(); });
+    s.thread = std::thread([&s] {
+        core::name_this_thread("tm-redis");
+        s.run();
+    });
 }
 
 void redis_store::stop() {

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "core/secret_file.hpp"
+#include "core/thread_name.hpp"
 #include "usage/cloudevents.hpp"
 #include "usage/spool.hpp"
 
@@ -22,7 +23,10 @@ usage_shipper::~usage_shipper() {
 }
 
 void usage_shipper::start() {
-    thread_ = std::thread([this] { run(); });
+    thread_ = std::thread([this] {
+        core::name_this_thread("tm-shipper");
+        run();
+    });
 }
 
 void usage_shipper::stop() {

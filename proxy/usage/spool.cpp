@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "core/thread_name.hpp"
 #include "usage/spool_io.hpp"
 
 namespace tokenmeter::usage {
@@ -72,7 +73,10 @@ spool_writer::spool_writer(spool_options options, error_log log)
             errno_text("cannot create a spool segment in " + options_.dir.string()));
     }
     first_segment_ = segment_number_;
-    thread_ = std::thread([this] { run(); });
+    thread_ = std::thread([this] {
+        core::name_this_thread("tm-spool");
+        run();
+    });
 }
 
 spool_writer::~spool_writer() {

@@ -8,8 +8,11 @@
 #include <condition_variable>
 #include <functional>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
+
+#include "core/thread_name.hpp"
 
 namespace tokenmeter::core {
 namespace {
@@ -36,6 +39,24 @@ TEST(JobThread, RunsJobsInOrderOnItsOwnThread) {
         EXPECT_EQ(order[static_cast<std::size_t>(i)], i);
     }
     EXPECT_NE(ran_on, std::this_thread::get_id());
+}
+
+TEST(JobThread, ItsThreadCarriesTheGivenNameCutToFifteenBytes) {
+    std::string seen;
+    {
+        job_thread jobs(4, 1 << 20, 0, "tm-planner");
+        std::function<void()> job = [&] { seen = this_thread_name(); };
+        ASSERT_TRUE(jobs.post(job, 1));
+        jobs.stop();
+    }
+    EXPECT_EQ(seen, "tm-planner");
+    {
+        job_thread jobs(4, 1 << 20, 0, "a-name-longer-than-fifteen-bytes");
+        std::function<void()> job = [&] { seen = this_thread_name(); };
+        ASSERT_TRUE(jobs.post(job, 1));
+        jobs.stop();
+    }
+    EXPECT_EQ(seen, "a-name-longer-t");
 }
 
 TEST(JobThread, AFullQueueRefusesAndTheCallerKeepsTheJob) {
