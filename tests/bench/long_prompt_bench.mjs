@@ -11,8 +11,15 @@
 //
 //   node tests/bench/long_prompt_bench.mjs     (after a build and scripts/fetch-tokenizers.sh)
 //   SHAPE=cjk|words|spaces|digits  PROMPT_MIB=8  ROUNDS=5
+//   PIN=1: the proxy's worker thread (tm-worker-0) on CPU 0 alone, and everything else this
+//     benchmark runs (the proxy's other threads, the simulator, Node) on the other CPUs: shows
+//     what is left of the neighbours' tail when the worker does not share its core with them.
+//     Needs 2 CPUs or more and taskset (util-linux); other processes on the machine are not
+//     moved, so run it on an otherwise idle machine.
 //   TOKENMETER_BIN=… TOKENMETER_SIM=… TOKENMETER_TOKENIZER_DIR=… to override the defaults.
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
 import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
 import './lib/bench_env.mjs';
 
@@ -37,6 +44,26 @@ function promptOf(shape, bytes) {
     size += Buffer.byteLength(unit);
   }
   return parts.join('');
+}
+
+// PIN=1: the thread named tm-worker-0 of `proxyPid` on CPU 0; every other thread of it, of
+// `otherPids` and of this process on CPUs 1..n-1.
+function pinWorker(proxyPid, otherPids) {
+  const cpus = os.cpus().length;
+  if (cpus < 2) throw new Error('PIN=1 needs 2 CPUs or more');
+  const rest = `1-${cpus - 1}`;
+  for (const pid of [...otherPids, process.pid]) {
+    execFileSync('taskset', ['-a', '-p', '-c', rest, String(pid)], { stdio: 'ignore' });
+  }
+  let pinned = 0;
+  for (const tid of fs.readdirSync(`/proc/${proxyPid}/task`)) {
+    const name = fs.readFileSync(`/proc/${proxyPid}/task/${tid}/comm`, 'utf8').trim();
+    const worker = name === 'tm-worker-0';
+    execFileSync('taskset', ['-p', '-c', worker ? '0' : rest, tid], { stdio: 'ignore' });
+    if (worker) pinned += 1;
+  }
+  if (pinned !== 1) throw new Error(`PIN=1: found ${pinned} threads named tm-worker-0 in the proxy`);
+  console.log(`pinned: the proxy's worker on CPU 0; its other threads, the simulator and Node on CPUs ${rest}`);
 }
 
 function cpuSeconds(pid) {
@@ -118,6 +145,7 @@ if (!isMainThread) {
       ].join('\n'),
     });
     await waitReady(proxy).catch(() => {});
+    if (process.env.PIN === '1') pinWorker(proxy.child.proc.pid, [sim.child.proc.pid]);
     const sender = new Worker(new URL(import.meta.url));
     await new Promise((resolve) => sender.once('message', resolve));
     const direct = await measure(sender, sim.port, 0);
@@ -134,6 +162,8 @@ if (!isMainThread) {
     printProbes(through.alone, through.beside, 'beside long prompts');
     const added = (q) => (quantile(through.beside, q) - quantile(direct.beside, q)).toFixed(2);
     console.log(`\nbeside long prompts, the proxy adds p50 ${added(0.5)} ms and p99 ${added(0.99)} ms to the simulator's own TTFT`);
+    const shift = (q) => (quantile(through.beside, q) - quantile(through.alone, q)).toFixed(2);
+    console.log(`through the proxy, beside long prompts against alone: p50 ${shift(0.5)} ms, p99 ${shift(0.99)} ms`);
   } finally {
     await stopAll();
   }
