@@ -120,40 +120,6 @@ sim_bin=$(find_binary tokenmeter-sim tests/sim/tokenmeter-sim)
 proxy_bin=$(find_binary tokenmeter proxy/tokenmeter)
 load_bin=$(find_binary tokenmeter-load tests/bench/tokenmeter-load)
 
-# A loopback port nobody uses (nginx and haproxy take a fixed port). Below the kernel's ephemeral
-# range, so no outgoing connection holds it; a race with another process taking it in between is
-# possible but harmless: that server then fails to start and the script says so.
-free_port() {
-  local port low
-  low=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
-  for _ in $(seq 1 50); do
-    port=$((10000 + RANDOM % (low - 10000)))
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-      echo "$port"
-      return 0
-    fi
-  done
-  echo "bench-proxies: no free port found" >&2
-  return 1
-}
-
-wait_port() {
-  local port=$1 pid=$2 what=$3
-  for _ in $(seq 1 100); do
-    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-      return 0
-    fi
-    if ! kill -0 "$pid" 2>/dev/null; then
-      echo "bench-proxies: $what exited before it was listening; its output:" >&2
-      cat "$work/$what".* >&2 || true
-      return 1
-    fi
-    sleep 0.1
-  done
-  echo "bench-proxies: $what is not listening on $port after 10 s" >&2
-  return 1
-}
-
 "$sim_bin" --listen 127.0.0.1:0 >"$work/sim.out" 2>"$work/sim.err" &
 sim_pid=$!
 server_pids+=("$sim_pid")
@@ -448,11 +414,5 @@ if ((tls && handshake_seconds > 0 && ${#tls_targets[@]} > 0)); then
     END { flush() }'
 fi
 
-for pid in "${server_pids[@]}"; do
-  if ! kill -0 "$pid" 2>/dev/null; then
-    echo "bench-proxies: process $pid died during the run; outputs in $work:" >&2
-    tail -n 20 "$work"/*.err >&2 || true
-    status=1
-  fi
-done
+servers_alive || status=1
 exit "$status"

@@ -60,6 +60,55 @@ wait_for_line() {
   return 1
 }
 
+# A loopback port nobody uses (nginx and haproxy take a fixed port). Below the kernel's ephemeral
+# range, so no outgoing connection holds it; a race with another process taking it in between is
+# possible but harmless: that server then fails to start and the script says so.
+free_port() {
+  local port low
+  low=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+  for _ in $(seq 1 50); do
+    port=$((10000 + RANDOM % (low - 10000)))
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+      echo "$port"
+      return 0
+    fi
+  done
+  echo "$script_name: no free port found" >&2
+  return 1
+}
+
+# wait_port PORT PID WHAT: waits until PORT accepts a connection; fails when PID (whose output
+# is in $work/WHAT.*) exits first or after 10 s.
+wait_port() {
+  local port=$1 pid=$2 what=$3
+  for _ in $(seq 1 100); do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+      return 0
+    fi
+    if ! kill -0 "$pid" 2>/dev/null; then
+      echo "$script_name: $what exited before it was listening; its output:" >&2
+      cat "$work/$what".* >&2 || true
+      return 1
+    fi
+    sleep 0.1
+  done
+  echo "$script_name: $what is not listening on $port after 10 s" >&2
+  return 1
+}
+
+# servers_alive: fails, with the tails of their error output, when a started server has exited.
+servers_alive() {
+  local pid alive=0
+  for pid in "${server_pids[@]}"; do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      echo "$script_name: process $pid died during the run; outputs in $work:" >&2
+      tail -n 20 "$work"/*.err >&2 || true
+      alive=1
+    fi
+  done
+  return "$alive"
+}
+
 # start_stack: starts both servers and waits until they listen. PROXY_ARGS (environment) adds
 # flags to tokenmeter's command line, e.g. PROXY_ARGS="--threads 1".
 start_stack() {
