@@ -22,11 +22,11 @@ usage: scripts/bench-websocket.sh [BUILD_DIR] [-- extra websocket_bench.mjs flag
 Needs node and nginx (apt-get install nodejs npm nginx); the `ws` package is the one
 tests/integration pins (npm ci there, done here when it is missing). NO_NGINX=1 leaves nginx out.
 
-Environment (defaults: about 2 minutes on 2 cores):
+Environment (defaults: about 3 minutes on 2 cores):
   CONNECTIONS=200   WebSocket connections per target, open at once
-  PINGS=40          ping-pong messages per connection per round, each after the previous echo
+  PINGS=100         ping-pong messages per connection per round, each after the previous echo
   PING_GAP_MS=50    gap between one connection's pings
-  MESSAGES=200      deltas (about 100-byte JSON text frames) the upstream streams per connection
+  MESSAGES=500      deltas (about 100-byte JSON text frames) the upstream streams per connection
   GAP_MS=20         gap between one connection's deltas (0: all at once)
   ROUNDS=3          rounds over every target and the upstream direct, order rotated; medians
   THREADS=1         tokenmeter --threads
@@ -138,8 +138,8 @@ echo "machine: $(nproc) CPUs, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cp
 echo "versions: node $(node --version), ws $(node -p 'require("'"$root"'/tests/integration/node_modules/ws/package.json").version'), $(nginx -v 2>&1 | sed 's/.*version: //'); tokenmeter $proxy_bin" >&2
 
 flags=(--direct "ws://$upstream_addr" "${via[@]}" --clock-ticks "$(getconf CLK_TCK)"
-  --connections "$connections" --pings "${PINGS:-40}" --ping-gap-ms "${PING_GAP_MS:-50}"
-  --messages "${MESSAGES:-200}" --gap-ms "${GAP_MS:-20}" --rounds "${ROUNDS:-3}")
+  --connections "$connections" --pings "${PINGS:-100}" --ping-gap-ms "${PING_GAP_MS:-50}"
+  --messages "${MESSAGES:-500}" --gap-ms "${GAP_MS:-20}" --rounds "${ROUNDS:-3}")
 if [[ -n $baseline ]]; then flags+=(--baseline "$baseline"); fi
 if [[ ${JSON:-0} == 1 ]]; then flags+=(--json); fi
 

@@ -27,9 +27,9 @@ const { values: opts } = parseArgs({
     via: { type: 'string', multiple: true, default: [] },
     baseline: { type: 'string' },
     connections: { type: 'string', default: '200' },
-    pings: { type: 'string', default: '40' },
+    pings: { type: 'string', default: '100' },
     'ping-gap-ms': { type: 'string', default: '50' },
-    messages: { type: 'string', default: '200' },
+    messages: { type: 'string', default: '500' },
     'gap-ms': { type: 'string', default: '20' },
     rounds: { type: 'string', default: '3' },
     'clock-ticks': { type: 'string', default: '100' },
@@ -349,7 +349,8 @@ if (opts.json) {
   console.log(JSON.stringify(report, null, 2));
 } else {
   const fmt = (v, digits = 2) => (Number.isFinite(v) ? v.toFixed(digits) : '-');
-  const ratio = (row, key) => (row.ratio_to_baseline && Number.isFinite(row.ratio_to_baseline[key])
+  // A ratio to a baseline of zero or below (an added latency inside the noise) says nothing.
+  const ratio = (row, key) => (row.ratio_to_baseline && Number.isFinite(row.ratio_to_baseline[key]) && base[key] > 0
     ? `${row.ratio_to_baseline[key].toFixed(2)}x` : '');
   const table = (title, columns) => {
     console.log(`\n${title}`);
