@@ -26,7 +26,7 @@ Environment (defaults: about 3 minutes on 2 cores):
   CONNECTIONS=200   WebSocket connections per target, open at once
   PINGS=100         ping-pong messages per connection per round, each after the previous echo
   PING_GAP_MS=50    gap between one connection's pings
-  MESSAGES=500      deltas (about 100-byte JSON text frames) the upstream streams per connection
+  MESSAGES=500      deltas (JSON text frames of about 110 bytes) the upstream streams per connection
   GAP_MS=20         gap between one connection's deltas (0: all at once)
   ROUNDS=3          rounds over every target and the upstream direct, order rotated; medians
   THREADS=1         tokenmeter --threads

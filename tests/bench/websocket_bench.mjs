@@ -1,16 +1,16 @@
 // Benchmark (not a test): WebSocket relay cost through proxies beside the upstream direct, the
 // client of scripts/bench-websocket.sh (which starts the upstream, tests/bench/ws_upstream.mjs,
-// and the proxies). Per target and round, CONNECTIONS tunnels are opened at once, then:
+// and the proxies). Per target and round, --connections tunnels are opened at once, then:
 //   ping-pong  every connection sends a text message every --ping-gap-ms, --pings times, and
 //              waits for the upstream's echo: round trip per message;
-//   stream     every connection asks for --messages deltas of about 100 bytes, --gap-ms apart
+//   stream     every connection asks for --messages deltas of about 110 bytes, --gap-ms apart
 //              (0: all at once); each delta carries the upstream's CLOCK_MONOTONIC at its send,
 //              so the client sees each one's delivery latency.
 // The proxy's CPU over a phase is utime + stime of its processes (/proc/PID/stat), divided by
 // the messages it relayed (both ways). Added latency = the target's p50 (p99) minus the same
 // round's direct one; the order of the targets (direct among them) rotates per round and medians
 // over the rounds are reported. Memory first, on fresh processes: RSS idle, then with
-// CONNECTIONS tunnels open, each having carried one message.
+// --connections tunnels open, each having carried one message.
 //
 //   node tests/bench/websocket_bench.mjs --direct ws://127.0.0.1:P \
 //     --via NAME=ws://127.0.0.1:P,PID[+PID...] ... [--baseline NAME] [--json]
@@ -317,6 +317,7 @@ for (const target of targets) {
     stream_latency_p99_ms: median(mine.map((r) => r.streamP99)),
     errors: mine.reduce((sum, r) => sum + r.errors, 0),
     stream_messages_per_round: median(mine.map((r) => r.streamMessages)),
+    per_round: mine,
   };
   if (target.pids.length > 0) {
     Object.assign(row, {
@@ -363,7 +364,7 @@ if (opts.json) {
     }
   };
   console.log(`WebSocket relay: ${CONNECTIONS} connections per target; ping-pong ${PINGS} x 100-byte ` +
-    `text messages ${PING_GAP_MS} ms apart per connection; stream ${MESSAGES} deltas of about 100 bytes ` +
+    `text messages ${PING_GAP_MS} ms apart per connection; stream ${MESSAGES} deltas of about 110 bytes ` +
     `${GAP_MS} ms apart per connection; ${ROUNDS} rounds, order rotated; medians; ratios to ${base ? baseline : 'nothing'}`);
   const name = ['target', (r) => r.name, 16];
   table('latency (ms): ping round trip, stream delivery (upstream send to client read)', [

@@ -1,7 +1,7 @@
 // The WebSocket upstream of scripts/bench-websocket.sh: a `ws` server on 127.0.0.1 (an
 // OS-chosen port, printed as "listening on 127.0.0.1:PORT") that answers every connection's
 // text messages:
-//   "stream COUNT GAP_MS"  sends COUNT JSON text frames of about 100 bytes each, like a realtime
+//   "stream COUNT GAP_MS"  sends COUNT JSON text frames of about 110 bytes each, like a realtime
 //                          API's deltas, GAP_MS apart (0: all at once), then one "end" frame;
 //                          each carries the send time (CLOCK_MONOTONIC, ns) as "t";
 //   anything else          is echoed back as it came.
@@ -12,7 +12,7 @@ import { WebSocketServer } from './lib/ws_package.mjs';
 
 const MAX_STREAM = 1_000_000;
 
-// One delta of the stream: a realtime event with a short text delta, about 100 bytes; `t` is
+// One delta of the stream: a realtime event with a short text delta, about 110 bytes; `t` is
 // CLOCK_MONOTONIC in ns just before the send (the client reads the same clock).
 function delta(seq) {
   return JSON.stringify({
