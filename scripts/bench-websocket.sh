@@ -143,8 +143,14 @@ flags=(--direct "ws://$upstream_addr" "${via[@]}" --clock-ticks "$(getconf CLK_T
 if [[ -n $baseline ]]; then flags+=(--baseline "$baseline"); fi
 if [[ ${JSON:-0} == 1 ]]; then flags+=(--json); fi
 
+# The client runs in the background so that a signal stops it and the servers at once (bash
+# runs a trap only after the foreground command ends).
 status=0
-node "$root/tests/bench/websocket_bench.mjs" "${flags[@]}" "${extra[@]}" || status=$?
+node "$root/tests/bench/websocket_bench.mjs" "${flags[@]}" "${extra[@]}" &
+client_pid=$!
+trap 'kill "$client_pid" 2>/dev/null || true; exit 130' INT
+trap 'kill "$client_pid" 2>/dev/null || true; exit 143' TERM
+wait "$client_pid" || status=$?
 
 servers_alive || status=1
 exit "$status"
