@@ -143,7 +143,7 @@ flags=(--direct "ws://$upstream_addr" "${via[@]}" --clock-ticks "$(getconf CLK_T
 if [[ -n $baseline ]]; then flags+=(--baseline "$baseline"); fi
 if [[ ${JSON:-0} == 1 ]]; then flags+=(--json); fi
 
-# The client runs in the background so that a signal stops it and the servers at once (bash
+# The client runs in the background so that a signal ends it and the servers at once (bash
 # runs a trap only after the foreground command ends).
 status=0
 node "$root/tests/bench/websocket_bench.mjs" "${flags[@]}" "${extra[@]}" &
