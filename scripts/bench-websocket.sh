@@ -124,7 +124,15 @@ if wants nginx; then
   nginx_pid=$!
   server_pids+=("$nginx_pid")
   wait_port "$nginx_port" "$nginx_pid" nginx
-  nginx_workers=$(pgrep -P "$nginx_pid" | paste -sd+ -)
+  # Its worker does the relaying: its CPU and memory must be counted.
+  for _ in $(seq 1 50); do
+    nginx_workers=$(pgrep -P "$nginx_pid" | paste -sd+ -) && break
+    sleep 0.1
+  done
+  if [[ -z $nginx_workers ]]; then
+    echo "$script_name: nginx started no worker" >&2
+    exit 1
+  fi
   via+=(--via "nginx=ws://127.0.0.1:$nginx_port,$nginx_pid+$nginx_workers")
   baseline=nginx
 fi
