@@ -59,16 +59,20 @@ token_source token_source_from(std::string_view text) noexcept {
 billed_counts running_counts(const request_summary& s) {
     billed_counts b;
     b.served = s.upstream_received;
-    b.input = first_known(s.reported.input_tokens, s.native_input_tokens,
-                          s.normalized_input_tokens);
+    b.input =
+        first_known(s.reported.input_tokens, s.native_input_tokens, s.normalized_input_tokens);
     if ((b.input.source == token_source::native && s.native_input_estimated) ||
         (b.input.source == token_source::normalized && s.normalized_input_estimated)) {
         b.input.source = token_source::estimated;
     }
-    b.output = first_known(s.reported.output_tokens, s.native_output_tokens,
-                           s.normalized_output_tokens);
-    if (!b.output.value) {
+    b.output =
+        first_known(s.reported.output_tokens, s.native_output_tokens, s.normalized_output_tokens);
+    if (!b.output.value && !s.output_not_text) {
         b.output = {s.counted_output_tokens, token_source::counted};
+    }
+    if (s.output_not_text && b.output.source != token_source::reported) {
+        // Audio out: a count of text says nothing about it; without a report it is unknown.
+        b.output = {};
     }
     // A re-count of the reasoning text stands in for an unreported count only when there was
     // such text: a 0 from a tokenizer that saw none says nothing the output count does not.

@@ -37,7 +37,11 @@ exchange::exchange(protocol::api_kind api, const protocol::request_info& request
       limits_(limits),
       expect_stream_(request.stream),
       prompt_parsed_(request.body_parsed && request.countable_input),
-      prompt_token_ids_(request.prompt_token_ids) {}
+      prompt_token_ids_(request.prompt_token_ids) {
+    if (!request.countable_output) {
+        meter_.output_is_not_text();
+    }
+}
 
 void exchange::use_encoders(encoders which, input_counting policy, std::string prompt_text) {
     encoders_ = which;

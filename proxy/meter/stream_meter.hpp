@@ -27,6 +27,8 @@ class stream_meter final : public protocol::chunk_sink {
     void on_request_sent() noexcept { summary_.upstream_received = true; }
     // The proxy answered the request itself, with this JSON error code.
     void on_local_answer(std::string_view code) { summary_.local_answer.assign(code); }
+    // The response's output is not text (request_info::countable_output).
+    void output_is_not_text() noexcept { summary_.output_not_text = true; }
     void on_response_head(int status, core::time_point at) noexcept;
     void on_chunk(const protocol::response_chunk& chunk, core::time_point at) override;
     void on_done_marker(core::time_point at) override;

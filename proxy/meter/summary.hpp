@@ -110,6 +110,9 @@ struct request_summary {
     // (limits.max_buffered_response_bytes; only a usage report at its end was looked for), or in
     // a content coding the meter does not decode. What was not read is not counted.
     bool response_unread = false;
+    // The output is not text (speech's audio, request_info::countable_output): only the
+    // server's report counts it.
+    bool output_not_text = false;
     // The JSON error code of the proxy's own answer ("upstream_unreachable", "rate_limited"
     // ...), "" when the upstream answered: the reason a usage record gives for an unserved
     // request.

@@ -159,8 +159,9 @@ void token_counter::feed_pieces(lane& l, text_kind kind, std::string_view text, 
             arrivals.push_back({stream.appended_bytes(), at});
         }
         std::size_t from = 0;  // the runs' ends only grow: each read is looked at once
-        stream.analyse(
-            [&](std::uint64_t end, std::size_t n) { add(completion_time(arrivals, end, from), n); });
+        stream.analyse([&](std::uint64_t end, std::size_t n) {
+            add(completion_time(arrivals, end, from), n);
+        });
         if (stream.pending_bytes() >= max_pending_bytes) {
             // As feed_bounded: the first cut part exactly, later ones estimated.
             const std::size_t cut = stream.pending_bytes();

@@ -186,8 +186,7 @@ class token_counter {
     // The same, looking from the `from`th pending read on, and leaving `from` at the read found:
     // for the runs of one analysis, whose ends only grow, so the reads are looked at once each.
     static core::time_point completion_time(const arrival_queue& arrivals,
-                                            std::uint64_t consumed_end,
-                                            std::size_t& from) noexcept;
+                                            std::uint64_t consumed_end, std::size_t& from) noexcept;
     lane& timing_lane() noexcept { return native_ ? *native_ : *reference_; }
     // Bytes given to `kind`'s stream of `l` so far (0 if it was not made).
     static std::uint64_t appended_bytes(const lane& l, text_kind kind) noexcept {

@@ -53,6 +53,8 @@ api_names names_of(protocol::api_kind api) {
             return {"transcription", "openai"};
         case api_kind::openai_translations:
             return {"translation", "openai"};
+        case api_kind::openai_speech:
+            return {"speech", "openai"};
         case api_kind::none:
             break;
     }

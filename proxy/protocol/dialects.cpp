@@ -32,10 +32,11 @@ extern const dialect pooling_dialect;
 extern const dialect openai_moderations_dialect;
 extern const dialect openai_transcriptions_dialect;
 extern const dialect openai_translations_dialect;
+extern const dialect openai_speech_dialect;
 
 namespace {
 
-constexpr std::array<const dialect*, 17> table{{
+constexpr std::array<const dialect*, 18> table{{
     &openai_chat_dialect,
     &openai_completions_dialect,
     &openai_responses_dialect,
@@ -53,6 +54,7 @@ constexpr std::array<const dialect*, 17> table{{
     &openai_moderations_dialect,
     &openai_transcriptions_dialect,
     &openai_translations_dialect,
+    &openai_speech_dialect,
 }};
 
 constexpr std::string_view none_name = "none";
@@ -254,6 +256,9 @@ bool names_model_in_body(api_kind api) noexcept {
         case api_kind::openai_transcriptions:
         case api_kind::openai_translations:
             return false;
+        // OpenAI's speech API requires a model.
+        case api_kind::openai_speech:
+            return true;
     }
     return false;
 }

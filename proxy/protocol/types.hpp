@@ -33,6 +33,8 @@ enum class api_kind : std::uint8_t {
     // Audio in, text out (protocol/audio)
     openai_transcriptions,  // POST /v1/audio/transcriptions
     openai_translations,    // POST /v1/audio/translations
+    // Text in, audio out (protocol/speech)
+    openai_speech,  // POST /v1/audio/speech
 };
 
 // The `api` label value; "none" for pass-through.
@@ -67,6 +69,9 @@ struct request_info {
     // false: the input is not text (an audio upload): without the server's report its count is
     // unknown, never a count of prompt_text.
     bool countable_input = true;
+    // false: the output is not text (speech's audio): without the server's report its count is
+    // unknown, never a count of the text the response carried (meter/billing).
+    bool countable_output = true;
     // The most output the request allows (max_tokens, max_completion_tokens, max_output_tokens,
     // Gemini's generationConfig.maxOutputTokens, Ollama's options.num_predict, TGI's
     // parameters.max_new_tokens, llama.cpp's n_predict), the largest when it names several;

@@ -33,7 +33,7 @@ test('a fresh proxy exposes its fixed-reason counters at 0 and its build revisio
   }
   for (const api of ['openai_chat', 'openai_completions', 'openai_responses', 'anthropic_messages', 'tgi_generate',
     'llamacpp_completion', 'ollama_chat', 'ollama_generate', 'gemini_generate', 'openai_embeddings', 'rerank', 'score',
-    'classify', 'pooling', 'openai_moderations', 'openai_transcriptions', 'openai_translations']) {
+    'classify', 'pooling', 'openai_moderations', 'openai_transcriptions', 'openai_translations', 'openai_speech']) {
     for (const reason of ['invalid_json', 'unexpected_shape', 'unknown_event', 'oversized_event', 'truncated_event']) {
       const series = m.select('tokenmeter_parse_errors_total', { api, reason });
       assert.equal(series.length, 1, `${api} ${reason}`);

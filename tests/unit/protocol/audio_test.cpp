@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "exchange_run.hpp"
 #include "meter/billing.hpp"
 #include "meter/exchange.hpp"
 #include "protocol/dialects.hpp"
@@ -42,7 +43,7 @@ request_info read(std::string_view body) {
 TEST(Audio, Paths) {
     EXPECT_EQ(api_for_path("/v1/audio/transcriptions"), api_kind::openai_transcriptions);
     EXPECT_EQ(api_for_path("/v1/audio/translations"), api_kind::openai_translations);
-    EXPECT_EQ(api_for_path("/v1/audio/speech"), api_kind::none);
+    EXPECT_EQ(api_for_path("/v1/audio/speech"), api_kind::openai_speech);
     EXPECT_EQ(to_string(api_kind::openai_transcriptions), "openai_transcriptions");
 }
 
@@ -98,18 +99,9 @@ TEST(AudioRequest, HostileForms) {
 
 meter::request_summary run(bool stream, std::string_view content_type,
                            std::initializer_list<std::string_view> reads) {
-    static const std::vector<double> bounds = {0.01, 0.1};
-    request_info info = read(form({{"model", "w"}, {"stream", stream ? "true" : "false"}}));
-    meter::exchange ex(api_kind::openai_transcriptions, info, core::time_point{}, &bounds, {});
-    ex.on_request_sent();
-    ex.on_response_head(200, content_type, core::time_point{} + std::chrono::milliseconds(1));
-    int ms = 10;
-    for (std::string_view bytes : reads) {
-        ex.on_body(bytes, core::time_point{} + std::chrono::milliseconds(ms));
-        ms += 10;
-    }
-    return ex.finish(meter::end_reason::upstream_complete,
-                     core::time_point{} + std::chrono::milliseconds(ms));
+    return run_exchange(api_kind::openai_transcriptions,
+                        read(form({{"model", "w"}, {"stream", stream ? "true" : "false"}})),
+                        content_type, reads);
 }
 
 TEST(AudioResponse, OpenAiStreamTtftAndUsage) {

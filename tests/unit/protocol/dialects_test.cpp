@@ -48,7 +48,7 @@ TEST(Dialects, NamesRoundTrip) {
 
 TEST(Dialects, TableRowsAreDistinctAndNamedOnce) {
     auto table = dialect_table();
-    ASSERT_EQ(table.size(), 17u);
+    ASSERT_EQ(table.size(), 18u);
     for (std::size_t i = 0; i < table.size(); ++i) {
         EXPECT_EQ(find_dialect(table[i]->api), table[i]);
         EXPECT_NE(table[i]->api, api_kind::none);
@@ -64,7 +64,7 @@ TEST(Dialects, TableRowsAreDistinctAndNamedOnce) {
               "openai_chat, openai_completions, openai_responses, anthropic_messages, "
               "tgi_generate, llamacpp_completion, ollama_chat, ollama_generate, gemini_generate, "
               "openai_embeddings, rerank, score, classify, pooling, openai_moderations, "
-              "openai_transcriptions, openai_translations or none");
+              "openai_transcriptions, openai_translations, openai_speech or none");
 }
 
 TEST(Routes, RulesOverridePathsInOrder) {
