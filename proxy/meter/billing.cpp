@@ -87,6 +87,8 @@ billed_counts running_counts(const request_summary& s) {
     b.cached_input = reported_only(s.reported.cached_input_tokens);
     b.cache_write = reported_only(s.reported.cache_write_tokens);
     b.cache_write_1h = reported_only(s.reported.cache_write_1h_tokens);
+    b.input_audio = reported_only(s.reported.input_audio_tokens);
+    b.output_audio = reported_only(s.reported.output_audio_tokens);
     return b;
 }
 
@@ -100,6 +102,8 @@ billed_counts billed(const request_summary& s, const billing_policy& policy) {
         b.cached_input = {};
         b.cache_write = {};
         b.cache_write_1h = {};
+        b.input_audio = {};
+        b.output_audio = {};
         return b;
     }
     if (s.response_unread && b.output.source != token_source::reported) {

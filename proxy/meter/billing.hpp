@@ -54,6 +54,8 @@ struct billed_counts {
     token_count cached_input;
     token_count cache_write;
     token_count cache_write_1h;
+    token_count input_audio;   // a part of input (OpenAI Realtime's audio tokens)
+    token_count output_audio;  // a part of output
 };
 
 // The counts of a finished request under `policy`:
@@ -62,7 +64,7 @@ struct billed_counts {
 // - served and not failed (complete, cut by the upstream, cancelled by the client): input and
 //   output from the server's report, else the model's own tokenizer, else the reference one
 //   (output: else one per streamed chunk); reasoning likewise, from the report or a re-count of
-//   the reasoning text; cache reads and writes from the report only;
+//   the reasoning text; cache reads and writes, and audio tokens, from the report only;
 // - a response too large to read whole (response_unread): its output only as reported (the
 //   usage at the end of the body), else unknown;
 // - served and failed (outcome upstream_error): what the server reported, else what it

@@ -53,7 +53,7 @@ void exchange::use_encoders(encoders which, input_counting policy, std::string p
 void exchange::on_response_head(int status, std::string_view content_type, core::time_point at) {
     meter_.on_response_head(status, at);
     std::string type = media_type(content_type);
-    if (!adapter_) {
+    if (!adapter_ || content_type == message_framing) {
         body_.emplace<std::monostate>();
     } else if (type == "text/event-stream") {
         body_.emplace<sse::parser>(limits_.max_sse_event_bytes);

@@ -29,6 +29,11 @@ struct exchange_limits {
     std::size_t max_prompt_count_bytes = std::size_t{1} * 1024 * 1024;
 };
 
+// The content type a response whose events come as whole messages (a WebSocket tunnel's,
+// observe/realtime_session) gives its head: no body follows to frame, each event is shown on
+// its own (on_message, on_event). Never on the wire.
+inline constexpr std::string_view message_framing = "tokenmeter/websocket-messages";
+
 // When the prompt is tokenized (config count_input_tokens).
 enum class input_counting : std::uint8_t { when_unreported, always, never };
 
@@ -46,6 +51,21 @@ class exchange {
     void on_unreadable_body();
     // A span of response body bytes exactly as forwarded to the client, stamped with its read.
     void on_body(std::string_view bytes, core::time_point at);
+    // A piece of a response its caller decoded itself (a tunnel's message: observe/
+    // realtime_session), instead of body bytes.
+    void on_event(const protocol::response_chunk& chunk, core::time_point at) {
+        last_read_ = at;
+        meter_.on_chunk(chunk, at);
+    }
+    // One whole event of a response that comes as messages, read by the dialect's adapter as
+    // the data of one SSE event (the Responses API's WebSocket mode sends the events its SSE
+    // form does).
+    void on_message(std::string_view text, core::time_point at) {
+        last_read_ = at;
+        if (adapter_) {
+            adapter_->on_event({}, text, at, meter_);
+        }
+    }
     request_summary finish(end_reason reason, core::time_point at);
 
     // Re-tokenizes output (and, per policy, the prompt) with these tokenizers. Call before the

@@ -113,6 +113,12 @@ void stream_meter::merge_usage(const protocol::token_usage& usage) {
     if (usage.cache_write_1h_tokens) {
         merged.cache_write_1h_tokens = usage.cache_write_1h_tokens;
     }
+    if (usage.input_audio_tokens) {
+        merged.input_audio_tokens = usage.input_audio_tokens;
+    }
+    if (usage.output_audio_tokens) {
+        merged.output_audio_tokens = usage.output_audio_tokens;
+    }
 }
 
 void stream_meter::use_encoders(encoders which) {
@@ -180,6 +186,10 @@ void stream_meter::on_chunk(const protocol::response_chunk& chunk, core::time_po
             }
         }
         return;
+    }
+    if (chunk.audio && !summary_.first_token) {
+        // Generated audio is output the user hears: its first piece is the first token.
+        summary_.first_token = at;
     }
     if (!chunk.carries_text()) {
         if (running_output) {

@@ -5,6 +5,8 @@
 #include <exception>
 #include <utility>
 
+#include "observe/realtime_session.hpp"
+
 namespace tokenmeter::observe {
 
 std::string_view to_string(metering_phase phase) noexcept {
@@ -31,6 +33,8 @@ std::string_view to_string(metering_phase phase) noexcept {
             return "unforwarded";
         case metering_phase::upstream_error:
             return "upstream_error";
+        case metering_phase::tunnel:
+            return "tunnel";
     }
     return "unknown";
 }
@@ -167,6 +171,22 @@ class guarded_exchange final : public exchange_observer {
         }
     }
     void degrade() noexcept override { inner_->degrade(); }
+    void event(const protocol::response_chunk& chunk, core::time_point at) override {
+        if (body_stopped_) {
+            return;
+        }
+        if (!guard_.run(metering_phase::body, [&] { inner_->event(chunk, at); })) {
+            broken();
+        }
+    }
+    void message(std::string_view text, core::time_point at) override {
+        if (body_stopped_) {
+            return;
+        }
+        if (!guard_.run(metering_phase::body, [&] { inner_->message(text, at); })) {
+            broken();
+        }
+    }
 
   private:
     // The meter's state after a throw is not to be trusted with more bytes: the record is
@@ -194,6 +214,34 @@ class guarded_exchange final : public exchange_observer {
     bool admission_failed_ = false;
 };
 
+// A tunnel's metering: after a throw its state is not to be trusted with more messages; its
+// end still closes the responses it holds.
+class guarded_tunnel final : public tunnel_observer {
+  public:
+    guarded_tunnel(guarded_observer& guard, std::unique_ptr<tunnel_observer> inner)
+        : guard_(guard), inner_(std::move(inner)) {}
+
+    void message(bool from_client, std::string_view text, core::time_point at) override {
+        if (stopped_) {
+            return;
+        }
+        if (!guard_.run(metering_phase::tunnel, [&] { inner_->message(from_client, text, at); })) {
+            stopped_ = true;
+        }
+    }
+    void unreadable(protocol::parse_error reason) override {
+        guard_.run(metering_phase::tunnel, [&] { inner_->unreadable(reason); });
+    }
+    void end(end_reason reason, core::time_point at) override {
+        guard_.run(metering_phase::tunnel, [&] { inner_->end(reason, at); });
+    }
+
+  private:
+    guarded_observer& guard_;
+    std::unique_ptr<tunnel_observer> inner_;
+    bool stopped_ = false;
+};
+
 }  // namespace
 
 guarded_observer::guarded_observer(observer& inner, std::function<void(metering_phase)> count)
@@ -213,6 +261,20 @@ void guarded_observer::unforwarded(const unforwarded_request& request) {
 
 void guarded_observer::upstream_error(std::string_view reason) {
     run(metering_phase::upstream_error, [&] { inner_.upstream_error(reason); });
+}
+
+std::unique_ptr<tunnel_observer> guarded_observer::begin_tunnel(const tunnel_facts& facts) {
+    std::unique_ptr<tunnel_observer> session;
+    if (facts.api == protocol::api_kind::none ||
+        !run(metering_phase::tunnel, [&] { session = make_realtime_session(*this, facts); }) ||
+        !session) {
+        return nullptr;
+    }
+    return std::make_unique<guarded_tunnel>(*this, std::move(session));
+}
+
+void guarded_observer::tunnel_parse_error(protocol::api_kind api, protocol::parse_error reason) {
+    run(metering_phase::tunnel, [&] { inner_.tunnel_parse_error(api, reason); });
 }
 
 void guarded_observer::failed(metering_phase phase, const char* what) noexcept {

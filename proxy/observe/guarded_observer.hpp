@@ -30,8 +30,10 @@ enum class metering_phase : std::uint8_t {
     durable_wait,      // record_sink::is_durable / when_durable (the response is not held then)
     unforwarded,       // observer::unforwarded
     upstream_error,    // observer::upstream_error
+    tunnel,            // a tunnel's metering (observer::begin_tunnel, tunnel_observer): the rest
+                       // of the tunnel's messages are not metered
 };
-inline constexpr std::size_t metering_phase_count = 11;
+inline constexpr std::size_t metering_phase_count = 12;
 [[nodiscard]] std::string_view to_string(metering_phase phase) noexcept;
 
 class guarded_observer final : public observer {
@@ -43,6 +45,10 @@ class guarded_observer final : public observer {
     std::unique_ptr<exchange_observer> begin(request_facts facts) override;
     void unforwarded(const unforwarded_request& request) override;
     void upstream_error(std::string_view reason) override;
+    // The session's metering (observe/realtime_session), its responses begun through this
+    // guard, itself guarded: a throw stops the tunnel's metering, never its bytes.
+    std::unique_ptr<tunnel_observer> begin_tunnel(const tunnel_facts& facts) override;
+    void tunnel_parse_error(protocol::api_kind api, protocol::parse_error reason) override;
 
     // Runs `call`; true when it returned, false when it threw (the failure reported).
     template <typename Call>

@@ -306,6 +306,25 @@ class metering_exchange final : public exchange_observer,
         maybe_checkpoint(at);
     }
 
+    void event(const protocol::response_chunk& chunk, core::time_point at) override {
+        if (state_.api == protocol::api_kind::none) {
+            return;
+        }
+        exchange_.on_event(chunk, at);
+        maybe_checkpoint(at);
+    }
+
+    void message(std::string_view text, core::time_point at) override {
+        if (state_.access) {
+            state_.access->bytes_out += text.size();
+        }
+        if (state_.api == protocol::api_kind::none) {
+            return;
+        }
+        exchange_.on_message(text, at);
+        maybe_checkpoint(at);
+    }
+
     void degrade() noexcept override { degraded_.store(true, std::memory_order_relaxed); }
 
     [[nodiscard]] bool holds_end() const noexcept override {
@@ -709,6 +728,10 @@ class exchange_handle final : public exchange_observer {
     durable_wait seal(core::time_point at) override { return x_->seal(at); }
     void end(end_reason reason, core::time_point at) override { x_->end(reason, at); }
     void degrade() noexcept override { x_->degrade(); }
+    void event(const protocol::response_chunk& chunk, core::time_point at) override {
+        x_->event(chunk, at);
+    }
+    void message(std::string_view text, core::time_point at) override { x_->message(text, at); }
 
   private:
     std::shared_ptr<metering_exchange> x_;
@@ -759,6 +782,10 @@ void metering_observer::unforwarded(const unforwarded_request& request) {
     entry.input_tokens = 0;
     entry.output_tokens = 0;
     parts_.access_log(entry);
+}
+
+void metering_observer::tunnel_parse_error(protocol::api_kind api, protocol::parse_error reason) {
+    parts_.registry->parse_errors(api, reason, 1);
 }
 
 void metering_observer::upstream_error(std::string_view reason) {

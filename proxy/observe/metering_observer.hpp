@@ -89,6 +89,7 @@ class metering_observer final : public observer {
     // Counted in the request families; an access record when the access log is on.
     void unforwarded(const unforwarded_request& request) override;
     void upstream_error(std::string_view reason) override;
+    void tunnel_parse_error(protocol::api_kind api, protocol::parse_error reason) override;
 
     [[nodiscard]] const metering_parts& parts() const noexcept { return parts_; }
     [[nodiscard]] const metering_options& options() const noexcept { return options_; }

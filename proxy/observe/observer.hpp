@@ -9,6 +9,8 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "core/time.hpp"
 #include "core/trace_context.hpp"
@@ -131,6 +133,43 @@ class exchange_observer {
     // A call into this request's metering failed (observe/guarded_observer): its usage record,
     // when not yet closed, is marked degraded.
     virtual void degrade() noexcept {}
+    // A decoded piece of a response that comes as messages rather than a body (a response in a
+    // WebSocket tunnel, observe/realtime_session), after its message was forwarded. Instead of
+    // body(): the exchange reads no bytes of its own.
+    virtual void event(const protocol::response_chunk& /*chunk*/, core::time_point /*at*/) {}
+    // Likewise one whole event for the request's dialect adapter to read (the Responses API's
+    // WebSocket mode: the events of its SSE form, one message each).
+    virtual void message(std::string_view /*text*/, core::time_point /*at*/) {}
+};
+
+// What the session knows of a WebSocket upgrade whose tunnel is metered.
+struct tunnel_facts {
+    protocol::api_kind api = protocol::api_kind::none;  // none: the tunnel is not metered
+    std::string_view target;                            // normalized origin-form target
+    std::string_view client;                            // the client's IP address
+    // The upgrade request's header fields, names lower-case: the session keeps them for the
+    // records of its responses (tenant, X-Request-Id), as the request's own would be read.
+    std::vector<std::pair<std::string, std::string>> headers;
+    core::trace_context trace;
+};
+
+// The metering of one tunnel's messages (observe/realtime_session): each whole text message,
+// after it was forwarded, in the order each direction forwarded them. Calls come from one
+// thread; end exactly once.
+class tunnel_observer {
+  public:
+    tunnel_observer() = default;
+    tunnel_observer(const tunnel_observer&) = delete;
+    tunnel_observer& operator=(const tunnel_observer&) = delete;
+    tunnel_observer(tunnel_observer&&) = delete;
+    tunnel_observer& operator=(tunnel_observer&&) = delete;
+    virtual ~tunnel_observer() = default;
+
+    virtual void message(bool from_client, std::string_view text, core::time_point at) = 0;
+    // A text message that was forwarded but could not be kept to be read.
+    virtual void unreadable(protocol::parse_error reason) = 0;
+    // The tunnel is closed, for `reason`: a response still open ends as a cut stream.
+    virtual void end(end_reason reason, core::time_point at) = 0;
 };
 
 // The process-wide side: one per proxy, shared by every worker thread. Sessions are handed a
@@ -145,6 +184,15 @@ class observer {
     virtual void unforwarded(const unforwarded_request& request) = 0;
     // An upstream failure, by its metric label (relay/local_failure).
     virtual void upstream_error(std::string_view reason) = 0;
+    // The metering of a WebSocket upgrade's tunnel; null when its API is none (the tunnel's
+    // messages are then never read). Asked before the upgrade is forwarded; a tunnel that is
+    // never opened (the upstream refused) drops it unused.
+    virtual std::unique_ptr<tunnel_observer> begin_tunnel(const tunnel_facts& /*facts*/) {
+        return nullptr;
+    }
+    // A message of a metered tunnel the meter could not read (forwarded unchanged): counted in
+    // tokenmeter_parse_errors_total.
+    virtual void tunnel_parse_error(protocol::api_kind /*api*/, protocol::parse_error /*reason*/) {}
 };
 
 }  // namespace tokenmeter::observe

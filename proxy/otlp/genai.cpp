@@ -55,6 +55,10 @@ api_names names_of(protocol::api_kind api) {
             return {"translation", "openai"};
         case api_kind::openai_speech:
             return {"speech", "openai"};
+        case api_kind::openai_realtime:
+            return {"realtime", "openai"};
+        case api_kind::openai_realtime_transcription:
+            return {"transcription", "openai"};
         case api_kind::none:
             break;
     }

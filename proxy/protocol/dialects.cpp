@@ -33,10 +33,12 @@ extern const dialect openai_moderations_dialect;
 extern const dialect openai_transcriptions_dialect;
 extern const dialect openai_translations_dialect;
 extern const dialect openai_speech_dialect;
+extern const dialect openai_realtime_dialect;
+extern const dialect openai_realtime_transcription_dialect;
 
 namespace {
 
-constexpr std::array<const dialect*, 18> table{{
+constexpr std::array<const dialect*, 20> table{{
     &openai_chat_dialect,
     &openai_completions_dialect,
     &openai_responses_dialect,
@@ -55,6 +57,8 @@ constexpr std::array<const dialect*, 18> table{{
     &openai_transcriptions_dialect,
     &openai_translations_dialect,
     &openai_speech_dialect,
+    &openai_realtime_dialect,
+    &openai_realtime_transcription_dialect,
 }};
 
 constexpr std::string_view none_name = "none";
@@ -255,6 +259,8 @@ bool names_model_in_body(api_kind api) noexcept {
         case api_kind::openai_moderations:
         case api_kind::openai_transcriptions:
         case api_kind::openai_translations:
+        case api_kind::openai_realtime:
+        case api_kind::openai_realtime_transcription:
             return false;
         // OpenAI's speech API requires a model.
         case api_kind::openai_speech:

@@ -35,6 +35,11 @@ enum class api_kind : std::uint8_t {
     openai_translations,    // POST /v1/audio/translations
     // Text in, audio out (protocol/speech)
     openai_speech,  // POST /v1/audio/speech
+    // A WebSocket tunnel's messages, one usage record per response (protocol/realtime)
+    openai_realtime,  // GET /v1/realtime upgraded to a WebSocket
+    // The transcriptions of a Realtime session's input (input_audio_transcription), one record
+    // per committed input, under the transcription model
+    openai_realtime_transcription,
 };
 
 // The `api` label value; "none" for pass-through.
@@ -91,6 +96,9 @@ struct token_usage {
     std::optional<std::uint64_t> cache_write_tokens;   // cache writes, a part of input
     // The part of the cache writes kept for an hour (Anthropic's 1-hour tier).
     std::optional<std::uint64_t> cache_write_1h_tokens;
+    // Audio tokens, a part of input and of output (OpenAI Realtime's *_token_details).
+    std::optional<std::uint64_t> input_audio_tokens;
+    std::optional<std::uint64_t> output_audio_tokens;
 };
 
 // One decoded unit of a response: a streamed chunk, or the whole of a non-streamed body.
@@ -106,6 +114,9 @@ struct response_chunk {
     std::string_view model;
     bool role_only = false;  // a chunk with only a role (or empty text): not a token
     bool error = false;      // the server reported an error object inside the stream
+    // Generated audio, no text: the first output the user gets (its time is the first token's),
+    // but nothing to count.
+    bool audio = false;
     // Every byte of the text fields is known to be printable ASCII (the reader that produced
     // them accepted nothing else), so a consumer need not check their UTF-8 again.
     bool ascii_text = false;

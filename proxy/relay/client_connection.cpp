@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <cctype>
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -119,7 +121,8 @@ void client_connection<Stream>::start_tunnel(upstream_ptr upstream, std::uint8_t
     client_buffer_.consume(client_buffer_.size());
     client_buffer_.shrink_to_fit();
     tunnel_ = std::make_unique<tunnel<Stream>>(*this, pool_, std::move(upstream),
-                                               std::move(request_.slot), reserved_bits);
+                                               std::move(request_.slot), reserved_bits,
+                                               std::move(request_.tunnel_meter));
     tunnel_->start(early);
 }
 
@@ -359,6 +362,22 @@ void client_connection<Stream>::continue_request(bhttp::request<bhttp::string_bo
                           "the proxy has websocket.max_tunnels WebSocket tunnels open; retry "
                           "shortly");
             return;
+        }
+        if (plan.tunnel_api != protocol::api_kind::none) {
+            observe::tunnel_facts tunnel;
+            tunnel.api = plan.tunnel_api;
+            tunnel.target = std::string_view(request.target().data(), request.target().size());
+            tunnel.client = client_address_;
+            tunnel.trace = plan.trace;
+            for (const auto& field : request.base()) {
+                std::string name(field.name_string().data(), field.name_string().size());
+                std::ranges::transform(name, name.begin(), [](unsigned char c) {
+                    return static_cast<char>(std::tolower(c));
+                });
+                tunnel.headers.emplace_back(
+                    std::move(name), std::string(field.value().data(), field.value().size()));
+            }
+            request_.tunnel_meter = context_.observer.begin_tunnel(tunnel);
         }
     }
     if (plan.unparsable_body) {
@@ -605,6 +624,7 @@ void client_connection<Stream>::exchange_done(observe::end_reason reason) {
 template <class Stream>
 void client_connection<Stream>::finish_exchange(observe::end_reason reason) {
     request_.slot = tunnel_slot{};  // an upgrade the upstream did not take
+    request_.tunnel_meter.reset();
     if (!request_.observed) {
         return;
     }

@@ -41,6 +41,8 @@ struct request_state {
     relay_options admitting_options;
     // A WebSocket upgrade's place under websocket.max_tunnels, until its tunnel takes it.
     tunnel_slot slot;
+    // The metering of the upgrade's tunnel, when its path is metered, until its tunnel takes it.
+    std::unique_ptr<observe::tunnel_observer> tunnel_meter;
 };
 
 template <class Stream>

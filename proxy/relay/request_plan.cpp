@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "protocol/dialects.hpp"
+#include "protocol/realtime.hpp"
 #include "relay/headers.hpp"
 
 namespace tokenmeter::relay {
@@ -69,7 +70,33 @@ protocol::route_choice route_of(bhttp::verb method, std::string_view target,
     if (method != bhttp::verb::post) {
         return {};
     }
-    return settings.routes.choose(target);
+    protocol::route_choice route = settings.routes.choose(target);
+    if (protocol::is_tunnel_api(route.api)) {
+        return {};  // a tunnel's API: an HTTP request on its path is passed through
+    }
+    return route;
+}
+
+// The API of a WebSocket upgrade's tunnel (none for a request that is no upgrade): a Realtime
+// session where a configured route names one of its APIs, else the well-known path's.
+protocol::api_kind tunnel_api_of(bool upgrade, std::string_view target,
+                                 const session_settings& settings) {
+    if (!upgrade) {
+        return protocol::api_kind::none;
+    }
+    if (protocol::is_tunnel_api(settings.routes.choose(target).api)) {
+        return protocol::api_kind::openai_realtime;
+    }
+    return protocol::tunnel_api_for_path(target);
+}
+
+// Fields a metered exchange does not pass on: Accept-Encoding (the meter decodes no content
+// coding; "identity" is asked for instead), and on a metered tunnel Sec-WebSocket-Extensions
+// (no message may come compressed where the meter reads it).
+bool withheld_for_metering(bhttp::field known, bool metered, protocol::api_kind tunnel_api) {
+    return (metered && known == bhttp::field::accept_encoding) ||
+           (tunnel_api != protocol::api_kind::none &&
+            known == bhttp::field::sec_websocket_extensions);
 }
 
 }  // namespace
@@ -96,6 +123,7 @@ request_plan plan_request(bhttp::request<bhttp::string_body>& request,
     plan.version = request.version();
     plan.head = request.method() == bhttp::verb::head;
     plan.upgrade = asks_for_websocket(request.base(), request.body().size());
+    plan.tunnel_api = tunnel_api_of(plan.upgrade, forward_target, settings);
 
     const protocol::route_choice route = route_of(request.method(), forward_target, settings);
     plan.api = route.api;
@@ -159,7 +187,7 @@ request_plan plan_request(bhttp::request<bhttp::string_body>& request,
             continue;  // the proxy's traceparent is written below
         }
         if (known == bhttp::field::expect || (known == bhttp::field::host && !client_host_kept) ||
-            (metered && known == bhttp::field::accept_encoding)) {
+            withheld_for_metering(known, metered, plan.tunnel_api)) {
             continue;
         }
         if ((policy == forwarded_for_policy::drop || append_for) && named(field, forwarded_for)) {

@@ -35,6 +35,10 @@ struct request_plan {
     // A WebSocket upgrade (headers.hpp, asks_for_websocket): Upgrade and "Connection: Upgrade"
     // go to the upstream, and a 101 answer turns the connection into a tunnel.
     bool upgrade = false;
+    // The API of the upgrade's tunnel (protocol/realtime, tunnel_api_for_path): its messages are
+    // metered unless it is none. Such an upgrade goes on without Sec-WebSocket-Extensions, so
+    // that no message comes compressed (permessage-deflate) where the meter must read it.
+    protocol::api_kind tunnel_api = protocol::api_kind::none;
     // A metered request whose body the proxy cannot read, under unparsable_body_policy::refuse:
     // it is answered 400 and not forwarded (`upstream` is left empty).
     bool unparsable_body = false;

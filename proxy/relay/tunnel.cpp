@@ -21,16 +21,49 @@ ws::frame_limits frame_limits_for(const websocket_limits& limits, std::uint8_t r
 }  // namespace
 
 template <class Stream>
+void tunnel<Stream>::message_collector::payload(ws::opcode message, std::string_view unmasked,
+                                                bool /*frame_end*/, bool message_end) noexcept {
+    if (message != ws::opcode::text) {
+        return;
+    }
+    try {
+        if (!failed_) {
+            partial_.append(unmasked);
+        }
+        if (message_end) {
+            if (failed_) {
+                ++lost;
+            } else {
+                complete.push_back(std::move(partial_));
+            }
+            partial_ = std::string();
+            failed_ = false;
+        }
+    } catch (...) {
+        // Out of memory: this message goes unmetered (the bytes were forwarded all the same).
+        partial_ = std::string();
+        failed_ = !message_end;
+        if (message_end) {
+            ++lost;
+        }
+    }
+}
+
+template <class Stream>
 tunnel<Stream>::tunnel(client_connection<Stream>& owner, upstream_pool& pool, upstream_ptr upstream,
-                       tunnel_slot slot, std::uint8_t reserved_bits)
+                       tunnel_slot slot, std::uint8_t reserved_bits,
+                       std::unique_ptr<observe::tunnel_observer> meter)
     : owner_(owner),
       pool_(pool),
       upstream_(std::move(upstream)),
       slot_(std::move(slot)),
+      meter_(std::move(meter)),
       from_client_(side::client,
-                   frame_limits_for(owner.context().settings.websocket, reserved_bits)),
+                   frame_limits_for(owner.context().settings.websocket, reserved_bits),
+                   meter_ != nullptr),
       from_upstream_(side::upstream,
-                     frame_limits_for(owner.context().settings.websocket, reserved_bits)),
+                     frame_limits_for(owner.context().settings.websocket, reserved_bits),
+                     meter_ != nullptr),
       timer_(owner.lowest().get_executor()),
       idle_timeout_(owner.context().settings.websocket.idle_timeout) {}
 
@@ -131,6 +164,9 @@ void tunnel<Stream>::on_read(direction& d, error_code ec, std::size_t bytes) {
             d.source_done = true;
         } else {
             (void)d.reader.feed(std::string_view(d.buffer.data(), bytes));
+            if (d.collector) {
+                d.collector->complete.clear();  // not forwarded: not metered
+            }
             d.source_done = d.reader.close_seen() || d.reader.error() != ws::frame_error::none;
         }
         if (!d.source_done) {
@@ -152,6 +188,9 @@ void tunnel<Stream>::on_read(direction& d, error_code ec, std::size_t bytes) {
 // refuses (that frame never reaches the other side).
 template <class Stream>
 void tunnel<Stream>::forward(direction& d, const char* data, std::size_t size) {
+    if (meter_) {
+        d.read_at = owner_.context().clock.now();  // the read's time: the bytes came just now
+    }
     const auto result = d.reader.feed(std::string_view(data, size));
     d.violation = result.error;
     if (result.accepted == 0) {
@@ -164,6 +203,23 @@ void tunnel<Stream>::forward(direction& d, const char* data, std::size_t size) {
                   d.writing = false;
                   on_written(d, ec);
               }));
+    meter_messages(d);
+}
+
+template <class Stream>
+void tunnel<Stream>::meter_messages(direction& d) noexcept {
+    if (!meter_ || !d.collector) {
+        return;
+    }
+    auto& collector = *d.collector;
+    const bool from_client = d.source == side::client;
+    for (; collector.lost > 0; --collector.lost) {
+        meter_->unreadable(protocol::parse_error::oversized_event);
+    }
+    for (const std::string& message : collector.complete) {
+        meter_->message(from_client, message, d.read_at);
+    }
+    collector.complete.clear();
 }
 
 template <class Stream>
@@ -358,6 +414,10 @@ void tunnel<Stream>::end(observe::end_reason reason) noexcept {
     }
     // The read buffers stay with the tunnel: a cancelled read may still refer to them.
     slot_ = tunnel_slot{};
+    if (meter_) {
+        meter_->end(reason, owner_.context().clock.now());
+        meter_.reset();
+    }
     owner_.tunnel_done(reason);
 }
 

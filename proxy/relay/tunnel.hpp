@@ -7,13 +7,20 @@
 // when a frame breaks the protocol or the size limit, it writes a close frame of its own to
 // each side whose stream is at a frame boundary (unmasked to the client, masked to the
 // upstream), waits a short while for the close handshakes, and closes both connections.
+//
+// A tunnel on a metered path (observe::tunnel_facts) also collects each direction's text
+// messages whole (bounded by websocket.max_message_bytes, which the frame reader enforces) and
+// shows them to its tunnel_observer once the bytes that complete them were handed to the other
+// side. A tunnel that is not metered collects nothing: its frame readers touch no payload byte.
 #pragma once
 
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "net/beast.hpp"
 #include "observe/observer.hpp"
@@ -31,8 +38,10 @@ template <class Stream>
 class tunnel {
   public:
     // `upstream` answered 101; `reserved_bits`: what the agreed extensions let frames set.
+    // `meter`: null when the tunnel is not metered.
     tunnel(client_connection<Stream>& owner, upstream_pool& pool, upstream_ptr upstream,
-           tunnel_slot slot, std::uint8_t reserved_bits);
+           tunnel_slot slot, std::uint8_t reserved_bits,
+           std::unique_ptr<observe::tunnel_observer> meter);
     tunnel(const tunnel&) = delete;
     tunnel& operator=(const tunnel&) = delete;
     tunnel(tunnel&&) = delete;
@@ -51,18 +60,35 @@ class tunnel {
 
   private:
     enum class side : std::uint8_t { client, upstream };
+    // A direction's text messages, whole, for the meter (binary and control frames are not
+    // kept). A message that could not be kept (no memory) is dropped and counted.
+    class message_collector final : public ws::frame_observer {
+      public:
+        void payload(ws::opcode message, std::string_view unmasked, bool frame_end,
+                     bool message_end) noexcept override;
+        std::vector<std::string> complete;  // in the order they ended
+        std::uint64_t lost = 0;
+
+      private:
+        std::string partial_;
+        bool failed_ = false;  // the partial message is lost
+    };
     struct direction {
-        direction(side from, const ws::frame_limits& limits)
+        direction(side from, const ws::frame_limits& limits, bool collect)
             : source(from),
-              reader(from == side::client ? ws::sender::client : ws::sender::server, limits) {}
+              collector(collect ? std::make_unique<message_collector>() : nullptr),
+              reader(from == side::client ? ws::sender::client : ws::sender::server, limits,
+                     collector.get()) {}
         side source;
+        std::unique_ptr<message_collector> collector;  // null when the tunnel is not metered
         ws::frame_reader reader;
         sized_relay_buffer buffer;
         std::string pending;      // bytes read before the tunnel began, forwarded first
         std::string close_frame;  // the proxy's own close frame while it is written
         std::uint16_t close_code = ws::close_code::going_away;  // the one the sink gets
         ws::frame_error violation = ws::frame_error::none;
-        std::size_t last_read = 0;  // bytes of the previous read (the buffer's next size)
+        std::size_t last_read = 0;   // bytes of the previous read (the buffer's next size)
+        core::time_point read_at{};  // when the bytes being forwarded were read
         bool reading = false;
         bool writing = false;
         bool source_done = false;  // the source ended, or has nothing more to say while closing
@@ -76,6 +102,8 @@ class tunnel {
     void do_read(direction& d);
     void on_read(direction& d, error_code ec, std::size_t bytes);
     void forward(direction& d, const char* data, std::size_t size);
+    // Shows the messages the last forward completed to the meter (after their write began).
+    void meter_messages(direction& d) noexcept;
     void on_written(direction& d, error_code ec);
     void after_forward(direction& d);
     void send_close(direction& d);
@@ -96,6 +124,7 @@ class tunnel {
     upstream_pool& pool_;
     upstream_ptr upstream_;
     tunnel_slot slot_;
+    std::unique_ptr<observe::tunnel_observer> meter_;  // null when the tunnel is not metered
     direction from_client_;
     direction from_upstream_;
     steady_timer timer_;

@@ -114,6 +114,13 @@ json record_json(const usage_record& r) {
     put_count(j, "cached_tokens", "cached_source", r.cached_input);
     put_count(j, "cache_write_tokens", "cache_write_source", r.cache_write);
     put_count(j, "cache_write_1h_tokens", "cache_write_1h_source", r.cache_write_1h);
+    // Only the APIs that report audio tokens (OpenAI Realtime) write these.
+    if (r.input_audio.value) {
+        put_count(j, "input_audio_tokens", "input_audio_source", r.input_audio);
+    }
+    if (r.output_audio.value) {
+        put_count(j, "output_audio_tokens", "output_audio_source", r.output_audio);
+    }
     j["outcome"] = r.outcome;
     j["status"] = r.status;
     j["served"] = r.served;
@@ -301,6 +308,8 @@ std::optional<spool_entry> decode_entry(std::string_view line) {
         r.cached_input = get_count(j, "cached_tokens", "cached_source");
         r.cache_write = get_count(j, "cache_write_tokens", "cache_write_source");
         r.cache_write_1h = get_count(j, "cache_write_1h_tokens", "cache_write_1h_source");
+        r.input_audio = get_count(j, "input_audio_tokens", "input_audio_source");
+        r.output_audio = get_count(j, "output_audio_tokens", "output_audio_source");
         r.outcome = outcome;
         r.status = get_int(j, "status");
         // A record written before "served" existed: a rejected request was the only unserved one.
@@ -344,6 +353,8 @@ usage_record make_record(const open_info& open, const meter::request_summary& s,
     r.cached_input = counts.cached_input;
     r.cache_write = counts.cache_write;
     r.cache_write_1h = counts.cache_write_1h;
+    r.input_audio = counts.input_audio;
+    r.output_audio = counts.output_audio;
     r.outcome = std::string(meter::to_string(s.result));
     r.status = s.status;
     r.served = counts.served;

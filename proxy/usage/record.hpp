@@ -52,6 +52,8 @@ struct usage_record {
     token_count cached_input;    // cache reads, a part of input
     token_count cache_write;     // cache writes, a part of input
     token_count cache_write_1h;  // the part of the cache writes kept for an hour
+    token_count input_audio;     // audio tokens, a part of input (written only when known)
+    token_count output_audio;    // audio tokens, a part of output (written only when known)
     std::string outcome;  // complete, client_cancel, upstream_error, upstream_truncated, rejected,
                           // crash_recovered
     int status = 0;       // status code the client got (0: none)

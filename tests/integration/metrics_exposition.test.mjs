@@ -28,12 +28,13 @@ test('a fresh proxy exposes its fixed-reason counters at 0 and its build revisio
     assert.equal(m.value('tokenmeter_upstream_errors_total', { reason }), 0, reason);
   }
   for (const phase of ['begin', 'admission', 'request_sent', 'answered_locally', 'response_head', 'body',
-    'seal', 'end', 'durable_wait', 'unforwarded', 'upstream_error']) {
+    'seal', 'end', 'durable_wait', 'unforwarded', 'upstream_error', 'tunnel']) {
     assert.equal(m.value('tokenmeter_metering_failures_total', { phase }), 0, phase);
   }
   for (const api of ['openai_chat', 'openai_completions', 'openai_responses', 'anthropic_messages', 'tgi_generate',
     'llamacpp_completion', 'ollama_chat', 'ollama_generate', 'gemini_generate', 'openai_embeddings', 'rerank', 'score',
-    'classify', 'pooling', 'openai_moderations', 'openai_transcriptions', 'openai_translations', 'openai_speech']) {
+    'classify', 'pooling', 'openai_moderations', 'openai_transcriptions', 'openai_translations', 'openai_speech',
+    'openai_realtime', 'openai_realtime_transcription']) {
     for (const reason of ['invalid_json', 'unexpected_shape', 'unknown_event', 'oversized_event', 'truncated_event']) {
       const series = m.select('tokenmeter_parse_errors_total', { api, reason });
       assert.equal(series.length, 1, `${api} ${reason}`);

@@ -349,7 +349,7 @@ test('a tunnel idle for websocket.idle_timeout is closed with 1001 to both sides
   await idle.stop();
 });
 
-test('wss:// on the TLS listener to an https upstream, with permessage-deflate', async () => {
+test('wss:// on the TLS listener to an https upstream, with permessage-deflate (a path not metered)', async () => {
   const secureUpstream = await startUpstream({ tls: true, perMessageDeflate: true });
   const tlsProxy = await startProxy({
     upstream: `https://127.0.0.1:${secureUpstream.port}`,
@@ -358,7 +358,7 @@ test('wss:// on the TLS listener to an https upstream, with permessage-deflate',
   });
   const caPem = readFileSync(ca.cert);
   const far = upstreamSide(secureUpstream);
-  const near = await connect(`wss://127.0.0.1:${tlsProxy.port}/v1/realtime?model=m`, {
+  const near = await connect(`wss://127.0.0.1:${tlsProxy.port}/v1/deflated?model=m`, {
     ws: { ca: caPem, perMessageDeflate: true, headers: { Authorization: 'Bearer sk-tls' } },
   });
   const { ws: farWs, seen } = await far;

@@ -52,7 +52,8 @@ TEST(RouteRules, UnknownApisAreNamedByKeyWithTheTablesNames) {
               "openai_responses, anthropic_messages, tgi_generate, llamacpp_completion, "
               "ollama_chat, ollama_generate, gemini_generate, openai_embeddings, rerank, score, "
               "classify, pooling, openai_moderations, openai_transcriptions, "
-              "openai_translations, openai_speech or none)");
+              "openai_translations, openai_speech, openai_realtime, "
+              "openai_realtime_transcription or none)");
     EXPECT_TRUE(module_config_errors(config::settings{}).empty());
 }
 

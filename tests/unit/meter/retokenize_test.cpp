@@ -100,8 +100,9 @@ class word_encoder final : public tokenizer::encoder {
         return (space && !prev_space) || (!space && prev_space && i >= 2 && s[i - 2] == ' ');
     }
     template <class OnWordEnd = void (*)(std::size_t)>
-    void emit(std::string_view s, std::vector<tokenizer::token_id>& out,
-              OnWordEnd on_word_end = [](std::size_t) {}) const {
+    void emit(
+        std::string_view s, std::vector<tokenizer::token_id>& out,
+        OnWordEnd on_word_end = [](std::size_t) {}) const {
         std::size_t begin = 0;
         for (std::size_t i = 1; i <= s.size(); ++i) {
             if (i == s.size() || is_word_start(s, i)) {
@@ -130,7 +131,7 @@ class Retokenize : public ::testing::TestWithParam<bool> {
 INSTANTIATE_TEST_SUITE_P(Encoders, Retokenize, ::testing::Values(false, true),
                          [](const ::testing::TestParamInfo<bool>& param) {
                              return param.param ? std::string("PieceEnds")
-                                               : std::string("FinalPrefixOnly");
+                                                : std::string("FinalPrefixOnly");
                          });
 
 response_chunk text(std::string_view content) {
@@ -211,10 +212,10 @@ TEST_P(Retokenize, ReadsOfValidAndInvalidUtf8CountAsTheRepairedWhole) {
     word_encoder reference(1);
     token_counter counter({&native, &reference});
     const std::vector<std::string> reads = {
-        "ab\xE2\x82",    // an incomplete euro sign ...
-        "\xAC cd",        // ... completed by the next read
-        " e\xE2",         // incomplete ...
-        "f g",            // ... and cut by a valid read: "e\uFFFDf"
+        "ab\xE2\x82",      // an incomplete euro sign ...
+        "\xAC cd",         // ... completed by the next read
+        " e\xE2",          // incomplete ...
+        "f g",             // ... and cut by a valid read: "e\uFFFDf"
         " \xFF\xFEh",      // invalid bytes inside one read
         " \xC3\xA9t\xC3",  // valid, then an incomplete sequence at the end of the text
     };
@@ -249,8 +250,8 @@ TEST_P(Retokenize, AHugePreTokenIsCutAndItsWorkBounded) {
     counter.finish([&timed](core::time_point, std::uint64_t n) { timed += n; });
     EXPECT_GT(counter.cut_pieces(), 50u);
     ASSERT_TRUE(counter.native_output());
-    const auto parts = (word.size() + token_counter::max_pending_bytes - 1) /
-                       token_counter::max_pending_bytes;
+    const auto parts =
+        (word.size() + token_counter::max_pending_bytes - 1) / token_counter::max_pending_bytes;
     EXPECT_NEAR(static_cast<double>(*counter.native_output()), static_cast<double>(parts), 3.0);
     EXPECT_EQ(timed, *counter.native_output());
 }
@@ -272,7 +273,8 @@ TEST_P(Retokenize, WithoutNativeTheReportedCountBeatsTheReferenceForTiming) {
     meter.on_chunk(text("abc"), at(10ms));
     meter.on_chunk(text(" de"), at(20ms));
     response_chunk usage;
-    usage.usage = protocol::token_usage{5, 2, std::nullopt, std::nullopt, std::nullopt, std::nullopt};
+    usage.usage = protocol::token_usage{
+        5, 2, std::nullopt, std::nullopt, std::nullopt, std::nullopt, std::nullopt, std::nullopt};
     meter.on_chunk(usage, at(21ms));
     auto s = meter.finish(end_reason::upstream_complete, at(22ms));
     EXPECT_EQ(*s.normalized_output_tokens, 6u);
@@ -447,10 +449,26 @@ TEST(RetokenizeReal, HoldingReadsForABatchGivesEveryTokenTheTimeAndCountItHadWit
     auto cl100k = embedded("cl100k_base");
     auto o200k = embedded("o200k_base");
     ASSERT_TRUE(cl100k && o200k);
-    const std::vector<std::string> parts = {
-        " The", " quick", " brown", " fox", "'s", " 12345", "\n\n", " naïve", " café",
-        " 日本語", " 😀", "\xFF", "\xE2\x82", "  ", "code(x);", " {", "}\n", " réponse",
-        std::string(300, 'a'), " end."};
+    const std::vector<std::string> parts = {" The",
+                                            " quick",
+                                            " brown",
+                                            " fox",
+                                            "'s",
+                                            " 12345",
+                                            "\n\n",
+                                            " naïve",
+                                            " café",
+                                            " 日本語",
+                                            " 😀",
+                                            "\xFF",
+                                            "\xE2\x82",
+                                            "  ",
+                                            "code(x);",
+                                            " {",
+                                            "}\n",
+                                            " réponse",
+                                            std::string(300, 'a'),
+                                            " end."};
     std::mt19937 rng(11);
     for (int round = 0; round < 60; ++round) {
         std::string content;

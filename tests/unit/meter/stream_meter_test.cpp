@@ -61,7 +61,8 @@ TEST(StreamMeter, ExactTimingsForOneTokenPerChunk) {
     meter.on_chunk(text("ld"), at(125ms));
     meter.on_chunk(text("!"), at(140ms));
     response_chunk usage;
-    usage.usage = protocol::token_usage{12, 4, std::nullopt, std::nullopt, std::nullopt, std::nullopt};
+    usage.usage = protocol::token_usage{
+        12, 4, std::nullopt, std::nullopt, std::nullopt, std::nullopt, std::nullopt, std::nullopt};
     meter.on_chunk(usage, at(141ms));
     meter.on_done_marker(at(141ms));
     auto s = meter.finish(end_reason::upstream_complete, at(142ms));
@@ -146,7 +147,8 @@ TEST(StreamMeter, ExplicitZeroUsageIsNotReplacedByTheCount) {
     meter.on_chunk(text("a"), at(10ms));
     meter.on_chunk(text("b"), at(20ms));
     response_chunk usage;
-    usage.usage = protocol::token_usage{0, 0, std::nullopt, std::nullopt, std::nullopt, std::nullopt};
+    usage.usage = protocol::token_usage{
+        0, 0, std::nullopt, std::nullopt, std::nullopt, std::nullopt, std::nullopt, std::nullopt};
     meter.on_chunk(usage, at(21ms));
     auto s = meter.finish(end_reason::upstream_complete, at(22ms));
     EXPECT_EQ(s.output_tokens, 0u);
@@ -157,10 +159,12 @@ TEST(StreamMeter, ExplicitZeroUsageIsNotReplacedByTheCount) {
 TEST(StreamMeter, LaterUsageReportsMergeFieldByField) {
     stream_meter meter(api_kind::openai_chat_completions, "m", true, at(0ms), &itl_bounds);
     response_chunk first;
-    first.usage = protocol::token_usage{100, std::nullopt, std::nullopt, 20, std::nullopt, std::nullopt};
+    first.usage = protocol::token_usage{100,          std::nullopt, std::nullopt, 20,
+                                        std::nullopt, std::nullopt, std::nullopt, std::nullopt};
     meter.on_chunk(first, at(1ms));
     response_chunk second;
-    second.usage = protocol::token_usage{std::nullopt, 9, 3, std::nullopt, std::nullopt, std::nullopt};
+    second.usage = protocol::token_usage{
+        std::nullopt, 9, 3, std::nullopt, std::nullopt, std::nullopt, std::nullopt, std::nullopt};
     meter.on_chunk(second, at(2ms));
     auto s = meter.finish(end_reason::upstream_complete, at(3ms));
     EXPECT_EQ(s.reported.input_tokens, 100u);
@@ -194,7 +198,8 @@ TEST(StreamMeter, NonStreamedHasNoTokenTimings) {
     stream_meter meter(api_kind::openai_chat_completions, "m", false, at(0ms), &itl_bounds);
     meter.on_response_head(200, at(400ms));
     response_chunk body = text("The whole answer");
-    body.usage = protocol::token_usage{10, 8, std::nullopt, std::nullopt, std::nullopt, std::nullopt};
+    body.usage = protocol::token_usage{
+        10, 8, std::nullopt, std::nullopt, std::nullopt, std::nullopt, std::nullopt, std::nullopt};
     meter.on_chunk(body, at(500ms));
     auto s = meter.finish(end_reason::upstream_complete, at(500ms));
     EXPECT_FALSE(s.time_to_first_token);
@@ -238,8 +243,8 @@ TEST(HistogramBatch, EveryValueLandsWhereABinarySearchPutsIt) {
     std::vector<double> want(itl_bounds.size() + 1, 0.0);
     for (double v : values) {
         batch.observe(v);
-        want[static_cast<std::size_t>(
-            std::lower_bound(itl_bounds.begin(), itl_bounds.end(), v) - itl_bounds.begin())] += 1;
+        want[static_cast<std::size_t>(std::lower_bound(itl_bounds.begin(), itl_bounds.end(), v) -
+                                      itl_bounds.begin())] += 1;
     }
     EXPECT_EQ(batch.bucket_increments(), want);
     EXPECT_EQ(batch.count(), values.size());

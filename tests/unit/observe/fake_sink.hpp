@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "observe/observer.hpp"
+#include "usage/record.hpp"
 
 namespace tokenmeter::observe {
 
@@ -35,5 +36,17 @@ class fake_sink final : public record_sink {
     std::uint64_t durable = 0;
     std::multimap<std::uint64_t, std::function<void()>> waiting;
 };
+
+// The close entries (usage records) the sink holds, decoded.
+inline std::vector<usage::usage_record> closes(const fake_sink& sink) {
+    std::vector<usage::usage_record> out;
+    for (const std::string& line : sink.lines) {
+        auto entry = usage::decode_line(std::string_view(line).substr(0, line.size() - 1));
+        if (entry && entry->kind == usage::entry_kind::close) {
+            out.push_back(entry->record);
+        }
+    }
+    return out;
+}
 
 }  // namespace tokenmeter::observe

@@ -153,18 +153,6 @@ struct fixture {
     }
 };
 
-// The close entries the sink holds, decoded.
-std::vector<usage::usage_record> closes(const fake_sink& sink) {
-    std::vector<usage::usage_record> out;
-    for (const std::string& line : sink.lines) {
-        auto entry = usage::decode_line(std::string_view(line).substr(0, line.size() - 1));
-        if (entry && entry->kind == usage::entry_kind::close) {
-            out.push_back(entry->record);
-        }
-    }
-    return out;
-}
-
 // The sum of every series of a family, with `label` = `value` when a label is given.
 double family_sum(const metrics::registry& registry, const std::string& name,
                   const std::string& label = {}, const std::string& value = {}) {

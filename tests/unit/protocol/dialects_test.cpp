@@ -48,7 +48,7 @@ TEST(Dialects, NamesRoundTrip) {
 
 TEST(Dialects, TableRowsAreDistinctAndNamedOnce) {
     auto table = dialect_table();
-    ASSERT_EQ(table.size(), 18u);
+    ASSERT_EQ(table.size(), 20u);
     for (std::size_t i = 0; i < table.size(); ++i) {
         EXPECT_EQ(find_dialect(table[i]->api), table[i]);
         EXPECT_NE(table[i]->api, api_kind::none);
@@ -64,7 +64,8 @@ TEST(Dialects, TableRowsAreDistinctAndNamedOnce) {
               "openai_chat, openai_completions, openai_responses, anthropic_messages, "
               "tgi_generate, llamacpp_completion, ollama_chat, ollama_generate, gemini_generate, "
               "openai_embeddings, rerank, score, classify, pooling, openai_moderations, "
-              "openai_transcriptions, openai_translations, openai_speech or none");
+              "openai_transcriptions, openai_translations, openai_speech, openai_realtime, "
+              "openai_realtime_transcription or none");
 }
 
 TEST(Routes, RulesOverridePathsInOrder) {
@@ -411,9 +412,8 @@ TEST(Dialects, EachDialectsOutputLimitIsRead) {
     EXPECT_EQ(limit(api_kind::tgi_generate, "/generate",
                     R"({"inputs":"x","parameters":{"max_new_tokens":20}})"),
               20u);
-    EXPECT_EQ(limit(api_kind::llamacpp_completion, "/completion",
-                    R"({"prompt":"x","n_predict":9})"),
-              9u);
+    EXPECT_EQ(
+        limit(api_kind::llamacpp_completion, "/completion", R"({"prompt":"x","n_predict":9})"), 9u);
     // llama.cpp's -1 (no limit), a string, or nothing: no limit named.
     EXPECT_FALSE(limit(api_kind::llamacpp_completion, "/completion", R"({"n_predict":-1})"));
     EXPECT_FALSE(limit(api_kind::anthropic_messages, "/v1/messages", R"({"max_tokens":"9"})"));

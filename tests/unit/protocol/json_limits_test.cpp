@@ -9,6 +9,7 @@
 
 #include "protocol/dialect.hpp"
 #include "protocol/dialects.hpp"
+#include "protocol/realtime.hpp"
 
 namespace tokenmeter::protocol {
 namespace {
@@ -76,6 +77,11 @@ TEST(JsonLimits, DeepResponseEventsAreParseErrors) {
     for (const dialect* d : dialect_table()) {
         api_kind api = d->api;
         auto adapter = make_adapter(api);
+        if (!adapter) {
+            // A tunnel's API reads no body: its session reads whole messages (realtime_test).
+            EXPECT_TRUE(is_tunnel_api(api)) << to_string(api);
+            continue;
+        }
         counting_sink sink;
         adapter->on_body(deep, core::time_point{}, sink);
         EXPECT_EQ(sink.errors, 1) << to_string(api);
