@@ -222,14 +222,21 @@ class metering_exchange final : public exchange_observer,
         const tokenizer::selection chosen = parts_.tokenizers != nullptr
                                                 ? parts_.tokenizers->for_model(facts.info.model)
                                                 : tokenizer::selection{};
+        const bool ask = !facts.admitted_already;
         if (parts_.shared != nullptr && !state_.tenant.empty() &&
             parts_.shared->covers(state_.tenant)) {
             state_.shared = true;
-            state_.estimate =
-                reservation_for(chosen.native, facts.info, options_.default_output_reservation,
-                                reservation_count_bytes());
             slot_ = std::make_shared<admission_slot>();
-        } else if (parts_.throughput != nullptr && !state_.tenant.empty() &&
+            if (ask) {
+                state_.estimate =
+                    reservation_for(chosen.native, facts.info, options_.default_output_reservation,
+                                    reservation_count_bytes());
+            } else {
+                // Nothing reserved: its whole count is settled with the store at its end.
+                slot_->admitted = true;
+                slot_->decided.store(true, std::memory_order_release);
+            }
+        } else if (ask && parts_.throughput != nullptr && !state_.tenant.empty() &&
                    parts_.throughput->limits(state_.tenant)) {
             state_.estimate =
                 reservation_for(chosen.native, facts.info, options_.default_output_reservation,
@@ -239,7 +246,9 @@ class metering_exchange final : public exchange_observer,
             exchange_.use_encoders({chosen.native, chosen.reference}, options_.input_counting,
                                    std::move(facts.info.prompt_text));
         }
-        admit_tenant();
+        if (ask) {
+            admit_tenant();
+        }
         if (parts_.tasks != nullptr && facts.api != protocol::api_kind::none) {
             task_state task = parts_.tasks->begin(facts.header, facts.info.model, facts.received);
             if (!task.task.empty()) {

@@ -67,6 +67,9 @@ struct request_facts {
     header_lookup header;
     core::trace_context trace;  // the trace the upstream's traceparent carries
     bool model_cut = false;  // info.model was cut to usage::max_model_bytes (set by the observer)
+    // A response the server is already giving (a tunnel's): admission is not asked (it cannot
+    // be refused), and its tokens are charged to the tenant at its end.
+    bool admitted_already = false;
 };
 
 // A request the proxy answered itself before it was forwarded or metered (malformed, too large

@@ -40,7 +40,7 @@ class tunnel_requests {
     }
 
     // One request, asked for at `start` and answered from `at`. Admission cannot refuse what
-    // the server is already giving: the tenant's bucket is charged at its end all the same.
+    // the server is already giving (admitted_already): the tenant is charged at its end.
     std::unique_ptr<exchange_observer> begin(protocol::api_kind api, protocol::request_info info,
                                              core::time_point start, core::time_point at) {
         ++requests_;
@@ -57,6 +57,7 @@ class tunnel_requests {
         facts.client = client_;
         facts.received = start;
         facts.trace = trace_;
+        facts.admitted_already = true;
         facts.header = [this, request_id](std::string_view name) -> std::string_view {
             if (name == "x-request-id") {
                 return request_id;

@@ -10,12 +10,14 @@
 #include <vector>
 
 #include "fake_sink.hpp"
+#include "metrics/billing.hpp"
 #include "metrics/registry.hpp"
 #include "observe/guarded_observer.hpp"
 #include "observe/metering_observer.hpp"
 #include "tokenizer/catalog.hpp"
 #include "usage/record.hpp"
 #include "usage/tenant.hpp"
+#include "usage/throughput.hpp"
 
 namespace tokenmeter::observe {
 namespace {
@@ -23,7 +25,8 @@ namespace {
 using namespace std::chrono_literals;
 
 struct session_fixture {
-    session_fixture() {
+    // tokens_per_second: tenant "acme" has a provisioned rate, enforced.
+    explicit session_fixture(double tokens_per_second = 0) {
         usage::tenant_options tenant_settings;
         tenant_settings.source = usage::tenant_source::header;
         tenants = std::make_unique<usage::tenant_resolver>(tenant_settings, "");
@@ -31,9 +34,18 @@ struct session_fixture {
         catalog.reference = "o200k_base";
         catalog.search_dirs = {"/nonexistent/tokenmeter-realtime-test"};
         tokenizers = tokenizer::catalog::load(catalog).value;
+        usage::throughput_options limits;
+        if (tokens_per_second > 0) {
+            limits.enforce = true;
+            limits.rates["acme"] = tokens_per_second;
+        }
+        throughput = std::make_unique<usage::provisioned_throughput>(limits);
+        metrics::billing_options billing_settings;
+        billing_settings.tenants_on = true;
+        billing = std::make_unique<metrics::billing_metrics>(registry, billing_settings);
         metering_parts parts{&registry,     tokenizers.get(),
-                             tenants.get(), nullptr,
-                             &ids,          nullptr,
+                             tenants.get(), throughput.get(),
+                             &ids,          billing.get(),
                              &sink,         [] { return std::int64_t{1'700'000'000'000}; }};
         inner = std::make_unique<metering_observer>(parts, metering_options{});
         guarded = std::make_unique<guarded_observer>(
@@ -91,6 +103,8 @@ struct session_fixture {
     core::manual_clock clock{core::time_point{} + 1000s};
     metrics::registry registry{metrics::registry_options{}};
     std::unique_ptr<usage::tenant_resolver> tenants;
+    std::unique_ptr<usage::provisioned_throughput> throughput;
+    std::unique_ptr<metrics::billing_metrics> billing;
     std::shared_ptr<const tokenizer::catalog> tokenizers;
     usage::id_generator ids{1, 1};
     fake_sink sink;
@@ -396,6 +410,34 @@ TEST(ResponsesWebSocket, AnAskNeverAnsweredBillsNothing) {
     EXPECT_EQ(f.counter("tokenmeter_parse_errors_total",
                         {{"api", "openai_responses"}, {"reason", "invalid_json"}}),
               1);
+}
+
+TEST(RealtimeSession, ATenantInDebtIsChargedNeverRefused) {
+    session_fixture f(10);  // "acme": 10 tokens per second, enforced
+    auto t = f.open();
+    for (int i = 1; i <= 2; ++i) {
+        const std::string id = "r" + std::to_string(i);
+        f.server(*t, R"({"type":"response.created","response":{"id":")" + id + R"("}})");
+        f.server(
+            *t, R"({"type":"response.done","response":{"id":")" + id +
+                    R"(","status":"completed","usage":{"input_tokens":500,"output_tokens":500}}})");
+    }
+    const auto records = f.closes();
+    ASSERT_EQ(records.size(), 2u);
+    EXPECT_EQ(records[1].outcome, "complete") << "a response under way is not refused";
+    EXPECT_EQ(records[1].tenant, "acme");
+    EXPECT_EQ(f.counter("tokenmeter_tenant_rate_limited_total", {}), 0);
+    EXPECT_EQ(f.counter("tokenmeter_tenant_tokens_total", {{"tenant", "acme"}}), 2000);
+    // Both responses are in the bucket: the tenant's next HTTP request meets the debt.
+    request_facts next;
+    next.api = protocol::api_kind::openai_chat_completions;
+    next.info.model = "m";
+    next.received = f.clock.now();
+    next.header = [](std::string_view name) -> std::string_view {
+        return name == "x-tenant-id" ? "acme" : "";
+    };
+    EXPECT_FALSE(f.guarded->begin(std::move(next))->admitted().admitted);
+    EXPECT_EQ(f.counter("tokenmeter_tenant_rate_limited_total", {}), 1);
 }
 
 TEST(RealtimeSession, AnUnmeteredTunnelHasNoSession) {
