@@ -9,7 +9,7 @@
 #      threaded test of core::shared_snapshot), running the tests where threads meet (label
 #      tsan); any race report fails the stage;
 #   4. the request-path, upstream-response-head, upstream-body-decoder, WebSocket-frame,
-#      spool-reader and Redis-reply fuzzers (clang, libFuzzer), 45 s each
+#      spool-reader, Redis-reply and realtime-event fuzzers (clang, libFuzzer), 45 s each
 #      (TOKENMETER_FUZZ_SECONDS), after replaying their seed corpora.
 # Set TOKENMETER_SKIP_SANITIZE=1 to run only the first stage.
 set -euo pipefail
@@ -100,7 +100,8 @@ if [[ "${TOKENMETER_SKIP_SANITIZE:-0}" != 1 ]]; then
     fi
 
     fuzz_seconds="${TOKENMETER_FUZZ_SECONDS:-45}"
-    for target in request_fuzz response_head_fuzz body_decoder_fuzz ws_frame_fuzz spool_fuzz resp_fuzz; do
+    for target in request_fuzz response_head_fuzz body_decoder_fuzz ws_frame_fuzz spool_fuzz resp_fuzz \
+        realtime_event_fuzz; do
         step "fuzzing $target for ${fuzz_seconds} s (tests/fuzz/run.sh)"
         TOKENMETER_FUZZ_BUILD_DIR="$fuzz_dir" TOKENMETER_FUZZ_TARGET="$target" \
             "$root/tests/fuzz/run.sh" "$fuzz_seconds" 2>&1 | tail -n 12

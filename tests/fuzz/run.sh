@@ -7,7 +7,8 @@
 #
 # Environment: TOKENMETER_FUZZ_TARGET (sse_parser_fuzz, the default, ndjson_parser_fuzz,
 # dialect_stream_fuzz, tokenizer_fuzz, request_fuzz, response_head_fuzz, json_walk_fuzz,
-# body_decoder_fuzz, ws_frame_fuzz, openai_chunk_fuzz, spool_fuzz or resp_fuzz),
+# body_decoder_fuzz, ws_frame_fuzz, openai_chunk_fuzz, spool_fuzz, resp_fuzz or
+# realtime_event_fuzz),
 # TOKENMETER_FUZZ_BUILD_DIR (default build-fuzz), CXX_FUZZ (default clang++-14 or clang++).
 set -euo pipefail
 
@@ -51,6 +52,7 @@ case "$target" in
     ws_frame_fuzz) seeds=ws_frame; dict=() ;;
     spool_fuzz) seeds=spool; dict=() ;;
     resp_fuzz) seeds=resp; dict=() ;;
+    realtime_event_fuzz) seeds=realtime; dict=() ;;
     *) echo "unknown TOKENMETER_FUZZ_TARGET $target" >&2; exit 2 ;;
 esac
 cmake --build "$build" --target "$target" -j2
