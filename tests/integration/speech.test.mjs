@@ -108,7 +108,10 @@ test('speech: audio passed on unchanged, input counted from the text, output unk
   assert.equal(bad.status, 400, bad.body.toString());
   assert.ok(JSON.parse(bad.body.toString()).error);
 
-  const m = await waitMetrics(proxy, (x) => x.value('tokenmeter_requests_total', { api: 'openai_speech' }) >= 3);
+  // Each request's series are recorded at its end, which may follow its record on disk.
+  const m = await waitMetrics(proxy, (x) =>
+    x.value('tokenmeter_parse_errors_total', { api: 'openai_speech', reason: 'invalid_json' }) >= 1 &&
+    x.value('tokenmeter_tokens_total', { model: 'tts-m', type: 'output' }) >= 240);
   assert.equal(m.value('tokenmeter_parse_errors_total', { api: 'openai_speech', reason: 'invalid_json' }), 1);
   assert.equal(m.value('tokenmeter_tokens_total', { model: 'tts-m', type: 'output' }), 240);
 });

@@ -184,7 +184,9 @@ test('a real Prometheus stores the traced request\'s exemplar and returns its tr
   const duration = found.tokenmeter_request_duration_seconds_bucket;
   assert.equal(duration.e.labels.span_id, traced.parent, 'the proxy\'s span, as the upstream got it');
   assert.equal(duration.series.model, 'llama');
-  assert.ok(Number(duration.e.value) >= 0.02, `the request took at least its 20 ms gap: ${duration.e.value}`);
+  // The same margin as the gap below: the two processes' timers and wake-ups on a loaded host
+  // measured 19.94 ms for this 20 ms gap once; a request without the gap takes about 1 ms.
+  assert.ok(Number(duration.e.value) >= 0.015, `the request took its 20 ms gap: ${duration.e.value}`);
   const itl = found.tokenmeter_inter_token_latency_seconds_bucket;
   assert.ok(Number(itl.e.value) >= 0.015, `the gap between the tokens: ${itl.e.value}`);
   assert.ok(Number(duration.e.value) <= Number(duration.series.le === '+Inf' ? Infinity : duration.series.le));
