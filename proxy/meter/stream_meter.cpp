@@ -119,6 +119,9 @@ void stream_meter::merge_usage(const protocol::token_usage& usage) {
     if (usage.output_audio_tokens) {
         merged.output_audio_tokens = usage.output_audio_tokens;
     }
+    if (usage.audio_seconds) {
+        merged.audio_seconds = usage.audio_seconds;
+    }
 }
 
 void stream_meter::use_encoders(encoders which) {

@@ -5,9 +5,11 @@
 // vLLM's chat-completion-like chunks (choices[].delta.content, a final usage).
 //
 // Usage rule: usage.input_tokens / output_tokens (OpenAI's "type": "tokens"), else
-// prompt_tokens / completion_tokens (vLLM). A usage of "type": "duration" (seconds of audio)
-// carries no token count. The audio is not text: without a report the input is unknown, never a
-// count of 0.
+// prompt_tokens / completion_tokens (vLLM); usage.input_token_details.audio_tokens is the audio
+// part of the input. A usage of "type": "duration" carries no token count: its seconds of audio
+// are kept (token_usage::audio_seconds). The audio is not text: without a report the input is
+// unknown, never a count of 0.
+#include <cmath>
 #include <optional>
 #include <string>
 
@@ -147,6 +149,12 @@ class audio_adapter final : public json_document_adapter, private json_visitor {
         if (seen_.output) {
             out_->usage_ref().output_tokens = seen_.output;
         }
+        if (seen_.input_audio) {
+            out_->usage_ref().input_audio_tokens = seen_.input_audio;
+        }
+        if (seen_.seconds && seen_.duration) {
+            out_->usage_ref().audio_seconds = seen_.seconds;
+        }
         sink.on_chunk(out_->chunk(), at);
     }
 
@@ -162,7 +170,9 @@ class audio_adapter final : public json_document_adapter, private json_visitor {
     }
 
     void on_string(const json_path& path, std::string_view value) override {
-        if (path.is({"type"})) {
+        if (path.is({"usage", "type"})) {
+            seen_.duration = value == "duration";
+        } else if (path.is({"type"})) {
             seen_.known = seen_.known || value.starts_with("transcript.text.");
             seen_.delta_event = value == "transcript.text.delta";
             if (value == "error") {
@@ -186,12 +196,27 @@ class audio_adapter final : public json_document_adapter, private json_visitor {
             seen_.input = value;
         } else if (path.is({"usage", "output_tokens"}) || path.is({"usage", "completion_tokens"})) {
             seen_.output = value;
+        } else if (path.is({"usage", "input_token_details", "audio_tokens"})) {
+            seen_.input_audio = value;
+        } else if (path.is({"usage", "seconds"})) {
+            seen_.seconds = static_cast<double>(value);
+        }
+    }
+
+    void on_fraction(const json_path& path, double value) override {
+        // Seconds of audio are the one fractional usage figure; a negative or non-finite one
+        // (Python's json writes Infinity) is no figure at all.
+        if (path.is({"usage", "seconds"}) && std::isfinite(value) && value >= 0.0) {
+            seen_.seconds = value;
         }
     }
 
     struct findings {
         std::optional<std::uint64_t> input;
         std::optional<std::uint64_t> output;
+        std::optional<std::uint64_t> input_audio;
+        std::optional<double> seconds;
+        bool duration = false;  // usage of "type": "duration"
         bool root_object = false;
         bool known = false;
         bool delta_event = false;

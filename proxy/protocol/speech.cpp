@@ -114,6 +114,8 @@ class speech_adapter final : public json_document_adapter, private json_visitor 
         if (seen_.input || seen_.output) {
             out_->usage_ref().input_tokens = seen_.input;
             out_->usage_ref().output_tokens = seen_.output;
+            // Everything spoken is audio: the output is all audio tokens.
+            out_->usage_ref().output_audio_tokens = seen_.output;
         }
         // Audio is not text: the chunk carries none (role_only), so no token is counted from it.
         sink.on_chunk(out_->chunk(), at);

@@ -99,6 +99,9 @@ struct token_usage {
     // Audio tokens, a part of input and of output (OpenAI Realtime's *_token_details).
     std::optional<std::uint64_t> input_audio_tokens;
     std::optional<std::uint64_t> output_audio_tokens;
+    // Seconds of audio the server bills (a transcription's usage of "type": "duration"): not a
+    // token count, kept beside them. Finite and not negative.
+    std::optional<double> audio_seconds;
 };
 
 // One decoded unit of a response: a streamed chunk, or the whole of a non-streamed body.

@@ -25,12 +25,17 @@ void put_count(json& j, const char* value_key, const char* source_key, const tok
     j[source_key] = to_string(c.source);
 }
 
-std::optional<double> ttft_of(const json& j) {
-    auto it = j.find("ttft_s");
+// A member that is a number, else nothing.
+std::optional<double> number_of(const json& j, const char* key) {
+    auto it = j.find(key);
     if (it == j.end() || !it->is_number()) {
         return std::nullopt;
     }
     return it->get<double>();
+}
+
+std::optional<double> ttft_of(const json& j) {
+    return number_of(j, "ttft_s");
 }
 
 token_count get_count(const json& j, const char* value_key, const char* source_key) {
@@ -120,6 +125,9 @@ json record_json(const usage_record& r) {
     }
     if (r.output_audio.value) {
         put_count(j, "output_audio_tokens", "output_audio_source", r.output_audio);
+    }
+    if (r.audio_seconds) {
+        j["audio_seconds"] = round_micros(*r.audio_seconds);
     }
     j["outcome"] = r.outcome;
     j["status"] = r.status;
@@ -310,6 +318,9 @@ std::optional<spool_entry> decode_entry(std::string_view line) {
         r.cache_write_1h = get_count(j, "cache_write_1h_tokens", "cache_write_1h_source");
         r.input_audio = get_count(j, "input_audio_tokens", "input_audio_source");
         r.output_audio = get_count(j, "output_audio_tokens", "output_audio_source");
+        if (auto seconds = number_of(j, "audio_seconds"); seconds && *seconds >= 0.0) {
+            r.audio_seconds = seconds;
+        }
         r.outcome = outcome;
         r.status = get_int(j, "status");
         // A record written before "served" existed: a rejected request was the only unserved one.
@@ -355,6 +366,9 @@ usage_record make_record(const open_info& open, const meter::request_summary& s,
     r.cache_write_1h = counts.cache_write_1h;
     r.input_audio = counts.input_audio;
     r.output_audio = counts.output_audio;
+    if (counts.served) {
+        r.audio_seconds = s.reported.audio_seconds;  // a request never served bills nothing
+    }
     r.outcome = std::string(meter::to_string(s.result));
     r.status = s.status;
     r.served = counts.served;

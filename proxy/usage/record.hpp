@@ -54,6 +54,8 @@ struct usage_record {
     token_count cache_write_1h;  // the part of the cache writes kept for an hour
     token_count input_audio;     // audio tokens, a part of input (written only when known)
     token_count output_audio;    // audio tokens, a part of output (written only when known)
+    // Seconds of audio the server reported billing (written only when known and served).
+    std::optional<double> audio_seconds;
     std::string outcome;  // complete, client_cancel, upstream_error, upstream_truncated, rejected,
                           // crash_recovered
     int status = 0;       // status code the client got (0: none)

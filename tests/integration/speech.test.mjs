@@ -94,6 +94,7 @@ test('speech: audio passed on unchanged, input counted from the text, output unk
   assert.equal(streamed.input_source, 'reported');
   assert.equal(streamed.output_tokens, 120);
   assert.equal(streamed.output_source, 'reported');
+  assert.equal(streamed.output_audio_tokens, 120, 'everything spoken is audio');
 
   // A broken event is forwarded unchanged and counted; the usage after it still bills.
   const broken = await request({ port: proxy.port, path: '/v1/audio/speech',

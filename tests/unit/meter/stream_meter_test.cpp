@@ -61,8 +61,7 @@ TEST(StreamMeter, ExactTimingsForOneTokenPerChunk) {
     meter.on_chunk(text("ld"), at(125ms));
     meter.on_chunk(text("!"), at(140ms));
     response_chunk usage;
-    usage.usage = protocol::token_usage{
-        12, 4, std::nullopt, std::nullopt, std::nullopt, std::nullopt, std::nullopt, std::nullopt};
+    usage.usage = protocol::token_usage{.input_tokens = 12, .output_tokens = 4};
     meter.on_chunk(usage, at(141ms));
     meter.on_done_marker(at(141ms));
     auto s = meter.finish(end_reason::upstream_complete, at(142ms));
@@ -147,8 +146,7 @@ TEST(StreamMeter, ExplicitZeroUsageIsNotReplacedByTheCount) {
     meter.on_chunk(text("a"), at(10ms));
     meter.on_chunk(text("b"), at(20ms));
     response_chunk usage;
-    usage.usage = protocol::token_usage{
-        0, 0, std::nullopt, std::nullopt, std::nullopt, std::nullopt, std::nullopt, std::nullopt};
+    usage.usage = protocol::token_usage{.input_tokens = 0, .output_tokens = 0};
     meter.on_chunk(usage, at(21ms));
     auto s = meter.finish(end_reason::upstream_complete, at(22ms));
     EXPECT_EQ(s.output_tokens, 0u);
@@ -198,8 +196,7 @@ TEST(StreamMeter, NonStreamedHasNoTokenTimings) {
     stream_meter meter(api_kind::openai_chat_completions, "m", false, at(0ms), &itl_bounds);
     meter.on_response_head(200, at(400ms));
     response_chunk body = text("The whole answer");
-    body.usage = protocol::token_usage{
-        10, 8, std::nullopt, std::nullopt, std::nullopt, std::nullopt, std::nullopt, std::nullopt};
+    body.usage = protocol::token_usage{.input_tokens = 10, .output_tokens = 8};
     meter.on_chunk(body, at(500ms));
     auto s = meter.finish(end_reason::upstream_complete, at(500ms));
     EXPECT_FALSE(s.time_to_first_token);

@@ -37,8 +37,7 @@ meter::request_summary streamed_summary(const std::vector<double>* itl, std::str
     m.on_chunk(chunk, core::time_point{} + 120ms);
     m.on_chunk(chunk, core::time_point{} + 140ms);
     protocol::response_chunk usage;
-    usage.usage = protocol::token_usage{
-        7, 3, std::nullopt, std::nullopt, std::nullopt, std::nullopt, std::nullopt, std::nullopt};
+    usage.usage = protocol::token_usage{.input_tokens = 7, .output_tokens = 3};
     m.on_chunk(usage, core::time_point{} + 141ms);
     return m.finish(meter::end_reason::upstream_complete, core::time_point{} + 150ms);
 }

@@ -120,6 +120,8 @@ TEST(AudioResponse, OpenAiStreamTtftAndUsage) {
     const auto billed = meter::billed(s);
     EXPECT_EQ(billed.input, (meter::token_count{14, meter::token_source::reported}));
     EXPECT_EQ(billed.output, (meter::token_count{3, meter::token_source::reported}));
+    EXPECT_EQ(billed.input_audio, (meter::token_count{14, meter::token_source::reported}));
+    EXPECT_FALSE(s.reported.audio_seconds);
 }
 
 TEST(AudioResponse, VllmStreamAndWholeBodies) {
@@ -141,6 +143,19 @@ TEST(AudioResponse, VllmStreamAndWholeBodies) {
     EXPECT_FALSE(seconds.time_to_first_token);
     EXPECT_EQ(seconds.output_chars, 13U);
     EXPECT_FALSE(meter::billed(seconds).input.value);
+    ASSERT_TRUE(seconds.reported.audio_seconds);
+    EXPECT_DOUBLE_EQ(*seconds.reported.audio_seconds, 9.0);
+    auto fraction = run(false, "application/json",
+                        {R"({"text":"a","usage":{"seconds":2.25,"type":"duration"}})"});
+    ASSERT_TRUE(fraction.reported.audio_seconds);
+    EXPECT_DOUBLE_EQ(*fraction.reported.audio_seconds, 2.25);
+    // Seconds under a usage that is not a duration, or negative: no figure.
+    EXPECT_FALSE(run(false, "application/json",
+                     {R"({"text":"a","usage":{"type":"tokens","seconds":3,"input_tokens":1}})"})
+                     .reported.audio_seconds);
+    EXPECT_FALSE(run(false, "application/json",
+                     {R"({"text":"a","usage":{"type":"duration","seconds":-3.5}})"})
+                     .reported.audio_seconds);
 
     auto error = run(false, "application/json", {R"({"error":{"message":"bad audio"}})"});
     EXPECT_TRUE(error.stream_error);

@@ -73,6 +73,7 @@ TEST(SpeechResponse, StreamedUsageIsReported) {
     const auto billed = meter::billed(s);
     EXPECT_EQ(billed.input, (meter::token_count{14, meter::token_source::reported}));
     EXPECT_EQ(billed.output, (meter::token_count{101, meter::token_source::reported}));
+    EXPECT_EQ(billed.output_audio, (meter::token_count{101, meter::token_source::reported}));
 }
 
 TEST(SpeechResponse, AudioOutWithoutAReportIsUnknownNeverZero) {

@@ -156,6 +156,37 @@ TEST(UsageRecord, MakeRecordCarriesTheSummary) {
     EXPECT_EQ(r.request_id, "r");
 }
 
+TEST(UsageRecord, AudioSecondsAreWrittenWhenReportedAndServedOnly) {
+    meter::request_summary s;
+    s.api = protocol::api_kind::openai_transcriptions;
+    s.status = 200;
+    s.result = meter::outcome::complete;
+    s.upstream_received = true;
+    s.reported.audio_seconds = 9.5;
+    open_info o{"id1", "t",  "w", "openai_transcriptions", "/v1/audio/transcriptions",
+                "",    1000, true};
+    auto r = make_record(o, s, meter::billed(s), 3000);
+    ASSERT_TRUE(r.audio_seconds);
+    const std::string line = encode_close(r);
+    EXPECT_NE(line.find("\"audio_seconds\":9.5"), std::string::npos) << line;
+    auto e = decode_line(std::string_view(line).substr(0, line.size() - 1));
+    ASSERT_TRUE(e);
+    ASSERT_TRUE(e->record.audio_seconds);
+    EXPECT_DOUBLE_EQ(*e->record.audio_seconds, 9.5);
+
+    // Never served: nothing billed, no seconds either.
+    s.upstream_received = false;
+    EXPECT_FALSE(make_record(o, s, meter::billed(s), 3000).audio_seconds);
+    // Without a report the field is absent, and a hostile spool line's negative or
+    // non-number seconds are not read.
+    EXPECT_EQ(encode_close(sample()).find("audio_seconds"), std::string::npos);
+    std::string hostile = encode_close(r);
+    hostile.replace(hostile.find("9.5"), 3, "-4");
+    auto h = decode_line(std::string_view(hostile).substr(0, hostile.size() - 1));
+    ASSERT_TRUE(h);
+    EXPECT_FALSE(h->record.audio_seconds);
+}
+
 TEST(UsageRecord, RecoveredRecordKeepsIdAndLastCheckpoint) {
     open_info o{"id1", "t", "m", "openai_chat", "/v1/chat/completions", "", 1000, true};
     checkpoint_info c{"id1", 4000, 200, 0.2, {}, {40, token_source::counted}};
@@ -190,8 +221,8 @@ TEST(UsageIds, UniqueAcrossGeneratorsAndCalls) {
 // A spool line is read from disk, hostile like a socket: a field of the wrong type, a number out
 // of range or nonsense makes the line malformed (nullopt), never an exception.
 TEST(UsageRecord, LinesWithFieldsOfTheWrongTypeAreMalformedNotThrown) {
-    const std::string open_line = encode_open(open_info{"id1", "t", "m", "openai_chat", "/r", "", 0,
-                                                        true});
+    const std::string open_line =
+        encode_open(open_info{"id1", "t", "m", "openai_chat", "/r", "", 0, true});
     const std::string close_line = encode_close(sample());
     for (std::string line : {open_line, close_line}) {
         line.pop_back();  // the newline
@@ -208,11 +239,11 @@ TEST(UsageRecord, LinesWithFieldsOfTheWrongTypeAreMalformedNotThrown) {
             EXPECT_FALSE(e->kind == entry_kind::open ? e->open.streamed : e->record.streamed);
         }
     }
-    for (const char* bad : {R"({"v":1,"type":"close","id":"x","start":7})",
-                            R"({"v":1e999,"type":"close"})",
-                            R"({"v":1,"type":"close","id":"x","start":"2026-01-01","end":"2026-01-01",)"
-                            R"("outcome":"complete","status":99999999999999,"cost":1e308,"currency":"USD"})",
-                            R"({"v":1,"type":["open"],"id":{"a":1}})", "[1,2]", "\"str\"", ""}) {
+    for (const char* bad :
+         {R"({"v":1,"type":"close","id":"x","start":7})", R"({"v":1e999,"type":"close"})",
+          R"({"v":1,"type":"close","id":"x","start":"2026-01-01","end":"2026-01-01",)"
+          R"("outcome":"complete","status":99999999999999,"cost":1e308,"currency":"USD"})",
+          R"({"v":1,"type":["open"],"id":{"a":1}})", "[1,2]", "\"str\"", ""}) {
         EXPECT_NO_THROW((void)decode_line(bad)) << bad;
     }
 }
