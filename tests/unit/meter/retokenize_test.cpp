@@ -273,7 +273,9 @@ TEST_P(Retokenize, WithoutNativeTheReportedCountBeatsTheReferenceForTiming) {
     meter.on_chunk(text("abc"), at(10ms));
     meter.on_chunk(text(" de"), at(20ms));
     response_chunk usage;
-    usage.usage = protocol::token_usage{.input_tokens = 5, .output_tokens = 2};
+    usage.usage.emplace();
+    usage.usage->input_tokens = 5;
+    usage.usage->output_tokens = 2;
     meter.on_chunk(usage, at(21ms));
     auto s = meter.finish(end_reason::upstream_complete, at(22ms));
     EXPECT_EQ(*s.normalized_output_tokens, 6u);

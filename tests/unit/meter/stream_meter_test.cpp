@@ -61,7 +61,9 @@ TEST(StreamMeter, ExactTimingsForOneTokenPerChunk) {
     meter.on_chunk(text("ld"), at(125ms));
     meter.on_chunk(text("!"), at(140ms));
     response_chunk usage;
-    usage.usage = protocol::token_usage{.input_tokens = 12, .output_tokens = 4};
+    usage.usage.emplace();
+    usage.usage->input_tokens = 12;
+    usage.usage->output_tokens = 4;
     meter.on_chunk(usage, at(141ms));
     meter.on_done_marker(at(141ms));
     auto s = meter.finish(end_reason::upstream_complete, at(142ms));
@@ -146,7 +148,9 @@ TEST(StreamMeter, ExplicitZeroUsageIsNotReplacedByTheCount) {
     meter.on_chunk(text("a"), at(10ms));
     meter.on_chunk(text("b"), at(20ms));
     response_chunk usage;
-    usage.usage = protocol::token_usage{.input_tokens = 0, .output_tokens = 0};
+    usage.usage.emplace();
+    usage.usage->input_tokens = 0;
+    usage.usage->output_tokens = 0;
     meter.on_chunk(usage, at(21ms));
     auto s = meter.finish(end_reason::upstream_complete, at(22ms));
     EXPECT_EQ(s.output_tokens, 0u);
@@ -157,12 +161,14 @@ TEST(StreamMeter, ExplicitZeroUsageIsNotReplacedByTheCount) {
 TEST(StreamMeter, LaterUsageReportsMergeFieldByField) {
     stream_meter meter(api_kind::openai_chat_completions, "m", true, at(0ms), &itl_bounds);
     response_chunk first;
-    first.usage = protocol::token_usage{100,          std::nullopt, std::nullopt, 20,
-                                        std::nullopt, std::nullopt, std::nullopt, std::nullopt};
+    first.usage.emplace();
+    first.usage->input_tokens = 100;
+    first.usage->cached_input_tokens = 20;
     meter.on_chunk(first, at(1ms));
     response_chunk second;
-    second.usage = protocol::token_usage{
-        std::nullopt, 9, 3, std::nullopt, std::nullopt, std::nullopt, std::nullopt, std::nullopt};
+    second.usage.emplace();
+    second.usage->output_tokens = 9;
+    second.usage->reasoning_tokens = 3;
     meter.on_chunk(second, at(2ms));
     auto s = meter.finish(end_reason::upstream_complete, at(3ms));
     EXPECT_EQ(s.reported.input_tokens, 100u);
@@ -196,7 +202,9 @@ TEST(StreamMeter, NonStreamedHasNoTokenTimings) {
     stream_meter meter(api_kind::openai_chat_completions, "m", false, at(0ms), &itl_bounds);
     meter.on_response_head(200, at(400ms));
     response_chunk body = text("The whole answer");
-    body.usage = protocol::token_usage{.input_tokens = 10, .output_tokens = 8};
+    body.usage.emplace();
+    body.usage->input_tokens = 10;
+    body.usage->output_tokens = 8;
     meter.on_chunk(body, at(500ms));
     auto s = meter.finish(end_reason::upstream_complete, at(500ms));
     EXPECT_FALSE(s.time_to_first_token);

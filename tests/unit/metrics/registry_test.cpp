@@ -37,7 +37,9 @@ meter::request_summary streamed_summary(const std::vector<double>* itl, std::str
     m.on_chunk(chunk, core::time_point{} + 120ms);
     m.on_chunk(chunk, core::time_point{} + 140ms);
     protocol::response_chunk usage;
-    usage.usage = protocol::token_usage{.input_tokens = 7, .output_tokens = 3};
+    usage.usage.emplace();
+    usage.usage->input_tokens = 7;
+    usage.usage->output_tokens = 3;
     m.on_chunk(usage, core::time_point{} + 141ms);
     return m.finish(meter::end_reason::upstream_complete, core::time_point{} + 150ms);
 }
@@ -368,8 +370,8 @@ TEST(Registry, ReasoningCachedInputContentTtftAndParseErrorReasons) {
     answer.content = "yes";
     m.on_chunk(answer, core::time_point{} + 2500ms);
     protocol::response_chunk usage;
-    usage.usage = protocol::token_usage{120,          40,           30,           100,
-                                        std::nullopt, std::nullopt, std::nullopt, std::nullopt};
+    usage.usage = protocol::token_usage{
+        120, 40, 30, 100, std::nullopt, std::nullopt, std::nullopt, std::nullopt, std::nullopt};
     m.on_chunk(usage, core::time_point{} + 2501ms);
     m.on_parse_error(protocol::parse_error::unknown_event);
     m.on_parse_error(protocol::parse_error::invalid_json);

@@ -38,7 +38,8 @@ meter::request_summary streamed(const registry& r, const std::string& model,
         usage.usage = protocol::token_usage{*input_tokens, static_cast<std::uint64_t>(tokens),
                                             std::nullopt,  std::nullopt,
                                             std::nullopt,  std::nullopt,
-                                            std::nullopt,  std::nullopt};
+                                            std::nullopt,  std::nullopt,
+                                            std::nullopt};
         m.on_chunk(usage, at);
     }
     return m.finish(meter::end_reason::upstream_complete, at);

@@ -109,16 +109,18 @@ TEST(Sums, EveryFamilySumsToAKnownTotal) {
     using protocol::api_kind;
     std::vector<meter::request_summary> forwarded;
     // Reported usage, and both tokenizers too (they disagree with the report: a mismatch).
-    auto a = streamed(r, api_kind::openai_chat_completions, "llama", 100ms, 20ms, 5,
-                      protocol::token_usage{7, 5, std::nullopt, std::nullopt, std::nullopt,
-                                            std::nullopt, std::nullopt, std::nullopt});
+    auto a =
+        streamed(r, api_kind::openai_chat_completions, "llama", 100ms, 20ms, 5,
+                 protocol::token_usage{7, 5, std::nullopt, std::nullopt, std::nullopt, std::nullopt,
+                                       std::nullopt, std::nullopt, std::nullopt});
     a.native_output_tokens = 9;
     a.normalized_output_tokens = 6;
     a.normalized_input_tokens = 8;
     forwarded.push_back(a);
     // Reasoning, cache reads and cache writes, reported; slow first token (a bad TTFT verdict).
-    auto b = streamed(r, api_kind::anthropic_messages, "claude", 900ms, 40ms, 4,
-                      protocol::token_usage{120, 40, 30, 100, 15, 5, std::nullopt, std::nullopt});
+    auto b = streamed(
+        r, api_kind::anthropic_messages, "claude", 900ms, 40ms, 4,
+        protocol::token_usage{120, 40, 30, 100, 15, 5, std::nullopt, std::nullopt, std::nullopt});
     b.parse_errors_by_reason[static_cast<std::size_t>(protocol::parse_error::invalid_json)] = 2;
     forwarded.push_back(b);
     // No usage report: the model's tokenizer counts.
@@ -319,9 +321,9 @@ TEST(Sums, EveryServedFamilyAndLabelIsDocumented) {
     tenant_settings.tenants_on = true;
     tenant_settings.provisioned_rates["t"] = 5;
     billing_metrics billing(r, tenant_settings);
-    auto s = streamed(
-        r, protocol::api_kind::openai_chat_completions, "llama", 100ms, 20ms, 3,
-        protocol::token_usage{7, 3, 1, 2, std::nullopt, std::nullopt, std::nullopt, std::nullopt});
+    auto s = streamed(r, protocol::api_kind::openai_chat_completions, "llama", 100ms, 20ms, 3,
+                      protocol::token_usage{7, 3, 1, 2, std::nullopt, std::nullopt, std::nullopt,
+                                            std::nullopt, std::nullopt});
     s.native_output_tokens = 30;
     s.native_input_tokens = 3;
     s.normalized_output_tokens = 3;
