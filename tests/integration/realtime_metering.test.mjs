@@ -16,6 +16,7 @@ import { WebSocket, WebSocketServer } from 'ws';
 
 import { makeTempDir, startProxy, stopAll, waitFor, waitMetrics } from './lib/harness.mjs';
 import { readRecords, waitRecord } from './lib/usage.mjs';
+import { closeWsServer } from './lib/ws_server.mjs';
 
 const MAX_MESSAGE = 256 * 1024;
 const servers = [];
@@ -128,12 +129,7 @@ async function startRealtimeUpstream() {
   const s = {
     state,
     port: server.address().port,
-    close: () => new Promise((resolve) => {
-      for (const ws of state.sockets) ws.terminate();
-      wss.close();
-      server.closeAllConnections?.();
-      server.close(() => resolve());
-    }),
+    close: () => closeWsServer(server, wss, state.sockets),
   };
   servers.push(s);
   return s;

@@ -18,6 +18,7 @@ import { WebSocket, WebSocketServer } from 'ws';
 
 import { makeCa, makeLeaf } from './lib/certs.mjs';
 import { request, startProxy, stopAll, waitFor } from './lib/harness.mjs';
+import { closeWsServer } from './lib/ws_server.mjs';
 
 const servers = [];
 let ca;
@@ -73,12 +74,7 @@ async function startUpstream({ tls = false, perMessageDeflate = false } = {}) {
     state,
     port,
     url: `${tls ? 'https' : 'http'}://127.0.0.1:${port}`,
-    close: () => new Promise((resolve) => {
-      for (const ws of state.sockets) ws.terminate();
-      wss.close();
-      server.closeAllConnections?.();
-      server.close(() => resolve());
-    }),
+    close: () => closeWsServer(server, wss, state.sockets),
   };
   servers.push(s);
   return s;
